@@ -1,0 +1,1055 @@
+/*
+ * header.c: the strict safetensors header parser.
+ *
+ * The header is a security boundary: it comes from files people download.
+ * This is a hand-written, length-counted JSON parser that accepts exactly
+ * what the reference reader (serde_json + serde derive in the safetensors
+ * crate) accepts, and checks in the reference's order (RULES.md):
+ *
+ *   R4  strict UTF-8 over all N bytes, before any JSON is looked at;
+ *   R5-R8 RFC 8259 syntax, a top-level object, the 4 JSON whitespace bytes
+ *       around it and nesting depth <= 127;
+ *   R9-R14 the HashMetadata shape: "__metadata__" is null or a string map
+ *       (a second "__metadata__" is refused, a repeated key inside it: last
+ *       wins), every other key is a tensor object with exactly one each of
+ *       dtype / shape / data_offsets (unknown fields are parsed and
+ *       ignored), and a repeated tensor name: last wins;
+ *   R15-R19 walking the tensors sorted by (begin, end): the offset chain,
+ *       element and bit overflow, whole bytes, and the size;
+ *   R20 the tensors fill the data section exactly.
+ *
+ * Strings are unescaped into one arena no larger than the header (an
+ * unescaped string plus its NUL never outgrows its quoted form), so names
+ * may hold NUL bytes and memory stays proportional to the header.  Numbers
+ * for shape and data_offsets are parsed as u64 with overflow checks; other
+ * numbers are checked for JSON syntax and a finite double, as serde_json
+ * does.  Recursion is bounded by the depth limit.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stfs/stfs.h"
+#include "internal.h"
+
+struct stfs_header {
+	struct stfs_tensor *tensors;
+	size_t count;
+	struct stfs_meta *meta;
+	size_t nmeta;
+	int has_meta;
+	uint64_t data_len;
+	char *arena;
+	uint64_t *dims;
+};
+
+/* A tensor while parsing: shape is an index into dims until the end. */
+struct rec {
+	struct stfs_tensor t;
+	size_t dim0;
+	uint64_t off;      /* file offset of the key, for messages */
+	size_t order;      /* position in the header, for last-wins */
+};
+
+struct mrec {
+	struct stfs_meta m;
+	size_t order;
+};
+
+struct parser {
+	const char *buf;
+	size_t len, pos;
+	uint64_t base;
+	struct stfs_error *err;
+	char *arena;
+	size_t used;
+	struct rec *recs;
+	size_t nrecs, caprecs;
+	struct mrec *metas;
+	size_t nmetas, capmetas;
+	uint64_t *dims;
+	size_t ndims, capdims;
+	int seen_meta;
+	int has_meta;
+};
+
+#define QUOTE_MAX 160
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+	size_t ncap;
+	void *np;
+
+	if (need <= *cap)
+		return 0;
+	ncap = *cap ? *cap * 2 : 16;
+	while (ncap < need)
+		ncap *= 2;
+	np = realloc(*p, ncap * elem);
+	if (!np)
+		return -ENOMEM;
+	*p = np;
+	*cap = ncap;
+	return 0;
+}
+
+static uint64_t at(const struct parser *P)
+{
+	return P->base + P->pos;
+}
+
+static int syntax(struct parser *P, const char *what)
+{
+	if (P->pos >= P->len)
+		return stfs_fail(P->err, -EINVAL, R5, at(P),
+				 "header byte %" PRIu64 ": unexpected end of "
+				 "header, expected %s", at(P), what);
+	return stfs_fail(P->err, -EINVAL, R5, at(P),
+			 "header byte %" PRIu64 ": expected %s", at(P), what);
+}
+
+static void skip_ws(struct parser *P)
+{
+	while (P->pos < P->len) {
+		char c = P->buf[P->pos];
+		if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
+			break;
+		P->pos++;
+	}
+}
+
+static int peek(const struct parser *P)
+{
+	return P->pos < P->len ? (unsigned char)P->buf[P->pos] : -1;
+}
+
+static int expect(struct parser *P, char c, const char *what)
+{
+	skip_ws(P);
+	if (peek(P) != (unsigned char)c)
+		return syntax(P, what);
+	P->pos++;
+	return 0;
+}
+
+static int hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+static int read_u4(struct parser *P, unsigned *out)
+{
+	unsigned v = 0;
+
+	if (P->len - P->pos < 4)
+		return syntax(P, "4 hex digits after \\u");
+	for (int i = 0; i < 4; i++) {
+		int h = hexval((unsigned char)P->buf[P->pos + i]);
+		if (h < 0)
+			return syntax(P, "4 hex digits after \\u");
+		v = v * 16 + (unsigned)h;
+	}
+	P->pos += 4;
+	*out = v;
+	return 0;
+}
+
+/*
+ * Parse the string at P->pos (which must be '"'), unescaped and
+ * NUL-terminated in the arena.  The caller may give the bytes back with
+ * P->used = mark when it does not keep them.
+ */
+static int parse_string(struct parser *P, const char **s, size_t *slen)
+{
+	char *o;
+	size_t start;
+	int rc;
+
+	skip_ws(P);
+	if (peek(P) != '"')
+		return syntax(P, "a string");
+	start = at(P);
+	P->pos++;
+	o = P->arena + P->used;
+	for (;;) {
+		unsigned char c;
+
+		if (P->pos >= P->len)
+			return stfs_fail(P->err, -EINVAL, R5, start,
+					 "header byte %" PRIu64 ": string "
+					 "never ends", (uint64_t)start);
+		c = (unsigned char)P->buf[P->pos];
+		if (c == '"') {
+			P->pos++;
+			break;
+		}
+		if (c < 0x20)
+			return stfs_fail(P->err, -EINVAL, R5, at(P),
+					 "header byte %" PRIu64 ": raw control "
+					 "byte 0x%02x in a string", at(P), c);
+		if (c != '\\') {
+			*o++ = (char)c;
+			P->pos++;
+			continue;
+		}
+		P->pos++;
+		if (P->pos >= P->len)
+			return syntax(P, "an escape");
+		c = (unsigned char)P->buf[P->pos++];
+		switch (c) {
+		case '"': *o++ = '"'; break;
+		case '\\': *o++ = '\\'; break;
+		case '/': *o++ = '/'; break;
+		case 'b': *o++ = '\b'; break;
+		case 'f': *o++ = '\f'; break;
+		case 'n': *o++ = '\n'; break;
+		case 'r': *o++ = '\r'; break;
+		case 't': *o++ = '\t'; break;
+		case 'u': {
+			unsigned cp, lo;
+
+			if ((rc = read_u4(P, &cp)))
+				return rc;
+			if (cp >= 0xdc00 && cp <= 0xdfff)
+				return stfs_fail(P->err, -EINVAL, R5, at(P),
+						 "header byte %" PRIu64 ": lone "
+						 "low surrogate escape", at(P));
+			if (cp >= 0xd800 && cp <= 0xdbff) {
+				if (P->len - P->pos < 2 ||
+				    P->buf[P->pos] != '\\' ||
+				    P->buf[P->pos + 1] != 'u')
+					return stfs_fail(P->err, -EINVAL, R5,
+							 at(P), "header byte %"
+							 PRIu64 ": lone high "
+							 "surrogate escape",
+							 at(P));
+				P->pos += 2;
+				if ((rc = read_u4(P, &lo)))
+					return rc;
+				if (lo < 0xdc00 || lo > 0xdfff)
+					return stfs_fail(P->err, -EINVAL, R5,
+							 at(P), "header byte %"
+							 PRIu64 ": unpaired "
+							 "surrogate escape",
+							 at(P));
+				cp = 0x10000 + ((cp - 0xd800) << 10) +
+				     (lo - 0xdc00);
+			}
+			if (cp < 0x80) {
+				*o++ = (char)cp;
+			} else if (cp < 0x800) {
+				*o++ = (char)(0xc0 | (cp >> 6));
+				*o++ = (char)(0x80 | (cp & 0x3f));
+			} else if (cp < 0x10000) {
+				*o++ = (char)(0xe0 | (cp >> 12));
+				*o++ = (char)(0x80 | ((cp >> 6) & 0x3f));
+				*o++ = (char)(0x80 | (cp & 0x3f));
+			} else {
+				*o++ = (char)(0xf0 | (cp >> 18));
+				*o++ = (char)(0x80 | ((cp >> 12) & 0x3f));
+				*o++ = (char)(0x80 | ((cp >> 6) & 0x3f));
+				*o++ = (char)(0x80 | (cp & 0x3f));
+			}
+			break;
+		}
+		default:
+			P->pos--;
+			return syntax(P, "a valid escape");
+		}
+	}
+	*o = '\0';
+	*s = P->arena + P->used;
+	*slen = (size_t)(o - *s);
+	P->used += *slen + 1;
+	return 0;
+}
+
+/* Any JSON number: syntax, then a finite double as serde_json requires. */
+static int skip_number(struct parser *P)
+{
+	size_t s = P->pos;
+	char small[64], *tmp = small;
+	double d;
+
+	if (peek(P) == '-')
+		P->pos++;
+	if (peek(P) == '0') {
+		P->pos++;
+	} else if (peek(P) >= '1' && peek(P) <= '9') {
+		while (peek(P) >= '0' && peek(P) <= '9')
+			P->pos++;
+	} else {
+		return syntax(P, "a digit");
+	}
+	if (peek(P) == '.') {
+		P->pos++;
+		if (!(peek(P) >= '0' && peek(P) <= '9'))
+			return syntax(P, "a digit after '.'");
+		while (peek(P) >= '0' && peek(P) <= '9')
+			P->pos++;
+	}
+	if (peek(P) == 'e' || peek(P) == 'E') {
+		P->pos++;
+		if (peek(P) == '+' || peek(P) == '-')
+			P->pos++;
+		if (!(peek(P) >= '0' && peek(P) <= '9'))
+			return syntax(P, "a digit in the exponent");
+		while (peek(P) >= '0' && peek(P) <= '9')
+			P->pos++;
+	}
+	if (P->pos - s >= sizeof(small)) {
+		tmp = malloc(P->pos - s + 1);
+		if (!tmp)
+			return -ENOMEM;
+	}
+	memcpy(tmp, P->buf + s, P->pos - s);
+	tmp[P->pos - s] = '\0';
+	d = strtod(tmp, NULL);
+	if (tmp != small)
+		free(tmp);
+	if (isinf(d))
+		return stfs_fail(P->err, -EINVAL, R5, P->base + s,
+				 "header byte %" PRIu64 ": number out of "
+				 "range", P->base + s);
+	return 0;
+}
+
+static int skip_literal(struct parser *P, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	if (P->len - P->pos < n || memcmp(P->buf + P->pos, lit, n) != 0)
+		return syntax(P, "a JSON value");
+	P->pos += n;
+	return 0;
+}
+
+static int enter(struct parser *P, int depth)
+{
+	if (depth > STFS_JSON_DEPTH_MAX)
+		return stfs_fail(P->err, -EINVAL, R8, at(P),
+				 "header byte %" PRIu64 ": JSON nested deeper "
+				 "than %d levels", at(P), STFS_JSON_DEPTH_MAX);
+	return 0;
+}
+
+/* Check and skip any value; depth is the depth a container here gets. */
+static int skip_value(struct parser *P, int depth)
+{
+	size_t mark = P->used;
+	const char *s;
+	size_t n;
+	int rc;
+
+	skip_ws(P);
+	switch (peek(P)) {
+	case '"':
+		rc = parse_string(P, &s, &n);
+		P->used = mark;
+		return rc;
+	case '{':
+		if ((rc = enter(P, depth)))
+			return rc;
+		P->pos++;
+		skip_ws(P);
+		if (peek(P) == '}') {
+			P->pos++;
+			return 0;
+		}
+		for (;;) {
+			if ((rc = parse_string(P, &s, &n)))
+				return rc;
+			P->used = mark;
+			if ((rc = expect(P, ':', "':'")))
+				return rc;
+			if ((rc = skip_value(P, depth + 1)))
+				return rc;
+			skip_ws(P);
+			if (peek(P) == ',') {
+				P->pos++;
+				continue;
+			}
+			return expect(P, '}', "',' or '}'");
+		}
+	case '[':
+		if ((rc = enter(P, depth)))
+			return rc;
+		P->pos++;
+		skip_ws(P);
+		if (peek(P) == ']') {
+			P->pos++;
+			return 0;
+		}
+		for (;;) {
+			if ((rc = skip_value(P, depth + 1)))
+				return rc;
+			skip_ws(P);
+			if (peek(P) == ',') {
+				P->pos++;
+				continue;
+			}
+			return expect(P, ']', "',' or ']'");
+		}
+	case 't':
+		return skip_literal(P, "true");
+	case 'f':
+		return skip_literal(P, "false");
+	case 'n':
+		return skip_literal(P, "null");
+	default:
+		if (peek(P) == '-' || (peek(P) >= '0' && peek(P) <= '9'))
+			return skip_number(P);
+		return syntax(P, "a JSON value");
+	}
+}
+
+static const char *qname(const struct stfs_tensor *t, char *buf)
+{
+	return stfs_quote(t->name, t->name_len, buf, QUOTE_MAX);
+}
+
+/* An unsigned integer for shape or data_offsets (R12, R13). */
+static int parse_u64(struct parser *P, const char *rule, const char *field,
+		     const char *name, uint64_t *out)
+{
+	uint64_t v = 0;
+	uint64_t s;
+	int rc;
+
+	skip_ws(P);
+	s = at(P);
+	if (peek(P) == '-' || !(peek(P) >= '0' && peek(P) <= '9'))
+		return stfs_fail(P->err, -EINVAL, rule, s,
+				 "tensor \"%s\": %s must hold integers in "
+				 "0..2^64-1 (header byte %" PRIu64 ")",
+				 name, field, s);
+	if (peek(P) == '0') {
+		P->pos++;
+		if (peek(P) >= '0' && peek(P) <= '9')
+			return syntax(P, "no leading zero");
+	} else {
+		while (peek(P) >= '0' && peek(P) <= '9') {
+			unsigned d = (unsigned)(peek(P) - '0');
+			if (v > (UINT64_MAX - d) / 10) {
+				if ((rc = skip_number(P)))
+					return rc;
+				return stfs_fail(P->err, -EINVAL, rule, s,
+						 "tensor \"%s\": %s value at "
+						 "header byte %" PRIu64 " is "
+						 "above 2^64-1", name, field,
+						 s);
+			}
+			v = v * 10 + d;
+			P->pos++;
+		}
+	}
+	if (peek(P) == '.' || peek(P) == 'e' || peek(P) == 'E') {
+		P->pos = (size_t)(s - P->base);
+		if ((rc = skip_number(P)))
+			return rc;
+		return stfs_fail(P->err, -EINVAL, rule, s,
+				 "tensor \"%s\": %s value at header byte %"
+				 PRIu64 " is not an integer", name, field, s);
+	}
+	*out = v;
+	return 0;
+}
+
+static int parse_dims(struct parser *P, const char *name, struct rec *r)
+{
+	int rc;
+
+	skip_ws(P);
+	if (peek(P) != '[') {
+		if ((rc = skip_value(P, 3)))
+			return rc;
+		return stfs_fail(P->err, -EINVAL, R12, r->off,
+				 "tensor \"%s\": shape must be an array of "
+				 "integers", name);
+	}
+	P->pos++;
+	r->dim0 = P->ndims;
+	r->t.rank = 0;
+	skip_ws(P);
+	if (peek(P) == ']') {
+		P->pos++;
+		return 0;
+	}
+	for (;;) {
+		uint64_t v;
+
+		if ((rc = parse_u64(P, R12, "shape", name, &v)))
+			return rc;
+		if ((rc = grow((void **)&P->dims, &P->capdims, P->ndims + 1,
+			       sizeof(uint64_t))))
+			return rc;
+		P->dims[P->ndims++] = v;
+		r->t.rank++;
+		skip_ws(P);
+		if (peek(P) == ',') {
+			P->pos++;
+			continue;
+		}
+		return expect(P, ']', "',' or ']'");
+	}
+}
+
+static int parse_offsets(struct parser *P, const char *name, struct rec *r)
+{
+	uint64_t v[2];
+	int rc;
+
+	skip_ws(P);
+	if (peek(P) != '[') {
+		if ((rc = skip_value(P, 3)))
+			return rc;
+		return stfs_fail(P->err, -EINVAL, R13, r->off,
+				 "tensor \"%s\": data_offsets must be an "
+				 "array of 2 integers", name);
+	}
+	P->pos++;
+	for (int i = 0; i < 3; i++) {
+		skip_ws(P);
+		if (peek(P) == ']') {
+			if (i == 2)
+				break;
+			return stfs_fail(P->err, -EINVAL, R13, at(P),
+					 "tensor \"%s\": data_offsets has %d "
+					 "element%s, not 2", name, i,
+					 i == 1 ? "" : "s");
+		}
+		if (i == 2)
+			return stfs_fail(P->err, -EINVAL, R13, at(P),
+					 "tensor \"%s\": data_offsets has more "
+					 "than 2 elements", name);
+		if (i > 0 && (rc = expect(P, ',', "',' or ']'")))
+			return rc;
+		if ((rc = parse_u64(P, R13, "data_offsets", name, &v[i])))
+			return rc;
+	}
+	P->pos++;
+	r->t.begin = v[0];
+	r->t.end = v[1];
+	return 0;
+}
+
+enum { F_DTYPE = 1, F_SHAPE = 2, F_OFFSETS = 4 };
+
+static int parse_tensor(struct parser *P, struct rec *r)
+{
+	char name[QUOTE_MAX];
+	unsigned have = 0;
+	int rc;
+
+	qname(&r->t, name);
+	skip_ws(P);
+	if (peek(P) != '{') {
+		if ((rc = skip_value(P, 2)))
+			return rc;
+		return stfs_fail(P->err, -EINVAL, R10, r->off,
+				 "tensor \"%s\": value must be an object "
+				 "with dtype, shape and data_offsets", name);
+	}
+	if ((rc = enter(P, 2)))
+		return rc;
+	P->pos++;
+	skip_ws(P);
+	if (peek(P) == '}') {
+		P->pos++;
+		goto done;
+	}
+	for (;;) {
+		size_t mark = P->used;
+		uint64_t koff;
+		const char *k;
+		size_t klen;
+		unsigned f = 0;
+
+		skip_ws(P);
+		koff = at(P);
+		if ((rc = parse_string(P, &k, &klen)))
+			return rc;
+		if (klen == 5 && memcmp(k, "dtype", 5) == 0)
+			f = F_DTYPE;
+		else if (klen == 5 && memcmp(k, "shape", 5) == 0)
+			f = F_SHAPE;
+		else if (klen == 12 && memcmp(k, "data_offsets", 12) == 0)
+			f = F_OFFSETS;
+		P->used = mark;
+		if (f & have)
+			return stfs_fail(P->err, -EINVAL, R14, koff,
+					 "tensor \"%s\": duplicate field "
+					 "\"%s\" at header byte %" PRIu64,
+					 name, f == F_DTYPE ? "dtype" :
+					 f == F_SHAPE ? "shape" :
+					 "data_offsets", koff);
+		have |= f;
+		if ((rc = expect(P, ':', "':'")))
+			return rc;
+		if (f == F_DTYPE) {
+			const char *v;
+			size_t vlen;
+			char q[QUOTE_MAX];
+
+			skip_ws(P);
+			if (peek(P) != '"') {
+				uint64_t voff = at(P);
+				if ((rc = skip_value(P, 3)))
+					return rc;
+				return stfs_fail(P->err, -EINVAL, R11, voff,
+						 "tensor \"%s\": dtype must be "
+						 "a string", name);
+			}
+			if ((rc = parse_string(P, &v, &vlen)))
+				return rc;
+			P->used = mark;
+			if (stfs_dtype_from_name(v, vlen, &r->t.dtype))
+				return stfs_fail(P->err, -EINVAL, R11, koff,
+						 "tensor \"%s\": unknown dtype "
+						 "\"%s\"", name,
+						 stfs_quote(v, vlen, q,
+							    sizeof(q)));
+		} else if (f == F_SHAPE) {
+			if ((rc = parse_dims(P, name, r)))
+				return rc;
+		} else if (f == F_OFFSETS) {
+			if ((rc = parse_offsets(P, name, r)))
+				return rc;
+		} else if ((rc = skip_value(P, 3))) {
+			return rc;
+		}
+		skip_ws(P);
+		if (peek(P) == ',') {
+			P->pos++;
+			continue;
+		}
+		if ((rc = expect(P, '}', "',' or '}'")))
+			return rc;
+		break;
+	}
+done:
+	if ((have & (F_DTYPE | F_SHAPE | F_OFFSETS)) != 7)
+		return stfs_fail(P->err, -EINVAL, R10, r->off,
+				 "tensor \"%s\": missing field \"%s\"", name,
+				 !(have & F_DTYPE) ? "dtype" :
+				 !(have & F_SHAPE) ? "shape" : "data_offsets");
+	return 0;
+}
+
+static int parse_metadata(struct parser *P, uint64_t koff)
+{
+	int rc;
+
+	if (P->seen_meta)
+		return stfs_fail(P->err, -EINVAL, R14, koff,
+				 "duplicate \"__metadata__\" at header byte %"
+				 PRIu64, koff);
+	P->seen_meta = 1;
+	skip_ws(P);
+	if (peek(P) == 'n')
+		return skip_literal(P, "null");
+	if (peek(P) != '{') {
+		uint64_t voff = at(P);
+		if ((rc = skip_value(P, 2)))
+			return rc;
+		return stfs_fail(P->err, -EINVAL, R9, voff,
+				 "__metadata__ must be an object of strings "
+				 "or null (header byte %" PRIu64 ")", voff);
+	}
+	if ((rc = enter(P, 2)))
+		return rc;
+	P->has_meta = 1;
+	P->pos++;
+	skip_ws(P);
+	if (peek(P) == '}') {
+		P->pos++;
+		return 0;
+	}
+	for (;;) {
+		struct mrec *m;
+		uint64_t voff;
+
+		if ((rc = grow((void **)&P->metas, &P->capmetas,
+			       P->nmetas + 1, sizeof(*P->metas))))
+			return rc;
+		m = &P->metas[P->nmetas];
+		if ((rc = parse_string(P, &m->m.key, &m->m.key_len)))
+			return rc;
+		if ((rc = expect(P, ':', "':'")))
+			return rc;
+		skip_ws(P);
+		voff = at(P);
+		if (peek(P) != '"') {
+			char q[QUOTE_MAX];
+			if ((rc = skip_value(P, 3)))
+				return rc;
+			return stfs_fail(P->err, -EINVAL, R9, voff,
+					 "__metadata__ \"%s\": value must be "
+					 "a string (header byte %" PRIu64 ")",
+					 stfs_quote(m->m.key, m->m.key_len, q,
+						    sizeof(q)), voff);
+		}
+		if ((rc = parse_string(P, &m->m.value, &m->m.value_len)))
+			return rc;
+		m->order = P->nmetas++;
+		skip_ws(P);
+		if (peek(P) == ',') {
+			P->pos++;
+			continue;
+		}
+		return expect(P, '}', "',' or '}'");
+	}
+}
+
+static int parse_top(struct parser *P)
+{
+	int rc;
+
+	skip_ws(P);
+	if (P->pos >= P->len)
+		return syntax(P, "a JSON object");
+	if (peek(P) != '{') {
+		uint64_t s = at(P);
+		if ((rc = skip_value(P, 1)))
+			return rc;
+		return stfs_fail(P->err, -EINVAL, R6, s,
+				 "header is not a JSON object");
+	}
+	P->pos++;
+	skip_ws(P);
+	if (peek(P) == '}') {
+		P->pos++;
+	} else {
+		for (;;) {
+			const char *k;
+			size_t klen;
+			uint64_t koff;
+
+			skip_ws(P);
+			koff = at(P);
+			if ((rc = parse_string(P, &k, &klen)))
+				return rc;
+			if ((rc = expect(P, ':', "':'")))
+				return rc;
+			if (klen == 12 && memcmp(k, "__metadata__", 12) == 0) {
+				P->used -= klen + 1;
+				if ((rc = parse_metadata(P, koff)))
+					return rc;
+			} else {
+				struct rec *r;
+
+				if ((rc = grow((void **)&P->recs, &P->caprecs,
+					       P->nrecs + 1,
+					       sizeof(*P->recs))))
+					return rc;
+				r = &P->recs[P->nrecs];
+				memset(r, 0, sizeof(*r));
+				r->t.name = k;
+				r->t.name_len = klen;
+				r->off = koff;
+				r->order = P->nrecs;
+				if ((rc = parse_tensor(P, r)))
+					return rc;
+				P->nrecs++;
+			}
+			skip_ws(P);
+			if (peek(P) == ',') {
+				P->pos++;
+				continue;
+			}
+			if ((rc = expect(P, '}', "',' or '}'")))
+				return rc;
+			break;
+		}
+	}
+	skip_ws(P);
+	if (P->pos != P->len)
+		return stfs_fail(P->err, -EINVAL, R7, at(P),
+				 "header byte %" PRIu64 ": trailing "
+				 "characters after the JSON object", at(P));
+	return 0;
+}
+
+static int cmp_bytes(const char *a, size_t al, const char *b, size_t bl)
+{
+	int c = memcmp(a, b, al < bl ? al : bl);
+
+	if (c)
+		return c;
+	return al < bl ? -1 : al > bl;
+}
+
+static int cmp_rec_name(const void *x, const void *y)
+{
+	const struct rec *a = x, *b = y;
+	int c = cmp_bytes(a->t.name, a->t.name_len, b->t.name, b->t.name_len);
+
+	if (c)
+		return c;
+	return a->order < b->order ? -1 : a->order > b->order;
+}
+
+static int cmp_rec_offsets(const void *x, const void *y)
+{
+	const struct rec *a = x, *b = y;
+
+	if (a->t.begin != b->t.begin)
+		return a->t.begin < b->t.begin ? -1 : 1;
+	if (a->t.end != b->t.end)
+		return a->t.end < b->t.end ? -1 : 1;
+	return cmp_bytes(a->t.name, a->t.name_len, b->t.name, b->t.name_len);
+}
+
+static int cmp_meta(const void *x, const void *y)
+{
+	const struct mrec *a = x, *b = y;
+	int c = cmp_bytes(a->m.key, a->m.key_len, b->m.key, b->m.key_len);
+
+	if (c)
+		return c;
+	return a->order < b->order ? -1 : a->order > b->order;
+}
+
+/* R14: of several equal keys the last one wins. */
+static size_t last_wins_recs(struct rec *r, size_t n)
+{
+	size_t o = 0;
+
+	qsort(r, n, sizeof(*r), cmp_rec_name);
+	for (size_t i = 0; i < n; i++) {
+		if (i + 1 < n &&
+		    cmp_bytes(r[i].t.name, r[i].t.name_len, r[i + 1].t.name,
+			      r[i + 1].t.name_len) == 0)
+			continue;
+		r[o++] = r[i];
+	}
+	return o;
+}
+
+static size_t last_wins_meta(struct mrec *m, size_t n)
+{
+	size_t o = 0;
+
+	qsort(m, n, sizeof(*m), cmp_meta);
+	for (size_t i = 0; i < n; i++) {
+		if (i + 1 < n && cmp_bytes(m[i].m.key, m[i].m.key_len,
+					   m[i + 1].m.key,
+					   m[i + 1].m.key_len) == 0)
+			continue;
+		m[o++] = m[i];
+	}
+	return o;
+}
+
+/* R15-R19 for one tensor, in the reference's order. */
+static int check_tensor(struct parser *P, const struct rec *r,
+			uint64_t prev_end)
+{
+	const struct stfs_tensor *t = &r->t;
+	char name[QUOTE_MAX], shape[96];
+	uint64_t n = 1, bits;
+	unsigned bsz = stfs_dtype_bits(t->dtype);
+
+	qname(t, name);
+	if (stfs_shape_str(t, shape, sizeof(shape)) >= sizeof(shape))
+		strcpy(shape + sizeof(shape) - 5, "...]");
+	if (t->begin != prev_end || t->end < t->begin) {
+		if (t->end < t->begin)
+			return stfs_fail(P->err, -EINVAL, R15, r->off,
+					 "tensor \"%s\": data_offsets [%"
+					 PRIu64 ",%" PRIu64 ") end before "
+					 "they begin", name, t->begin,
+					 t->end);
+		if (t->begin < prev_end)
+			return stfs_fail(P->err, -EINVAL, R15, r->off,
+					 "tensor \"%s\": data_offsets [%"
+					 PRIu64 ",%" PRIu64 ") overlap the "
+					 "previous tensor, which ends at %"
+					 PRIu64, name, t->begin, t->end,
+					 prev_end);
+		return stfs_fail(P->err, -EINVAL, R15, r->off,
+				 "tensor \"%s\": data_offsets [%" PRIu64 ",%"
+				 PRIu64 ") leave a hole: the previous tensor "
+				 "ends at %" PRIu64, name, t->begin, t->end,
+				 prev_end);
+	}
+	for (size_t i = 0; i < t->rank; i++)
+		if (__builtin_mul_overflow(n, t->shape[i], &n))
+			return stfs_fail(P->err, -EINVAL, R16, r->off,
+					 "tensor \"%s\": shape %s has more "
+					 "than 2^64-1 elements", name, shape);
+	if (__builtin_mul_overflow(n, (uint64_t)bsz, &bits))
+		return stfs_fail(P->err, -EINVAL, R17, r->off,
+				 "tensor \"%s\": %s %s is more than 2^64-1 "
+				 "bits", name, stfs_dtype_name(t->dtype),
+				 shape);
+	if (bits % 8)
+		return stfs_fail(P->err, -EINVAL, R18, r->off,
+				 "tensor \"%s\": %s %s is %" PRIu64 " bits, "
+				 "not a whole number of bytes", name,
+				 stfs_dtype_name(t->dtype), shape, bits);
+	if (t->end - t->begin != bits / 8)
+		return stfs_fail(P->err, -EINVAL, R19, r->off,
+				 "tensor \"%s\": data_offsets [%" PRIu64 ",%"
+				 PRIu64 ") but %s %s needs %" PRIu64 " bytes",
+				 name, t->begin, t->end,
+				 stfs_dtype_name(t->dtype), shape, bits / 8);
+	return 0;
+}
+
+static int validate(struct parser *P, uint64_t data_len, uint64_t *last)
+{
+	uint64_t end = 0;
+	int rc;
+
+	qsort(P->recs, P->nrecs, sizeof(*P->recs), cmp_rec_offsets);
+	for (size_t i = 0; i < P->nrecs; i++) {
+		struct rec *r = &P->recs[i];
+
+		r->t.shape = r->t.rank ? P->dims + r->dim0 : NULL;
+		if ((rc = check_tensor(P, r, end)))
+			return rc;
+		end = r->t.end;
+	}
+	*last = end;
+	if (data_len != STFS_DATA_LEN_ANY && end != data_len)
+		return stfs_fail(P->err, -EINVAL, R20, P->base + P->len + end,
+				 "the tensors cover %" PRIu64 " bytes of data "
+				 "but the data section holds %" PRIu64
+				 " bytes%s", end, data_len,
+				 end < data_len ? " (trailing bytes)" :
+				 " (file truncated)");
+	return 0;
+}
+
+static void parser_free(struct parser *P)
+{
+	free(P->arena);
+	free(P->recs);
+	free(P->metas);
+	free(P->dims);
+}
+
+int stfs_header_parse(const char *buf, size_t len, uint64_t data_len,
+		      uint64_t base, struct stfs_header **out,
+		      struct stfs_error *err)
+{
+	struct stfs_error dummy;
+	struct parser P = { .buf = buf, .len = len, .base = base };
+	struct stfs_header *h = NULL;
+	uint64_t last;
+	size_t bad;
+	int rc;
+
+	*out = NULL;
+	P.err = err ? err : &dummy;
+	memset(P.err, 0, sizeof(*P.err));
+	if (len > STFS_HEADER_MAX)
+		return stfs_fail(P.err, -EINVAL, R2, 0, "header length %zu is "
+				 "above the limit of %llu bytes", len,
+				 STFS_HEADER_MAX);
+	if (!stfs_utf8_valid(buf, len, &bad))
+		return stfs_fail(P.err, -EINVAL, R4, base + bad,
+				 "header byte %" PRIu64 ": invalid UTF-8",
+				 base + bad);
+	P.arena = malloc(len + 1);
+	if (!P.arena)
+		return -ENOMEM;
+	if ((rc = parse_top(&P)))
+		goto fail;
+	P.nrecs = last_wins_recs(P.recs, P.nrecs);
+	P.nmetas = last_wins_meta(P.metas, P.nmetas);
+	if ((rc = validate(&P, data_len, &last)))
+		goto fail;
+
+	h = calloc(1, sizeof(*h));
+	if (!h || (P.nrecs && !(h->tensors = calloc(P.nrecs,
+						     sizeof(*h->tensors)))) ||
+	    (P.nmetas && !(h->meta = calloc(P.nmetas, sizeof(*h->meta))))) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	for (size_t i = 0; i < P.nrecs; i++)
+		h->tensors[i] = P.recs[i].t;
+	for (size_t i = 0; i < P.nmetas; i++)
+		h->meta[i] = P.metas[i].m;
+	h->count = P.nrecs;
+	h->nmeta = P.nmetas;
+	h->has_meta = P.has_meta;
+	h->data_len = last;
+	h->arena = P.arena;
+	h->dims = P.dims;
+	free(P.recs);
+	free(P.metas);
+	*out = h;
+	return 0;
+fail:
+	if (rc == -ENOMEM && P.err->code == 0)
+		stfs_fail(P.err, -ENOMEM, NULL, STFS_NO_OFFSET,
+			  "out of memory while parsing the header");
+	stfs_header_free(h);
+	parser_free(&P);
+	return rc;
+}
+
+void stfs_header_free(struct stfs_header *h)
+{
+	if (!h)
+		return;
+	if (h->tensors)
+		free(h->tensors);
+	free(h->meta);
+	free(h->arena);
+	free(h->dims);
+	free(h);
+}
+
+size_t stfs_header_count(const struct stfs_header *h)
+{
+	return h->count;
+}
+
+const struct stfs_tensor *stfs_header_tensor(const struct stfs_header *h,
+					     size_t i)
+{
+	return i < h->count ? &h->tensors[i] : NULL;
+}
+
+int stfs_header_has_metadata(const struct stfs_header *h)
+{
+	return h->has_meta;
+}
+
+size_t stfs_header_meta_count(const struct stfs_header *h)
+{
+	return h->nmeta;
+}
+
+const struct stfs_meta *stfs_header_meta(const struct stfs_header *h,
+					 size_t i)
+{
+	return i < h->nmeta ? &h->meta[i] : NULL;
+}
+
+uint64_t stfs_header_data_len(const struct stfs_header *h)
+{
+	return h->data_len;
+}
+
+uint64_t stfs_tensor_elements(const struct stfs_tensor *t)
+{
+	uint64_t n = 1;
+
+	for (size_t i = 0; i < t->rank; i++)
+		n *= t->shape[i];
+	return n;
+}

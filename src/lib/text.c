@@ -1,0 +1,101 @@
+/*
+ * text.c: turning untrusted bytes into safe text, for error messages and
+ * listings: quoting of names (no control byte ever reaches a terminal),
+ * shape formatting, and the error-filling helper the parser uses.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "stfs/stfs.h"
+#include "internal.h"
+
+char *stfs_quote(const char *s, size_t len, char *out, size_t outsz)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0;
+
+	if (outsz == 0)
+		return out;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+		char buf[4];
+		size_t n = 0;
+
+		if (c < 0x20 || c == 0x7f) {
+			buf[n++] = '\\';
+			buf[n++] = 'x';
+			buf[n++] = hex[c >> 4];
+			buf[n++] = hex[c & 15];
+		} else if (c == '"' || c == '\\') {
+			buf[n++] = '\\';
+			buf[n++] = (char)c;
+		} else {
+			buf[n++] = (char)c;
+		}
+		/* keep room for "..." and the terminator */
+		if (o + n + 4 > outsz) {
+			/* do not cut a UTF-8 sequence in half */
+			while (o > 0 && ((unsigned char)out[o - 1] & 0xc0) == 0x80)
+				o--;
+			if (o > 0 && ((unsigned char)out[o - 1] & 0xc0) == 0xc0)
+				o--;
+			if (o + 4 <= outsz) {
+				memcpy(out + o, "...", 3);
+				o += 3;
+			}
+			break;
+		}
+		memcpy(out + o, buf, n);
+		o += n;
+	}
+	out[o] = '\0';
+	return out;
+}
+
+size_t stfs_shape_str(const struct stfs_tensor *t, char *out, size_t outsz)
+{
+	size_t need = 0;
+	char num[24];
+
+#define PUT(str, n)                                                     \
+	do {                                                            \
+		if (need + (n) < outsz)                                 \
+			memcpy(out + need, (str), (n));                 \
+		need += (n);                                            \
+	} while (0)
+
+	PUT("[", 1);
+	for (size_t i = 0; i < t->rank; i++) {
+		int n = snprintf(num, sizeof(num), "%s%" PRIu64,
+				 i ? "," : "", t->shape[i]);
+		PUT(num, (size_t)n);
+	}
+	PUT("]", 1);
+#undef PUT
+	if (outsz)
+		out[need < outsz ? need : outsz - 1] = '\0';
+	return need;
+}
+
+int stfs_fail(struct stfs_error *err, int code, const char *rule,
+	      uint64_t offset, const char *fmt, ...)
+{
+	va_list ap;
+	size_t n;
+
+	if (!err)
+		return code;
+	err->code = code;
+	err->rule = rule;
+	err->offset = offset;
+	va_start(ap, fmt);
+	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	va_end(ap);
+	n = strlen(err->msg);
+	if (rule && n + 4 < sizeof(err->msg))
+		snprintf(err->msg + n, sizeof(err->msg) - n, " (%s)", rule);
+	return code;
+}

@@ -1,0 +1,27 @@
+/*
+ * cli.h: the pieces of the stfs command outside main.c.
+ */
+#ifndef STFS_CLI_H
+#define STFS_CLI_H
+
+#include <stdio.h>
+
+#include "fs.h"
+
+#define STFS_DEFAULT_THREADS 4
+#define STFS_DEFAULT_READAHEAD 1024
+
+void stfs_usage(FILE *out);
+
+/* inspect.c: `stfs inspect`; argv[0] is "inspect". */
+int stfs_inspect_main(int argc, char **argv);
+
+/* daemon.c */
+/* Raise the kernel readahead of the FUSE mount at mnt (best effort). */
+void stfs_set_readahead(const char *mnt, unsigned kb);
+/* Go to the background unless foreground; log to syslog or log_file. */
+int stfs_daemonize(int foreground, const char *log_file, const char *src);
+/* Serve requests until unmount or a signal: 0, or -1 on error. */
+int stfs_serve(struct fuse_session *se, unsigned threads);
+
+#endif

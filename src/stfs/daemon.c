@@ -1,0 +1,132 @@
+/*
+ * daemon.c: the life of a mounted stfs: readahead tuning, going to the
+ * background with logging to syslog (or -o log=FILE), and the request loop,
+ * single- or multi-threaded.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static FILE *log_fp;
+
+/* mountinfo escapes ' ', '\t', '\n' and '\\' as \ooo. */
+static void unescape_octal(char *s)
+{
+	char *o = s;
+
+	while (*s) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
+		    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*o++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 +
+				      (s[3] - '0'));
+			s += 4;
+		} else {
+			*o++ = *s++;
+		}
+	}
+	*o = '\0';
+}
+
+/*
+ * The kernel gives a FUSE mount its own backing device "0:N"; its
+ * read_ahead_kb decides how large the kernel's read requests are.  Found
+ * through /proc/self/mountinfo, so the mount itself is never touched
+ * (the daemon is not serving yet).
+ */
+void stfs_set_readahead(const char *mnt, unsigned kb)
+{
+	char *want = realpath(mnt, NULL), *line = NULL;
+	char dev[64] = "";
+	size_t cap = 0;
+	FILE *f;
+
+	if (!want)
+		return;
+	f = fopen("/proc/self/mountinfo", "re");
+	while (f && getline(&line, &cap, f) > 0) {
+		char mdev[64], *point = NULL;
+
+		if (sscanf(line, "%*s %*s %63s %*s %ms", mdev, &point) == 2) {
+			unescape_octal(point);
+			if (strcmp(point, want) == 0 && strstr(line, "fuse.stfs"))
+				strcpy(dev, mdev);   /* the last one wins */
+		}
+		free(point);
+	}
+	if (f)
+		fclose(f);
+	free(line);
+	free(want);
+	if (dev[0]) {
+		char path[128];
+		FILE *ra;
+
+		snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb",
+			 dev);
+		ra = fopen(path, "we");
+		if (ra) {
+			fprintf(ra, "%u\n", kb);
+			fclose(ra);
+		}
+	}
+}
+
+static void log_func(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+	if (log_fp) {
+		vfprintf(log_fp, fmt, ap);
+		fflush(log_fp);
+	} else {
+		vsyslog((int)level, fmt, ap);
+	}
+}
+
+int stfs_daemonize(int foreground, const char *log_file, const char *src)
+{
+	if (foreground)
+		return 0;
+	if (log_file) {
+		log_fp = fopen(log_file, "ae");
+		if (!log_fp) {
+			fprintf(stderr, "stfs: %s: log=%s: %s\n", src,
+				log_file, strerror(errno));
+			return -1;
+		}
+		setvbuf(log_fp, NULL, _IOLBF, 0);
+	} else {
+		openlog("stfs", LOG_PID, LOG_DAEMON);
+	}
+	fuse_set_log_func(log_func);
+	if (fuse_daemonize(0) != 0)
+		return -1;
+	fuse_log(FUSE_LOG_INFO, "stfs: %s: serving (pid %d)\n", src,
+		 (int)getpid());
+	return 0;
+}
+
+int stfs_serve(struct fuse_session *se, unsigned threads)
+{
+	struct fuse_loop_config *cfg;
+	int rc;
+
+	if (threads <= 1)
+		return fuse_session_loop(se) < 0 ? -1 : 0;
+	cfg = fuse_loop_cfg_create();
+	if (!cfg)
+		return -1;
+	fuse_loop_cfg_set_clone_fd(cfg, 0);
+	fuse_loop_cfg_set_max_threads(cfg, threads);
+	fuse_loop_cfg_set_idle_threads(cfg, threads);
+	rc = fuse_session_loop_mt(se, cfg);
+	fuse_loop_cfg_destroy(cfg);
+	return rc < 0 ? -1 : 0;
+}

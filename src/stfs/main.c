@@ -1,0 +1,354 @@
+/*
+ * main.c: the stfs command: `stfs mount`, `stfs inspect`, `stfs umount`,
+ * and the mount-helper form `stfs SOURCE MOUNTPOINT -o OPTS` that
+ * mount.fuse3 (and so fstab and systemd) calls.
+ *
+ * A mount validates everything before anything is mounted: the options
+ * (libfuse's own included, by creating the session first), the mountpoint,
+ * then the whole source.  Only then is the filesystem mounted; without -f
+ * the command returns once the daemon is serving.  On any error it prints
+ * `stfs: SOURCE: <what is wrong>`, exits 1, and leaves nothing mounted or
+ * running.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "fs.h"
+#include "cli.h"
+
+struct stfs_opts {
+	char *source;
+	char *mountpoint;
+	int nonopts;
+	int foreground;
+	int debug;
+	int flat;
+	int help;
+	int version;
+	unsigned uid, gid, umask;
+	int uid_set, gid_set, umask_set;
+	unsigned threads;
+	unsigned readahead_kb;
+	char *log;
+};
+
+enum {
+	KEY_FOREGROUND,
+	KEY_DEBUG,
+	KEY_HELP,
+	KEY_VERSION,
+	KEY_SINGLE,
+	KEY_DISCARD,
+};
+
+#define STFS_OPT(t, p, v) { t, offsetof(struct stfs_opts, p), v }
+
+static const struct fuse_opt stfs_opt_spec[] = {
+	STFS_OPT("flat", flat, 1),
+	STFS_OPT("uid=%u", uid, 0),
+	STFS_OPT("uid=", uid_set, 1),
+	STFS_OPT("gid=%u", gid, 0),
+	STFS_OPT("gid=", gid_set, 1),
+	STFS_OPT("umask=%o", umask, 0),
+	STFS_OPT("umask=", umask_set, 1),
+	STFS_OPT("threads=%u", threads, 0),
+	STFS_OPT("readahead=%u", readahead_kb, 0),
+	STFS_OPT("log=%s", log, 0),
+	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
+	FUSE_OPT_KEY("-d", KEY_DEBUG),
+	FUSE_OPT_KEY("debug", KEY_DEBUG),
+	FUSE_OPT_KEY("-s", KEY_SINGLE),
+	FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
+	FUSE_OPT_KEY("-V", KEY_VERSION),
+	FUSE_OPT_KEY("--version", KEY_VERSION),
+	/* mount(8) options that mean nothing to a FUSE daemon */
+	FUSE_OPT_KEY("ro", KEY_DISCARD),
+	FUSE_OPT_KEY("rw", KEY_DISCARD),
+	FUSE_OPT_KEY("defaults", KEY_DISCARD),
+	FUSE_OPT_KEY("auto", KEY_DISCARD),
+	FUSE_OPT_KEY("noauto", KEY_DISCARD),
+	FUSE_OPT_KEY("user", KEY_DISCARD),
+	FUSE_OPT_KEY("nouser", KEY_DISCARD),
+	FUSE_OPT_KEY("users", KEY_DISCARD),
+	FUSE_OPT_KEY("nofail", KEY_DISCARD),
+	FUSE_OPT_KEY("_netdev", KEY_DISCARD),
+	FUSE_OPT_END
+};
+
+void stfs_usage(FILE *out)
+{
+	fprintf(out,
+"usage: stfs mount [-f] [-d] [-s] [-o OPT[,OPT...]] SOURCE MOUNTPOINT\n"
+"       stfs SOURCE MOUNTPOINT [-o OPT[,OPT...]]   (mount helper form)\n"
+"       stfs inspect [--json | -q] SOURCE\n"
+"       stfs umount [-z] MOUNTPOINT\n"
+"       stfs --help | --version\n"
+"\n"
+"SOURCE is a .safetensors file, a directory of shards, or a\n"
+"*.safetensors.index.json file.  Each tensor becomes a read-only file;\n"
+"dtype, shape and offsets are user.safetensors.* extended attributes, and\n"
+"the header is the file %s at the root.\n"
+"\n"
+"mount options:\n"
+"  -f                 stay in the foreground\n"
+"  -d, -o debug       FUSE debug output (implies -f)\n"
+"  -s                 single-threaded (same as -o threads=1)\n"
+"  -o flat            every tensor at the root under its full name\n"
+"  -o uid=N,gid=N     owner of every file (default: the mounting user)\n"
+"  -o umask=OOO       clear these bits from 0444 files / 0555 directories\n"
+"  -o threads=N       serve with up to N threads (default %d)\n"
+"  -o readahead=KB    kernel readahead for the mount (default %d)\n"
+"  -o log=FILE        where a background daemon logs (default: syslog)\n"
+"  -o allow_other, default_permissions, max_read=N, ... : as for any\n"
+"                     FUSE filesystem (see mount.fuse3(8)); ro is implied\n"
+"\n"
+"Exit status: 0 success, 1 invalid source or failed mount, 2 usage error.\n"
+"See stfs(1).\n", STFS_HEADER_FILE, STFS_DEFAULT_THREADS, STFS_DEFAULT_READAHEAD);
+}
+
+static int opt_proc(void *data, const char *arg, int key,
+		    struct fuse_args *outargs)
+{
+	struct stfs_opts *o = data;
+
+	switch (key) {
+	case FUSE_OPT_KEY_NONOPT:
+		if (o->nonopts == 0)
+			o->source = strdup(arg);
+		else if (o->nonopts == 1)
+			o->mountpoint = strdup(arg);
+		o->nonopts++;
+		return 0;
+	case FUSE_OPT_KEY_OPT:
+		/* x-systemd.*, x-gvfs-* and comment=: hints for others */
+		if (strncmp(arg, "x-", 2) == 0 ||
+		    strncmp(arg, "comment=", 8) == 0)
+			return 0;
+		return 1;
+	case KEY_FOREGROUND:
+		o->foreground = 1;
+		return 0;
+	case KEY_DEBUG:
+		o->debug = 1;
+		o->foreground = 1;
+		return 1;
+	case KEY_SINGLE:
+		o->threads = 1;
+		return 0;
+	case KEY_HELP:
+		o->help = 1;
+		return 0;
+	case KEY_VERSION:
+		o->version = 1;
+		return 0;
+	case KEY_DISCARD:
+		return 0;
+	}
+	return 1;
+}
+
+static void warn_stderr(void *ctx, const char *text)
+{
+	fprintf(stderr, "stfs: %s: warning: %s\n", (const char *)ctx, text);
+}
+
+/* Is path itself a mount point (or a dead FUSE mount)?  0, or -errno. */
+static int check_mountpoint(const char *src, const char *mnt)
+{
+	struct stat st, up;
+	char *parent;
+
+	if (stat(mnt, &st) < 0) {
+		int e = errno;
+		fprintf(stderr, "stfs: %s: mountpoint %s: %s%s\n", src, mnt,
+			strerror(e), e == ENOTCONN ?
+			" (a dead mount: run fusermount3 -u on it)" : "");
+		return -e;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "stfs: %s: mountpoint %s: Not a directory\n",
+			src, mnt);
+		return -ENOTDIR;
+	}
+	if (asprintf(&parent, "%s/..", mnt) < 0)
+		return -ENOMEM;
+	if (stat(parent, &up) == 0 &&
+	    (up.st_dev != st.st_dev || up.st_ino == st.st_ino)) {
+		fprintf(stderr, "stfs: %s: mountpoint %s is busy: something "
+			"is already mounted there\n", src, mnt);
+		free(parent);
+		return -EBUSY;
+	}
+	free(parent);
+	return 0;
+}
+
+static int do_mount(int argc, char **argv)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct stfs_opts o = { .threads = STFS_DEFAULT_THREADS,
+			       .readahead_kb = STFS_DEFAULT_READAHEAD };
+	struct stfs_fs fs = { 0 };
+	struct fuse_session *se = NULL;
+	struct stfs_error err;
+	char *abs = NULL, *fsname = NULL, *mopts = NULL;
+	const char *src;
+	int ret = 1, rc;
+
+	if (fuse_opt_parse(&args, &o, stfs_opt_spec, opt_proc) == -1) {
+		fprintf(stderr, "stfs: invalid options (see stfs --help)\n");
+		ret = 2;
+		goto out_args;
+	}
+	if (o.help) {
+		stfs_usage(stdout);
+		ret = 0;
+		goto out_args;
+	}
+	if (o.version) {
+		printf("stfs %s (libfuse %s)\n", STFS_VERSION,
+		       fuse_pkgversion());
+		ret = 0;
+		goto out_args;
+	}
+	if (o.nonopts != 2) {
+		fprintf(stderr, "stfs: %s\n", o.nonopts < 2 ?
+			"a SOURCE and a MOUNTPOINT are needed" :
+			"too many arguments");
+		stfs_usage(stderr);
+		ret = 2;
+		goto out_args;
+	}
+	src = o.source;
+	if (o.threads == 0 || o.threads > 256) {
+		fprintf(stderr, "stfs: %s: threads=%u: give 1 to 256\n", src,
+			o.threads);
+		ret = 2;
+		goto out_args;
+	}
+	if (o.umask > 0777) {
+		fprintf(stderr, "stfs: %s: umask=%o: give an octal mode up to "
+			"777\n", src, o.umask);
+		ret = 2;
+		goto out_args;
+	}
+	abs = realpath(o.source, NULL);
+	if (!abs) {
+		fprintf(stderr, "stfs: %s: %s\n", src, strerror(errno));
+		goto out_args;
+	}
+	/* The mount shows the source as its device, read-only. */
+	if (asprintf(&fsname, "fsname=%s", abs) < 0 ||
+	    fuse_opt_add_opt(&mopts, "ro,subtype=stfs") ||
+	    fuse_opt_add_opt_escaped(&mopts, fsname) ||
+	    fuse_opt_add_arg(&args, "-o") || fuse_opt_add_arg(&args, mopts)) {
+		fprintf(stderr, "stfs: out of memory\n");
+		goto out_args;
+	}
+
+	/* Options first (libfuse rejects what it does not know here)... */
+	se = fuse_session_new(&args, &stfs_ll_ops, sizeof(stfs_ll_ops), &fs);
+	if (!se) {
+		fprintf(stderr, "stfs: %s: invalid mount options (see stfs "
+			"--help)\n", src);
+		ret = 2;
+		goto out_args;
+	}
+	/* ...then the mountpoint, then the whole source. */
+	if (check_mountpoint(src, o.mountpoint))
+		goto out_session;
+	rc = stfs_model_open(abs, o.flat ? STFS_TREE_FLAT : 0, warn_stderr,
+			     (void *)src, &fs.model, &err);
+	if (rc) {
+		fprintf(stderr, "stfs: %s: %s\n", src, err.msg);
+		goto out_session;
+	}
+	fs.uid = o.uid_set ? o.uid : getuid();
+	fs.gid = o.gid_set ? o.gid : getgid();
+	fs.umask = o.umask_set ? o.umask : 0;
+	fs.timeout = 86400.0;
+	if (stfs_fs_init(&fs)) {
+		fprintf(stderr, "stfs: %s: out of memory\n", src);
+		goto out_model;
+	}
+	if (fuse_set_signal_handlers(se) != 0)
+		goto out_model;
+	if (fuse_session_mount(se, o.mountpoint) != 0) {
+		fprintf(stderr, "stfs: %s: cannot mount on %s\n", src,
+			o.mountpoint);
+		goto out_signals;
+	}
+	stfs_set_readahead(o.mountpoint, o.readahead_kb);
+	if (stfs_daemonize(o.foreground, o.log, src) != 0)
+		goto out_unmount;
+	ret = stfs_serve(se, o.threads) ? 1 : 0;
+out_unmount:
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_model:
+	stfs_fs_destroy(&fs);
+	stfs_model_close(fs.model);
+out_session:
+	fuse_session_destroy(se);
+out_args:
+	free(abs);
+	free(fsname);
+	free(mopts);
+	free(o.source);
+	free(o.mountpoint);
+	free(o.log);
+	fuse_opt_free_args(&args);
+	return ret;
+}
+
+static int do_umount(int argc, char **argv)
+{
+	const char *lazy = NULL, *mnt = NULL;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "-z") == 0)
+			lazy = "-z";
+		else if (!mnt)
+			mnt = argv[i];
+		else
+			mnt = NULL, i = argc;
+	}
+	if (!mnt) {
+		fprintf(stderr, "usage: stfs umount [-z] MOUNTPOINT\n");
+		return 2;
+	}
+	if (lazy)
+		execlp("fusermount3", "fusermount3", "-u", lazy, mnt,
+		       (char *)NULL);
+	else
+		execlp("fusermount3", "fusermount3", "-u", mnt, (char *)NULL);
+	fprintf(stderr, "stfs: cannot run fusermount3: %s\n", strerror(errno));
+	return 1;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		stfs_usage(stderr);
+		return 2;
+	}
+	if (strcmp(argv[1], "inspect") == 0)
+		return stfs_inspect_main(argc - 1, argv + 1);
+	if (strcmp(argv[1], "umount") == 0 || strcmp(argv[1], "unmount") == 0)
+		return do_umount(argc - 1, argv + 1);
+	if (strcmp(argv[1], "mount") == 0) {
+		argv[1] = argv[0];
+		return do_mount(argc - 1, argv + 1);
+	}
+	return do_mount(argc, argv);
+}
