@@ -1,0 +1,20 @@
+/*
+ * check_main.c: runs every unit-test suite; exit status 0 only if all pass.
+ */
+#include <stdlib.h>
+
+#include "suites.h"
+
+int main(void)
+{
+	SRunner *sr = srunner_create(header_suite());
+	int failed;
+
+	srunner_add_suite(sr, dtype_suite());
+	srunner_add_suite(sr, file_suite());
+	srunner_add_suite(sr, names_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,14 @@
+/*
+ * suites.h: the Check suites of the unit tests, one per area.
+ */
+#ifndef STFS_TEST_SUITES_H
+#define STFS_TEST_SUITES_H
+
+#include <check.h>
+
+Suite *header_suite(void);
+Suite *dtype_suite(void);
+Suite *file_suite(void);
+Suite *names_suite(void);
+
+#endif
