@@ -1,0 +1,214 @@
+"""stfstest.py: shared helpers for the mount tests.
+
+Writing safetensors fixtures, mounting stfs for real (foreground daemon we
+own, or the background form), waiting for the mount, unmounting, and making
+sure no mount and no daemon is ever left behind, even when a test fails.
+Standard library only.
+"""
+import atexit
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+STFS = os.environ.get("STFS", "stfs")
+SHARED = os.environ.get("STFS_SHARED",
+                        os.path.join(os.path.dirname(__file__), "..", "..",
+                                     "shared"))
+REAL = os.path.join(SHARED, "data", "real")
+
+BITS = {"BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8,
+        "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8,
+        "F8_E5M2FNUZ": 8, "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
+        "I32": 32, "U32": 32, "F32": 32, "C64": 64, "F64": 64, "I64": 64,
+        "U64": 64}
+
+_mounts = []
+_procs = []
+
+
+def nbytes(dtype, shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n * BITS[dtype] // 8
+
+
+def write_st(path, tensors, metadata=None, pad=True, raw_header=None):
+    """tensors: list of (name, dtype, shape, data bytes) in file order."""
+    hdr = {}
+    if metadata is not None:
+        hdr["__metadata__"] = metadata
+    off = 0
+    for name, dtype, shape, data in tensors:
+        hdr[name] = {"dtype": dtype, "shape": list(shape),
+                     "data_offsets": [off, off + len(data)]}
+        off += len(data)
+    h = raw_header if raw_header is not None else \
+        json.dumps(hdr, separators=(",", ":")).encode()
+    if pad:
+        h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for _, _, _, data in tensors:
+            f.write(data)
+    return path
+
+
+def header_of(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        return n, f.read(n)
+
+
+def is_mount(path):
+    p = os.path.realpath(path)
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            point = line.split()[4].encode().decode("unicode_escape")
+            if point == p:
+                return True
+    return False
+
+
+def wait_mount(path, proc=None, timeout=30):
+    end = time.time() + timeout
+    while time.time() < end:
+        if is_mount(path):
+            return True
+        if proc is not None and proc.poll() is not None:
+            return False
+        time.sleep(0.01)
+    return False
+
+
+def daemons_for(mnt):
+    """pids of stfs processes whose command line names mnt."""
+    out = []
+    mnt = os.path.abspath(mnt)
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                args = f.read().split(b"\0")
+            with open("/proc/%s/stat" % pid) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state == "Z":
+            continue
+        if args and os.path.basename(args[0]) == b"stfs" and \
+                any(os.path.abspath(a.decode(errors="replace")) == mnt
+                    for a in args[1:] if a):
+            out.append(int(pid))
+    return out
+
+
+def unmount(mnt):
+    if is_mount(mnt):
+        r = subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        if r.returncode != 0 and is_mount(mnt):
+            subprocess.run(["fusermount3", "-u", "-z", mnt],
+                           capture_output=True)
+    if mnt in _mounts:
+        _mounts.remove(mnt)
+
+
+def mount_fg(src, mnt, *opts):
+    """Start `stfs mount -f`, wait for the mount, return the Popen."""
+    p = subprocess.Popen([STFS, "mount", "-f"] + list(opts) + [src, mnt],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _procs.append(p)
+    _mounts.append(mnt)
+    if not wait_mount(mnt, p):
+        out, err = p.communicate(timeout=10) if p.poll() is not None \
+            else (b"", b"")
+        raise AssertionError("mount of %s failed: %s" %
+                             (src, err.decode(errors="replace")))
+    return p
+
+
+def stop_fg(p, mnt, timeout=10):
+    """Unmount and require the daemon to exit 0 by itself."""
+    unmount(mnt)
+    try:
+        rc = p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        raise AssertionError("daemon did not exit after unmount")
+    finally:
+        if p.stdout:
+            p.stdout.close()
+        if p.stderr:
+            p.stderr.close()
+    assert rc == 0, "daemon exit status %d" % rc
+    assert not is_mount(mnt)
+
+
+def _cleanup():
+    for m in list(_mounts):
+        try:
+            unmount(m)
+        except Exception:
+            pass
+    for p in _procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+atexit.register(_cleanup)
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(1))
+
+
+def tmpdir():
+    d = tempfile.mkdtemp(prefix="stfs-test-")
+    return d
+
+
+class Runner:
+    """Runs test functions; prints one line each and a closing count."""
+
+    def __init__(self):
+        self.passed = 0
+        self.failed = 0
+
+    def run(self, fn, *args):
+        name = fn.__name__ + ("(%s)" % ", ".join(map(str, args))
+                              if args else "")
+        t = time.time()
+        try:
+            fn(*args)
+        except Exception as e:
+            self.failed += 1
+            print("FAIL %s: %s" % (name, e), flush=True)
+            traceback.print_exc(file=sys.stdout)
+        else:
+            self.passed += 1
+            print("ok   %s (%.2fs)" % (name, time.time() - t), flush=True)
+        finally:
+            _cleanup()
+
+    def finish(self):
+        print("%d passed, %d failed" % (self.passed, self.failed))
+        return 1 if self.failed else 0
+
+
+def require_fuse():
+    """Exit 77 (skip) without FUSE, but never skip under CI."""
+    ok = os.path.exists("/dev/fuse") and os.access("/dev/fuse", os.R_OK | os.W_OK)
+    if not ok:
+        if os.environ.get("CI") == "true":
+            print("FUSE is required under CI=true but /dev/fuse is "
+                  "unusable")
+            sys.exit(1)
+        print("SKIP: /dev/fuse is not usable here")
+        sys.exit(77)
