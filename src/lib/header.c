@@ -824,7 +824,8 @@ static size_t last_wins_recs(struct rec *r, size_t n)
 {
 	size_t o = 0;
 
-	qsort(r, n, sizeof(*r), cmp_rec_name);
+	if (n > 1)
+		qsort(r, n, sizeof(*r), cmp_rec_name);
 	for (size_t i = 0; i < n; i++) {
 		if (i + 1 < n &&
 		    cmp_bytes(r[i].t.name, r[i].t.name_len, r[i + 1].t.name,
@@ -839,7 +840,8 @@ static size_t last_wins_meta(struct mrec *m, size_t n)
 {
 	size_t o = 0;
 
-	qsort(m, n, sizeof(*m), cmp_meta);
+	if (n > 1)
+		qsort(m, n, sizeof(*m), cmp_meta);
 	for (size_t i = 0; i < n; i++) {
 		if (i + 1 < n && cmp_bytes(m[i].m.key, m[i].m.key_len,
 					   m[i + 1].m.key,
@@ -911,7 +913,8 @@ static int validate(struct parser *P, uint64_t data_len, uint64_t *last)
 	uint64_t end = 0;
 	int rc;
 
-	qsort(P->recs, P->nrecs, sizeof(*P->recs), cmp_rec_offsets);
+	if (P->nrecs > 1)
+		qsort(P->recs, P->nrecs, sizeof(*P->recs), cmp_rec_offsets);
 	for (size_t i = 0; i < P->nrecs; i++) {
 		struct rec *r = &P->recs[i];
 

@@ -1,0 +1,28 @@
+#!/bin/bash
+# demo.sh: build stfs, mount the bundled sample model, and show it off:
+# the tree, one tensor's xattrs, its bytes, the header; then unmount.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh
+[ -d build ] || meson setup build >/dev/null
+ninja -C build >/dev/null
+STFS=$PWD/build/src/stfs/stfs
+MODEL=$PWD/examples/tiny-llama.safetensors
+MNT=$(mktemp -d /tmp/stfs-demo.XXXXXX)
+trap 'fusermount3 -u "$MNT" 2>/dev/null; rmdir "$MNT"' EXIT
+show() { printf '\n\033[1m$ %s\033[0m\n' "$*"; eval "$@" || true; }
+
+show "$STFS" mount "$MODEL" "$MNT"
+show ls -R "$MNT" '|' head -n 30
+W="$MNT/model/layers/0/self_attn/q_proj/weight"
+show getfattr -d "$W"
+show stat -c "'%n: %s bytes, mode %A'" "$W"
+show od -A d -t x2 -N 32 "$W"
+show dd if="$MNT/model/norm/weight" bs=4 count=4 status=none '|' od -t f4
+show getfattr -d "$MNT"
+show head -c 240 "'$MNT/%header.json'"
+echo
+show "$STFS" inspect "$MODEL" '|' head -n 8
+show "$STFS" umount "$MNT"
+echo
+echo "Try it yourself: mkdir -p /tmp/m && $STFS mount $MODEL /tmp/m"

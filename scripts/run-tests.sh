@@ -1,0 +1,71 @@
+#!/bin/bash
+# run-tests.sh: the whole test suite, as README.md and CI run it.
+#  1. release build, installed (so `mount -t fuse.stfs` finds stfs), unit
+#     tests (Check) and mount tests (real FUSE mounts);
+#  2. the same tests in an AddressSanitizer + UndefinedBehaviorSanitizer
+#     build, the daemon's leak check included (LeakSanitizer at exit);
+#  3. a short libFuzzer run of each harness.
+# Ends with one line "N passed, N failed" over everything.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh || exit 1
+passed=0
+failed=0
+
+count() {   # add up meson's testlog: each test is one pass or fail
+	local log=$1
+	local p f
+	p=$(python3 -c 'import json,sys
+n=0
+for l in open(sys.argv[1]):
+    n += json.loads(l)["result"] == "OK"
+print(n)' "$log")
+	f=$(python3 -c 'import json,sys
+n=0
+for l in open(sys.argv[1]):
+    n += json.loads(l)["result"] not in ("OK", "SKIP")
+print(n)' "$log")
+	passed=$((passed + p))
+	failed=$((failed + f))
+}
+
+run_build() {   # name, meson options...
+	local dir=$1
+	shift
+	echo "=== build $dir $*"
+	if ! { [ -d "$dir" ] && meson setup --reconfigure "$dir" "$@" >/dev/null ||
+	       meson setup "$dir" "$@" >/dev/null; } ||
+	   ! ninja -C "$dir" >/dev/null; then
+		echo "build $dir failed"
+		failed=$((failed + 1))
+		return 1
+	fi
+}
+
+if run_build build -Dwerror=true; then
+	meson install -C build --quiet >/dev/null || { echo "install failed"; failed=$((failed + 1)); }
+	meson test -C build --print-errorlogs --num-processes 1 ||
+		cat build/meson-logs/testlog.txt | tail -80
+	count build/meson-logs/testlog.json
+fi
+
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+if run_build build-asan -Db_sanitize=address,undefined -Db_lundef=false \
+	-Dc_args=-fno-sanitize-recover=all \
+	-Dbuildtype=debug -Dwerror=true; then
+	meson test -C build-asan --print-errorlogs --num-processes 1 ||
+		tail -80 build-asan/meson-logs/testlog.txt
+	count build-asan/meson-logs/testlog.json
+fi
+
+if [ -x tests/fuzz/run-fuzz.sh ]; then
+	if bash tests/fuzz/run-fuzz.sh "${STFS_FUZZ_SECONDS:-60}"; then
+		passed=$((passed + 1))
+	else
+		failed=$((failed + 1))
+	fi
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
