@@ -691,6 +691,67 @@ def test_shard_refusals(d, mnt):
         T.stop_fg(p, mnt)
 
 
+def make_405b(d, shards=191, per=6):
+    """A sparse 405B-shaped layout: ~810 GB in `shards` files + index."""
+    wm = {}
+    layer = 0
+    for i in range(shards):
+        name = "model-%05d-of-%05d.safetensors" % (i + 1, shards)
+        hdr, off = {"__metadata__": {"format": "pt"}}, 0
+        for k in range(per):
+            n = "model.layers.%d.mlp.w%d.weight" % (layer, k)
+            size = 16384 * 21568 * 2          # a BF16 [16384, 21568]
+            hdr[n] = {"dtype": "BF16", "shape": [16384, 21568],
+                      "data_offsets": [off, off + size]}
+            wm[n] = name
+            off += size
+        layer += 1
+        h = json.dumps(hdr).encode()
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(len(h).to_bytes(8, "little") + h)
+            f.truncate(8 + len(h) + off)
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": 0}, "weight_map": wm}, f)
+    return len(wm)
+
+
+def test_405b_shaped(d, mnt):
+    """191 sparse shards, 1,146 tensors, ~800 GB: mount time, daemon RSS,
+    every tensor reachable, ls -R and getfattr over all of it."""
+    n = make_405b(d)
+    t0 = time.time()
+    p = T.mount_fg(d, mnt)
+    mount_ms = (time.time() - t0) * 1000
+    try:
+        rss = rss_kb(p.pid)
+        t0 = time.time()
+        found = 0
+        for root, dirs, files in os.walk(mnt):
+            for f in files:
+                if f != "%header.json":
+                    found += 1
+                    fp = os.path.join(root, f)
+                    os.listxattr(fp)
+                    os.getxattr(fp, "user.safetensors.shape")
+        walk_ms = (time.time() - t0) * 1000
+        assert found == n, (found, n)
+        total = sum(os.stat(os.path.join(r, f)).st_size
+                    for r, _, fs in os.walk(mnt) for f in fs
+                    if f != "%header.json")
+        assert total > 790 * 10**9
+        with open(os.path.join(mnt, "model/layers/190/mlp/w5/weight"),
+                  "rb") as f:
+            f.seek(16384 * 21568 * 2 - 8)
+            assert f.read() == bytes(8)
+        print("     405B-shaped (%d shards, %d tensors, %.0f GB): mount "
+              "%.0f ms (incl. process start), daemon RSS %d KiB, walk + "
+              "getfattr %.0f ms" % (191, n, total / 1e9, mount_ms, rss,
+                                     walk_ms))
+        assert rss < 64 * 1024
+    finally:
+        T.stop_fg(p, mnt)
+
+
 def main():
     T.require_fuse()
     r = T.Runner()
@@ -723,6 +784,7 @@ def main():
     case(test_hostile_names)
     case(test_shards)
     case(test_shard_refusals)
+    case(test_405b_shaped)
     T.unmount(mnt)
     shutil.rmtree(base, ignore_errors=True)
     return r.finish()
