@@ -1,0 +1,173 @@
+/*
+ * fuzz_header.c: libFuzzer harness for the header parser and the name
+ * mapping.  The input is the N header bytes.  Whatever it is, the parser
+ * must not crash, leak or read out of bounds; when it accepts, the header
+ * re-written as JSON must parse to the same tensors (the parser agrees with
+ * itself), and every tensor must be found again at its path in the tree.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stfs/stfs.h"
+
+struct buf {
+	char *p;
+	size_t n, cap;
+};
+
+static void put(struct buf *b, const char *s, size_t n)
+{
+	if (b->n + n + 1 > b->cap) {
+		b->cap = (b->n + n + 1) * 2;
+		b->p = realloc(b->p, b->cap);
+		if (!b->p)
+			abort();
+	}
+	memcpy(b->p + b->n, s, n);
+	b->n += n;
+}
+
+static void put_str(struct buf *b, const char *s, size_t n)
+{
+	put(b, "\"", 1);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		char e[8];
+
+		if (c == '"' || c == '\\') {
+			e[0] = '\\';
+			e[1] = (char)c;
+			put(b, e, 2);
+		} else if (c < 0x20) {
+			snprintf(e, sizeof(e), "\\u%04x", c);
+			put(b, e, 6);
+		} else {
+			put(b, (const char *)&c, 1);
+		}
+	}
+	put(b, "\"", 1);
+}
+
+static void put_u64(struct buf *b, uint64_t v)
+{
+	char s[24];
+	int n = snprintf(s, sizeof(s), "%llu", (unsigned long long)v);
+	put(b, s, (size_t)n);
+}
+
+static void check_same(const struct stfs_header *a,
+		       const struct stfs_header *b)
+{
+	if (stfs_header_count(a) != stfs_header_count(b) ||
+	    stfs_header_meta_count(a) != stfs_header_meta_count(b))
+		abort();
+	for (size_t i = 0; i < stfs_header_count(a); i++) {
+		const struct stfs_tensor *x = stfs_header_tensor(a, i);
+		const struct stfs_tensor *y = stfs_header_tensor(b, i);
+		if (x->name_len != y->name_len ||
+		    memcmp(x->name, y->name, x->name_len) ||
+		    x->dtype != y->dtype || x->rank != y->rank ||
+		    x->begin != y->begin || x->end != y->end ||
+		    (x->rank && memcmp(x->shape, y->shape,
+				       x->rank * sizeof(uint64_t))))
+			abort();
+	}
+}
+
+static void check_tree(const struct stfs_header *h, unsigned flags)
+{
+	size_t n = stfs_header_count(h);
+	struct stfs_name *names = calloc(n + 1, sizeof(*names));
+	struct stfs_tree t;
+
+	for (size_t i = 0; i < n; i++) {
+		names[i].s = stfs_header_tensor(h, i)->name;
+		names[i].len = stfs_header_tensor(h, i)->name_len;
+	}
+	if (stfs_tree_build(&t, names, n, flags, NULL) != 0)
+		abort();
+	for (size_t i = 0; i < n; i++) {
+		char *path = stfs_tree_path(&t, t.entry_node[i]);
+		char *save = NULL, *c;
+		int64_t node = 0;
+
+		for (c = strtok_r(path, "/", &save); c;
+		     c = strtok_r(NULL, "/", &save)) {
+			if (strlen(c) > STFS_NAME_MAX || !strcmp(c, ".") ||
+			    !strcmp(c, ".."))
+				abort();
+			node = stfs_tree_lookup(&t, (uint32_t)node, c,
+						strlen(c));
+			if (node < 0)
+				abort();
+		}
+		if (t.nodes[node].entry != i)
+			abort();
+		free(path);
+	}
+	stfs_tree_free(&t);
+	free(names);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct stfs_header *h, *h2;
+	struct stfs_error err;
+	struct buf b = { 0 };
+
+	if (stfs_header_parse((const char *)data, size, STFS_DATA_LEN_ANY, 8,
+			      &h, &err) != 0) {
+		if (!err.msg[0])
+			abort();
+		return 0;
+	}
+	put(&b, "{", 1);
+	if (stfs_header_has_metadata(h)) {
+		put(&b, "\"__metadata__\":{", 16);
+		for (size_t i = 0; i < stfs_header_meta_count(h); i++) {
+			const struct stfs_meta *m = stfs_header_meta(h, i);
+			if (i)
+				put(&b, ",", 1);
+			put_str(&b, m->key, m->key_len);
+			put(&b, ":", 1);
+			put_str(&b, m->value, m->value_len);
+		}
+		put(&b, "}", 1);
+	}
+	for (size_t i = 0; i < stfs_header_count(h); i++) {
+		const struct stfs_tensor *t = stfs_header_tensor(h, i);
+		const char *dt = stfs_dtype_name(t->dtype);
+
+		if (i || stfs_header_has_metadata(h))
+			put(&b, ",", 1);
+		put_str(&b, t->name, t->name_len);
+		put(&b, ":{\"dtype\":", 10);
+		put_str(&b, dt, strlen(dt));
+		put(&b, ",\"shape\":[", 10);
+		for (size_t k = 0; k < t->rank; k++) {
+			if (k)
+				put(&b, ",", 1);
+			put_u64(&b, t->shape[k]);
+		}
+		put(&b, "],\"data_offsets\":[", 18);
+		put_u64(&b, t->begin);
+		put(&b, ",", 1);
+		put_u64(&b, t->end);
+		put(&b, "]}", 2);
+	}
+	put(&b, "}", 1);
+	if (stfs_header_parse(b.p, b.n, stfs_header_data_len(h), 8, &h2,
+			      &err) != 0)
+		abort();
+	check_same(h, h2);
+	stfs_header_free(h2);
+	check_tree(h, 0);
+	check_tree(h, STFS_TREE_FLAT);
+	stfs_header_free(h);
+	free(b.p);
+	return 0;
+}
