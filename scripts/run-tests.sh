@@ -44,6 +44,8 @@ run_build() {   # name, meson options...
 
 if run_build build -Dwerror=true; then
 	meson install -C build --quiet >/dev/null || { echo "install failed"; failed=$((failed + 1)); }
+	# the release build is installed: `mount -t fuse.stfs` must use it
+	STFS_REQUIRE_INSTALLED=1 \
 	meson test -C build --print-errorlogs --num-processes 1 ||
 		cat build/meson-logs/testlog.txt | tail -80
 	count build/meson-logs/testlog.json

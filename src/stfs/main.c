@@ -89,7 +89,7 @@ void stfs_usage(FILE *out)
 	fprintf(out,
 "usage: stfs mount [-f] [-d] [-s] [-o OPT[,OPT...]] SOURCE MOUNTPOINT\n"
 "       stfs SOURCE MOUNTPOINT [-o OPT[,OPT...]]   (mount helper form)\n"
-"       stfs inspect [--json | -q] SOURCE\n"
+"       stfs inspect [--json | -q] [--flat] SOURCE\n"
 "       stfs umount [-z] MOUNTPOINT\n"
 "       stfs --help | --version\n"
 "\n"
@@ -276,6 +276,11 @@ static int do_mount(int argc, char **argv)
 	fs.gid = o.gid_set ? o.gid : getgid();
 	fs.umask = o.umask_set ? o.umask : 0;
 	fs.timeout = 86400.0;
+	if (o.debug)
+		fprintf(stderr, "stfs: %s: flat=%d uid=%u gid=%u umask=%03o "
+			"threads=%u readahead=%u log=%s\n", src, o.flat,
+			(unsigned)fs.uid, (unsigned)fs.gid, (unsigned)fs.umask,
+			o.threads, o.readahead_kb, o.log ? o.log : "syslog");
 	if (stfs_fs_init(&fs)) {
 		fprintf(stderr, "stfs: %s: out of memory\n", src);
 		goto out_model;
