@@ -13,18 +13,11 @@ passed=0
 failed=0
 
 count() {   # add up meson's testlog: each test is one pass or fail
-	local log=$1
 	local p f
-	p=$(python3 -c 'import json,sys
-n=0
-for l in open(sys.argv[1]):
-    n += json.loads(l)["result"] == "OK"
-print(n)' "$log")
-	f=$(python3 -c 'import json,sys
-n=0
-for l in open(sys.argv[1]):
-    n += json.loads(l)["result"] not in ("OK", "SKIP")
-print(n)' "$log")
+	read -r p f < <(python3 -c 'import json, sys
+r = [json.loads(l)["result"] for l in open(sys.argv[1])]
+print(r.count("OK"), sum(x not in ("OK", "SKIP") for x in r))' "$1" ||
+		echo "0 1")
 	passed=$((passed + p))
 	failed=$((failed + f))
 }

@@ -381,7 +381,8 @@ def test_errors_leave_nothing(d, mnt):
         (["-o", "bogus_option", src, mnt], "invalid mount options"),
         (["-o", "uid=abc", src, mnt], "invalid"),
         (["-o", "threads=0", src, mnt], "threads"),
-        (["-o", "umask=999", src, mnt], ""),
+        (["-o", "umask=999", src, mnt], "invalid"),
+        (["-o", "umask=1777", src, mnt], "umask=1777"),
         ([src], "MOUNTPOINT"),
     ]
     for args, want in cases:

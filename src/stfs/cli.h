@@ -15,6 +15,8 @@ void stfs_usage(FILE *out);
 
 /* inspect.c: `stfs inspect`; argv[0] is "inspect". */
 int stfs_inspect_main(int argc, char **argv);
+/* A model warning on stderr; ctx is the SOURCE string. */
+void stfs_warn_stderr(void *ctx, const char *text);
 
 /* daemon.c */
 /* Raise the kernel readahead of the FUSE mount at mnt (best effort). */

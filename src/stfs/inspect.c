@@ -249,7 +249,8 @@ static int print_table(const struct stfs_model *m)
 	return 0;
 }
 
-static void warn_stderr(void *ctx, const char *text)
+/* Print a libstfs warning as "stfs: SOURCE: warning: ...". */
+void stfs_warn_stderr(void *ctx, const char *text)
 {
 	fprintf(stderr, "stfs: %s: warning: %s\n", (const char *)ctx, text);
 }
@@ -290,7 +291,7 @@ int stfs_inspect_main(int argc, char **argv)
 		return 2;
 	}
 	if (stfs_model_open(src, flat ? STFS_TREE_FLAT : 0,
-			    quiet ? NULL : warn_stderr, (void *)src, &m,
+			    quiet ? NULL : stfs_warn_stderr, (void *)src, &m,
 			    &err)) {
 		if (!quiet)
 			fprintf(stderr, "stfs: %s: %s\n", src, err.msg);

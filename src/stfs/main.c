@@ -156,11 +156,6 @@ static int opt_proc(void *data, const char *arg, int key,
 	return 1;
 }
 
-static void warn_stderr(void *ctx, const char *text)
-{
-	fprintf(stderr, "stfs: %s: warning: %s\n", (const char *)ctx, text);
-}
-
 /* Is path itself a mount point (or a dead FUSE mount)?  0, or -errno. */
 static int check_mountpoint(const char *src, const char *mnt)
 {
@@ -266,7 +261,7 @@ static int do_mount(int argc, char **argv)
 	/* ...then the mountpoint, then the whole source. */
 	if (check_mountpoint(src, o.mountpoint))
 		goto out_session;
-	rc = stfs_model_open(abs, o.flat ? STFS_TREE_FLAT : 0, warn_stderr,
+	rc = stfs_model_open(abs, o.flat ? STFS_TREE_FLAT : 0, stfs_warn_stderr,
 			     (void *)src, &fs.model, &err);
 	if (rc) {
 		fprintf(stderr, "stfs: %s: %s\n", src, err.msg);
@@ -285,8 +280,10 @@ static int do_mount(int argc, char **argv)
 		fprintf(stderr, "stfs: %s: out of memory\n", src);
 		goto out_model;
 	}
-	if (fuse_set_signal_handlers(se) != 0)
+	if (fuse_set_signal_handlers(se) != 0) {
+		fprintf(stderr, "stfs: %s: cannot set signal handlers\n", src);
 		goto out_model;
+	}
 	if (fuse_session_mount(se, o.mountpoint) != 0) {
 		fprintf(stderr, "stfs: %s: cannot mount on %s\n", src,
 			o.mountpoint);
