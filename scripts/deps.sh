@@ -3,7 +3,8 @@
 # is not installed yet.  Quiet when everything is there.
 set -euo pipefail
 pkgs=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
-      libjson-c-dev check attr python3 clang libclang-rt-14-dev)
+      libjson-c-dev check attr python3 clang libclang-rt-14-dev
+      python3-numpy debhelper dpkg-dev fakeroot rpm)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||

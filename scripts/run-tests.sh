@@ -1,7 +1,8 @@
 #!/bin/bash
 # run-tests.sh: the whole test suite, as README.md and CI run it.
 #  1. release build, installed (so `mount -t fuse.stfs` finds stfs), unit
-#     tests (Check) and mount tests (real FUSE mounts);
+#     tests (Check) and mount tests (real FUSE mounts), then the installed
+#     library, man page, fstab line, Debian and RPM packages;
 #  2. the same tests in an AddressSanitizer + UndefinedBehaviorSanitizer
 #     build, the daemon's leak check included (LeakSanitizer at exit);
 #  3. a short libFuzzer run of each harness.
@@ -36,12 +37,19 @@ run_build() {   # name, meson options...
 }
 
 if run_build build -Dwerror=true; then
-	meson install -C build --quiet >/dev/null || { echo "install failed"; failed=$((failed + 1)); }
+	meson install -C build --quiet >/dev/null && ldconfig ||
+		{ echo "install failed"; failed=$((failed + 1)); }
 	# the release build is installed: `mount -t fuse.stfs` must use it
 	STFS_REQUIRE_INSTALLED=1 \
 	meson test -C build --print-errorlogs --num-processes 1 ||
 		cat build/meson-logs/testlog.txt | tail -80
 	count build/meson-logs/testlog.json
+	echo "=== installed files and packages (tests/test_install.py)"
+	out=$(STFS=stfs python3 tests/test_install.py 2>&1)
+	echo "$out" | grep -vE "^[0-9]+ passed, [0-9]+ failed$"
+	read -r p f < <(echo "$out" | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' | tail -1)
+	passed=$((passed + ${p:-0}))
+	failed=$((failed + ${f:-1}))
 fi
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1

@@ -19,10 +19,14 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <time.h>
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* libstfs.so exports exactly the functions declared here. */
+#if defined(__GNUC__) && __GNUC__ >= 4
+#pragma GCC visibility push(default)
 #endif
 
 #define STFS_VERSION "0.1.0"
@@ -150,7 +154,8 @@ int stfs_utf8_valid(const char *s, size_t len, size_t *bad);
 struct stfs_file {
 	char *path;               /* as given to stfs_file_open */
 	uint64_t size;            /* file size at open */
-	struct timespec mtime;
+	int64_t mtime_sec;        /* modification time at open */
+	long mtime_nsec;
 	uint64_t header_len;      /* N */
 	uint64_t data_start;      /* 8 + N */
 	const unsigned char *map; /* size bytes, or NULL when size is 0 */
@@ -274,6 +279,10 @@ uint64_t stfs_entry_file_offset(const struct stfs_model *m,
 char *stfs_quote(const char *s, size_t len, char *out, size_t outsz);
 /* "[4096,4096]" for a shape, into out; returns bytes needed (snprintf). */
 size_t stfs_shape_str(const struct stfs_tensor *t, char *out, size_t outsz);
+
+#if defined(__GNUC__) && __GNUC__ >= 4
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

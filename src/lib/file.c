@@ -117,7 +117,8 @@ int stfs_file_open(const char *path, struct stfs_file **out,
 	free(hdr);
 	hdr = NULL;
 	f->size = (uint64_t)st.st_size;
-	f->mtime = st.st_mtim;
+	f->mtime_sec = st.st_mtim.tv_sec;
+	f->mtime_nsec = st.st_mtim.tv_nsec;
 	f->header_len = n;
 	f->data_start = 8 + n;
 	f->map = mmap(NULL, f->size, PROT_READ, MAP_SHARED, fd, 0);

@@ -10,10 +10,8 @@
  * recursive) is merged, and a name in two shards is refused.  Every shard
  * is validated exactly as a single file; errors name the shard.
  *
- * json-c reads the index (its laxness is harmless there: the index only
- * routes names to files, and every byte served is still checked by the
- * strict header parser) and writes the merged index shown in the mount.
- * No json-c object leaves this file.
+ * index.c reads the index; json-c writes the merged index shown in the
+ * mount.  No json-c object leaves libstfs.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -30,6 +28,7 @@
 #include "stfs/stfs.h"
 #include "internal.h"
 #include "model.h"
+#include "index.h"
 
 #define INDEX_MAX (1024ULL * 1024 * 1024)
 #define QMAX 160
@@ -91,11 +90,6 @@ static int add_shard(struct stfs_model *m, const char *dir, const char *name,
 }
 
 /* A weight_map shard must be a file name in the index's directory. */
-static int plain_name(const char *s)
-{
-	return *s && !strchr(s, '/') && strcmp(s, ".") && strcmp(s, "..");
-}
-
 static int read_small_file(const char *path, char **out, size_t *len,
 			   struct stfs_error *err)
 {
@@ -181,79 +175,24 @@ static int open_with_index(struct stfs_model *m, const char *dir,
 			   void (*warn)(void *, const char *), void *ctx,
 			   struct stfs_error *err)
 {
-	struct json_tokener *tok = NULL;
-	json_object *root = NULL, *wm, *meta = NULL;
+	struct stfs_index ix;
 	struct found *all = NULL;
-	char **shards = NULL;
-	size_t nshards = 0, total = 0, len = 0, hidden = 0;
+	size_t total = 0, len = 0, hidden = 0;
 	char *text = NULL;
 	char q[QMAX], q2[QMAX];
 	int rc;
 
 	if ((rc = read_small_file(index_path, &text, &len, err)))
 		return rc;
-	tok = json_tokener_new_ex(JSON_TOKENER_DEFAULT_DEPTH);
-	if (!tok) {
-		rc = stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET, "no memory");
-		goto out;
-	}
-	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-	root = json_tokener_parse_ex(tok, text, (int)len);
-	if (!root || json_tokener_get_parse_end(tok) < len) {
-		rc = stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET,
-			       "invalid index JSON: %s",
-			       root ? "trailing characters" :
-			       json_tokener_error_desc(
-				       json_tokener_get_error(tok)));
-		goto out;
-	}
-	if (!json_object_is_type(root, json_type_object) ||
-	    !json_object_object_get_ex(root, "weight_map", &wm) ||
-	    !json_object_is_type(wm, json_type_object)) {
-		rc = stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET,
-			       "invalid index JSON: no \"weight_map\" object");
-		goto out;
-	}
-	if (json_object_object_get_ex(root, "metadata", &meta) &&
-	    !json_object_is_type(meta, json_type_object))
-		meta = NULL;
+	rc = stfs_index_parse(text, len, &ix, err);
+	free(text);
+	if (rc)
+		return rc;
 
 	/* The distinct shards, sorted, each checked before any is opened. */
-	shards = calloc((size_t)json_object_object_length(wm) + 1,
-			sizeof(*shards));
-	if (!shards) {
-		rc = stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET, "no memory");
-		goto out;
-	}
-	json_object_object_foreach(wm, key, val) {
-		const char *s;
-
-		if (!json_object_is_type(val, json_type_string)) {
-			rc = stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET,
-				       "invalid index JSON: weight_map[\"%s\"]"
-				       " is not a file name",
-				       stfs_quote(key, strlen(key), q, QMAX));
+	for (size_t i = 0; i < ix.nshards; i++)
+		if ((rc = add_shard(m, dir, ix.shards[i], err)))
 			goto out;
-		}
-		s = json_object_get_string(val);
-		if (!plain_name(s)) {
-			rc = stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET,
-				       "index names \"%s\" for tensor \"%s\": "
-				       "shards must be plain file names in "
-				       "the index's directory",
-				       stfs_quote(s, strlen(s), q, QMAX),
-				       stfs_quote(key, strlen(key), q2, QMAX));
-			goto out;
-		}
-		shards[nshards++] = (char *)s;
-	}
-	qsort(shards, nshards, sizeof(*shards), cmp_str);
-	for (size_t i = 0; i < nshards; i++) {
-		if (i && strcmp(shards[i], shards[i - 1]) == 0)
-			continue;
-		if ((rc = add_shard(m, dir, shards[i], err)))
-			goto out;
-	}
 
 	/* Every tensor of every shard, sorted by (shard, name). */
 	for (size_t i = 0; i < m->nfiles; i++)
@@ -273,14 +212,13 @@ static int open_with_index(struct stfs_model *m, const char *dir,
 	}
 	qsort(all, total, sizeof(*all), cmp_found);
 
-	m->entries = calloc((size_t)json_object_object_length(wm) + 1,
-			    sizeof(*m->entries));
+	m->entries = calloc(ix.nentries + 1, sizeof(*m->entries));
 	if (!m->entries) {
 		rc = stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET, "no memory");
 		goto out;
 	}
-	json_object_object_foreach(wm, name, shard) {
-		const char *s = json_object_get_string(shard);
+	for (size_t i = 0; i < ix.nentries; i++) {
+		const char *name = ix.entries[i].name, *s = ix.entries[i].shard;
 		int fi = shard_index(m, s);
 		struct found *f = find_tensor(all, total, (uint32_t)fi, name,
 					      strlen(name));
@@ -318,14 +256,10 @@ static int open_with_index(struct stfs_model *m, const char *dir,
 	}
 	if ((rc = stfs_model_build_tree(m, flags, err)))
 		goto out;
-	rc = make_index_json(m, meta, err);
+	rc = make_index_json(m, ix.meta, err);
 out:
 	free(all);
-	free(shards);
-	json_object_put(root);
-	if (tok)
-		json_tokener_free(tok);
-	free(text);
+	stfs_index_free(&ix);
 	return rc;
 }
 

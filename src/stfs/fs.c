@@ -589,10 +589,16 @@ int stfs_fs_init(struct stfs_fs *fs)
 		fs->total_bytes += m->entries[i].t->end - m->entries[i].t->begin;
 	if (m->nfiles == 0)
 		return 0;
-	fs->mtime = m->files[0]->mtime;
-	for (size_t i = 1; i < m->nfiles; i++)
-		if (m->files[i]->mtime.tv_sec > fs->mtime.tv_sec)
-			fs->mtime = m->files[i]->mtime;
+	for (size_t i = 0; i < m->nfiles; i++) {
+		const struct stfs_file *f = m->files[i];
+
+		if (i == 0 || f->mtime_sec > fs->mtime.tv_sec ||
+		    (f->mtime_sec == fs->mtime.tv_sec &&
+		     f->mtime_nsec > fs->mtime.tv_nsec)) {
+			fs->mtime.tv_sec = (time_t)f->mtime_sec;
+			fs->mtime.tv_nsec = f->mtime_nsec;
+		}
+	}
 	h0 = m->files[0]->header;
 	fs->meta = calloc(stfs_header_meta_count(h0) + 1, sizeof(*fs->meta));
 	if (!fs->meta)

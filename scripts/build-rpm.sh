@@ -1,0 +1,27 @@
+#!/bin/bash
+# build-rpm.sh [OUTDIR]: build the RPM packages from packaging/rpm/stfs.spec
+# with rpmbuild (on Debian: the `rpm` package; build dependencies are
+# Debian packages there, so --nodeps).  RPMs land in OUTDIR (build-rpm/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=$(realpath -m "${1:-build-rpm}")
+work=$(mktemp -d /tmp/stfs-rpm.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/SOURCES" "$work/stfs-0.1.0" "$out"
+if git rev-parse --git-dir >/dev/null 2>&1; then
+	git ls-files -co --exclude-standard -z |
+		xargs -0 cp --parents -t "$work/stfs-0.1.0"
+else
+	tar --exclude='./build*' -cf - . | tar -xf - -C "$work/stfs-0.1.0"
+fi
+tar -czf "$work/SOURCES/stfs-0.1.0.tar.gz" -C "$work" stfs-0.1.0
+deps=()
+[ -f /etc/debian_version ] && deps=(--nodeps --define 'debug_package %{nil}')
+rpmbuild --define "_topdir $work" "${deps[@]}" -bb packaging/rpm/stfs.spec \
+	>"$work/log" 2>&1 || {
+	tail -40 "$work/log"
+	echo "build-rpm: rpmbuild failed" >&2
+	exit 1
+}
+find "$work/RPMS" -name '*.rpm' -exec mv -t "$out" {} +
+ls "$out"/*.rpm
