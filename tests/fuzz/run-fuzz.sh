@@ -1,44 +1,68 @@
 #!/bin/bash
-# run-fuzz.sh [SECONDS]: build the libFuzzer harness with clang (ASan +
-# UBSan), seed it with the header of every file in shared/data/real and the
-# regression inputs, and fuzz for SECONDS (default 60).  Crashes are kept
-# in tests/fuzz/regressions/ for review and become regression inputs.
+# run-fuzz.sh [SECONDS]: build the libFuzzer harnesses with clang (ASan +
+# UBSan) and fuzz each for SECONDS (default 60):
+#   fuzz_header  the header parser and the name mapping, seeded with the
+#                header of every file in shared/data/real and examples/;
+#   fuzz_index   the index.json reader, seeded with every *.index.json there.
+# Inputs in tests/fuzz/regressions/<harness>/ are replayed first; crashes
+# are written there too, for review, and become regression inputs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-60}
 out=build-fuzz
-mkdir -p "$out/corpus" "$out/seeds"
-clang -g -O1 -fsanitize=fuzzer,address,undefined \
-	-fno-sanitize-recover=all -Iinclude \
-	src/lib/dtype.c src/lib/header.c src/lib/names.c src/lib/text.c \
-	src/lib/tree.c src/lib/utf8.c tests/fuzz/fuzz_header.c \
-	-lm -o "$out/fuzz_header"
 shared=${STFS_SHARED:-../shared}
-python3 - "$shared/data/real" examples "$out/seeds" <<'PY'
+lib="src/lib/dtype.c src/lib/header.c src/lib/names.c src/lib/text.c
+     src/lib/tree.c src/lib/utf8.c"
+build() {   # harness, extra sources/flags...
+	local h=$1
+	shift
+	clang -g -O1 -fsanitize=fuzzer,address,undefined \
+		-fno-sanitize-recover=all -Iinclude -Isrc/lib \
+		$(pkg-config --cflags json-c) $lib "$@" tests/fuzz/"$h".c \
+		$(pkg-config --libs json-c) -lm -o "$out/$h"
+}
+mkdir -p "$out"/{corpus,seeds}-{header,index}
+build fuzz_header
+build fuzz_index src/lib/index.c
+python3 - "$out" "$shared/data/real" examples <<'PY'
 import os, struct, sys
-*srcs, dst = sys.argv[1:]
-n = 0
+out, *srcs = sys.argv[1:]
+n = m = 0
 for src in srcs:
     for root, _, files in os.walk(src):
-        for f in files:
+        for f in sorted(files):
+            p = os.path.join(root, f)
+            if f.endswith(".index.json"):
+                with open(p, "rb") as fh, \
+                        open("%s/seeds-index/seed%03d" % (out, m), "wb") as o:
+                    o.write(fh.read())
+                m += 1
             if not f.endswith(".safetensors"):
                 continue
-            with open(os.path.join(root, f), "rb") as fh:
+            with open(p, "rb") as fh:
                 head = fh.read(8)
                 if len(head) < 8:
                     continue
                 ln = struct.unpack("<Q", head)[0]
                 if ln > 1 << 20:
                     continue
-                with open(os.path.join(dst, "seed%03d" % n), "wb") as o:
+                with open("%s/seeds-header/seed%03d" % (out, n), "wb") as o:
                     o.write(fh.read(ln))
                 n += 1
-print("fuzz: %d seed headers" % n)
+print("fuzz: %d seed headers, %d seed indexes" % (n, m))
 PY
-"$out/fuzz_header" -max_total_time="$secs" -max_len=65536 \
-	-print_final_stats=1 -artifact_prefix=tests/fuzz/regressions/ \
-	"$out/corpus" "$out/seeds" tests/fuzz/regressions 2>&1 |
-	grep -E "^(#|stat::|==|SUMMARY|Done|fuzz)" | grep -vE "^#[0-9]+\s+(NEW|REDUCE|pulse)" | tail -20
-rc=${PIPESTATUS[0]}
-echo "fuzz: exit $rc"
+rc=0
+for h in header index; do
+	reg=tests/fuzz/regressions/$h
+	mkdir -p "$reg"
+	echo "fuzz: fuzz_$h for $secs s"
+	"$out/fuzz_$h" -max_total_time="$secs" -max_len=65536 \
+		-print_final_stats=1 -artifact_prefix="$reg/" \
+		"$out/corpus-$h" "$out/seeds-$h" "$reg" 2>&1 |
+		grep -E "^(#|stat::|==|SUMMARY|Done|fuzz)" |
+		grep -vE "^#[0-9]+\s+(NEW|REDUCE|pulse)" | tail -8
+	r=${PIPESTATUS[0]}
+	echo "fuzz: fuzz_$h exit $r"
+	[ "$r" -eq 0 ] || rc=1
+done
 exit "$rc"
