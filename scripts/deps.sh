@@ -4,7 +4,8 @@
 set -euo pipefail
 pkgs=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
       libjson-c-dev check attr python3 clang libclang-rt-14-dev
-      python3-numpy debhelper dpkg-dev fakeroot rpm)
+      python3-numpy python3-torch r-base-core debhelper dpkg-dev fakeroot
+      rpm)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||

@@ -45,7 +45,7 @@ if run_build build -Dwerror=true; then
 		cat build/meson-logs/testlog.txt | tail -80
 	count build/meson-logs/testlog.json
 	echo "=== installed files and packages (tests/test_install.py)"
-	out=$(STFS=stfs python3 tests/test_install.py 2>&1)
+	out=$(STFS=stfs /usr/bin/python3 tests/test_install.py 2>&1)
 	echo "$out" | grep -vE "^[0-9]+ passed, [0-9]+ failed$"
 	read -r p f < <(echo "$out" | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' | tail -1)
 	passed=$((passed + ${p:-0}))

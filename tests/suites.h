@@ -10,5 +10,6 @@ Suite *header_suite(void);
 Suite *dtype_suite(void);
 Suite *file_suite(void);
 Suite *names_suite(void);
+Suite *views_suite(void);
 
 #endif

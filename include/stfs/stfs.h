@@ -189,6 +189,8 @@ void stfs_file_close(struct stfs_file *f);
 #define STFS_MAX_DEPTH 128
 
 #define STFS_TREE_FLAT 1u
+#define STFS_TREE_NPY 2u   /* add NAME.npy views (and .f32.npy with F32) */
+#define STFS_TREE_F32 4u   /* add NAME.f32 float32 views */
 
 /* Escape one component of a name into out (STFS_NAME_MAX + 1 bytes) and
  * return its length (1..255).  With esc_dots every '.' is escaped too. */
@@ -204,7 +206,8 @@ struct stfs_node {
 	uint32_t first;       /* dirs: index of first child in tree.children */
 	uint32_t count;       /* dirs: number of children */
 	uint32_t subdirs;     /* dirs: how many children are dirs */
-	uint32_t name_len;
+	uint16_t name_len;
+	uint16_t view;        /* files: enum stfs_view */
 	const char *name;     /* escaped, NUL-terminated; "" for the root */
 };
 
@@ -216,15 +219,18 @@ struct stfs_tree {
 	char *names;          /* storage for node names */
 };
 
-/* A name to place, e.g. a tensor's. */
+/* A name to place, e.g. a tensor's, and the views it gets. */
 struct stfs_name {
 	const char *s;
 	size_t len;
+	unsigned views;       /* bit 1 << v for each view v besides RAW */
 };
 
 /*
  * Build the tree for n names (n < 2^31).  Deterministic: depends only on the
- * set of names, never on their order.  Release with stfs_tree_free().
+ * set of names, never on their order.  Each name's views are files beside
+ * it, named after its own file plus the view's suffix (see docs/views.md).
+ * Release with stfs_tree_free().
  */
 int stfs_tree_build(struct stfs_tree *t, const struct stfs_name *names,
 		    size_t n, unsigned flags, struct stfs_error *err);
@@ -234,6 +240,49 @@ int64_t stfs_tree_lookup(const struct stfs_tree *t, uint32_t dir,
 			 const char *name, size_t len);
 /* "a/b/c" for a node (malloc'd, caller frees), or NULL on ENOMEM. */
 char *stfs_tree_path(const struct stfs_tree *t, uint32_t node);
+
+/* ---- views: the same tensor in forms other tools read ---------------- */
+
+enum stfs_view {
+	STFS_VIEW_RAW,        /* the tensor's own bytes */
+	STFS_VIEW_NPY,        /* NPY v1.0 header + the raw bytes */
+	STFS_VIEW_F32,        /* the values as little-endian float32 */
+	STFS_VIEW_F32_NPY,    /* NPY header + the float32 values */
+	STFS_VIEW_COUNT
+};
+
+/* "", ".npy", ".f32", ".f32.npy"; NULL for an out-of-range value. */
+const char *stfs_view_suffix(enum stfs_view v);
+/* The views a tensor of dtype dt gets under STFS_TREE_NPY / _F32 flags,
+ * as a mask of 1 << view (RAW not included). */
+unsigned stfs_views_for(enum stfs_dtype dt, unsigned flags);
+/* numpy's descr for dt ("<f4", "|b1"), or NULL if numpy has no such type. */
+const char *stfs_npy_descr(enum stfs_dtype dt);
+/* 1 if dt converts exactly to float32 (BF16, F16, the F8 formats). */
+int stfs_dtype_to_f32(enum stfs_dtype dt);
+/*
+ * Write the NPY header for descr and shape into out (outsz bytes): magic,
+ * version, length, the dict, padded with spaces and '\n' so the data starts
+ * at a multiple of 64.  Returns the header's length; if that is more than
+ * outsz nothing is written.  Version 1.0, or 2.0 past 65535 bytes.
+ */
+size_t stfs_npy_header(const char *descr, const uint64_t *shape, size_t rank,
+		       char *out, size_t outsz);
+/* The view's dtype: F32 for the .f32 views, else the tensor's. */
+enum stfs_dtype stfs_view_dtype(const struct stfs_tensor *t, enum stfs_view v);
+/* The NPY header of view v (NPY or F32_NPY) of t into out; as
+ * stfs_npy_header. */
+size_t stfs_view_npy_header(const struct stfs_tensor *t, enum stfs_view v,
+			    char *out, size_t outsz);
+/* Size in bytes of view v of t; *data_start (if not NULL) gets the offset
+ * where the array data begins (the NPY header's length, or 0). */
+uint64_t stfs_view_size(const struct stfs_tensor *t, enum stfs_view v,
+			uint64_t *data_start);
+/* Convert n elements of dtype dt (stfs_dtype_to_f32) at src to float32.
+ * Exact: every value of these formats is a float32.  NaNs stay NaN (quiet),
+ * infinities and signed zeros are kept. */
+void stfs_convert_f32(enum stfs_dtype dt, const void *src, size_t n,
+		      float *dst);
 
 /* ---- a model: one file or a set of shards, as one tree --------------- */
 

@@ -88,6 +88,7 @@ int stfs_model_build_tree(struct stfs_model *m, unsigned flags,
 	for (size_t i = 0; i < m->nentries; i++) {
 		names[i].s = m->entries[i].t->name;
 		names[i].len = m->entries[i].t->name_len;
+		names[i].views = stfs_views_for(m->entries[i].t->dtype, flags);
 	}
 	rc = stfs_tree_build(&m->tree, names, m->nentries, flags, err);
 	free(names);

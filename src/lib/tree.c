@@ -15,6 +15,8 @@
  * (`a.b` beside `a.b.c`); and, should the path still be taken (only a
  * collision of the 64-bit hash of an over-long component can do that), with
  * a "%nK" suffix, K = 2, 3, ...  So every tensor has exactly one path.
+ * Pass 3 adds each tensor's views (.npy, .f32) beside it, after every
+ * tensor is placed, so a view never takes a tensor's name.
  *
  * A temporary hash table on (parent, name) finds nodes while building; it
  * is freed afterwards.  Memory is about 32 bytes per node plus the names.
@@ -124,7 +126,7 @@ static int add_node(struct builder *b, uint32_t parent, const char *s,
 	b->name_off[t->nnodes] = b->names_used;
 	b->names_used += len + 1;
 	t->nodes[t->nnodes] = (struct stfs_node){
-		.parent = parent, .entry = entry, .name_len = (uint32_t)len,
+		.parent = parent, .entry = entry, .name_len = (uint16_t)len,
 	};
 	find(b, parent, s, len, &slot);
 	b->slots[slot] = t->nnodes + 1;
@@ -241,6 +243,61 @@ static int place(struct builder *b, void *ctx, const char *c, size_t len,
 	return add_node(b, w->dir, c, len, w->entry, &n);
 }
 
+/*
+ * Pass 3: the views of a tensor, beside its file (node raw): the file's
+ * name plus the view's suffix ("weight.npy", "%self.f32").  A name over
+ * 255 bytes keeps a prefix, "%h" and the 16-digit hash of the file's name;
+ * a name already taken (only flat mode can do that: a tensor "w.npy"
+ * beside "w") gets "%vK" before the suffix, K = 1, 2, ...
+ */
+static int place_views(struct builder *b, uint32_t raw, uint32_t entry,
+		       unsigned views)
+{
+	const struct stfs_node *r = &b->t->nodes[raw];
+	uint32_t dir = r->parent;
+	char base[STFS_NAME_MAX + 1], name[STFS_NAME_MAX + 1];
+	size_t blen = r->name_len;
+
+	memcpy(base, bname(b, raw), blen);
+	for (unsigned v = 1; v < STFS_VIEW_COUNT; v++) {
+		const char *sfx = stfs_view_suffix((enum stfs_view)v);
+		size_t sl = strlen(sfx), len, slot;
+		uint32_t n;
+		int rc;
+
+		if (!(views & (1u << v)))
+			continue;
+		for (unsigned k = 0;; k++) {
+			char tag[40] = "";
+			size_t tl = 0, keep = blen;
+
+			if (k)
+				tl = (size_t)snprintf(tag, sizeof(tag),
+						      "%%v%u", k);
+			if (keep + tl + sl > STFS_NAME_MAX) {
+				keep = STFS_NAME_MAX - sl - tl - 18;
+				tl = (size_t)snprintf(tag, sizeof(tag),
+					"%%h%016llx%s", (unsigned long long)
+					stfs_hash64(base, blen),
+					k ? "%v" : "");
+				if (k)
+					tl += (size_t)snprintf(tag + tl,
+						sizeof(tag) - tl, "%u", k);
+			}
+			memcpy(name, base, keep);
+			memcpy(name + keep, tag, tl);
+			memcpy(name + keep + tl, sfx, sl);
+			len = keep + tl + sl;
+			if (find(b, dir, name, len, &slot) == UINT32_MAX)
+				break;
+		}
+		if ((rc = add_node(b, dir, name, len, entry, &n)))
+			return rc;
+		b->t->nodes[n].view = (uint16_t)v;
+	}
+	return 0;
+}
+
 static int cmp_idx(const void *x, const void *y, void *ctx)
 {
 	const struct stfs_name *names = ctx;
@@ -345,6 +402,13 @@ int stfs_tree_build(struct stfs_tree *t, const struct stfs_name *names,
 					  &w)))
 			goto out;
 		t->entry_node[order[i]] = t->nnodes - 1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		uint32_t e = order[i];
+		if (names[e].views &&
+		    (rc = place_views(&b, t->entry_node[e], e,
+				      names[e].views)))
+			goto out;
 	}
 	rc = finish(&b);
 out:

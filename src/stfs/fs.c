@@ -28,7 +28,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/uio.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #include "fs.h"
 
@@ -67,6 +69,25 @@ static const struct stfs_entry *entry_of(const struct stfs_fs *fs,
 	return n->entry == STFS_NODE_DIR ? NULL : &fs->model->entries[n->entry];
 }
 
+/* ---- views ------------------------------------------------------------ */
+
+static enum stfs_view view_of(const struct stfs_fs *fs, int64_t node)
+{
+	return (enum stfs_view)tree_of(fs)->nodes[node].view;
+}
+
+static int is_f32_view(enum stfs_view v)
+{
+	return v == STFS_VIEW_F32 || v == STFS_VIEW_F32_NPY;
+}
+
+static uint64_t view_size(const struct stfs_fs *fs, int64_t node,
+			  uint64_t *data_start)
+{
+	return stfs_view_size(entry_of(fs, node)->t, view_of(fs, node),
+			      data_start);
+}
+
 static void fill_attr(const struct stfs_fs *fs, fuse_ino_t ino, int64_t node,
 		      struct stat *st)
 {
@@ -86,8 +107,7 @@ static void fill_attr(const struct stfs_fs *fs, fuse_ino_t ino, int64_t node,
 	if (node < 0) {
 		st->st_size = (off_t)fs->model->index_len;
 	} else {
-		const struct stfs_tensor *t = entry_of(fs, node)->t;
-		st->st_size = (off_t)(t->end - t->begin);
+		st->st_size = (off_t)view_size(fs, node, NULL);
 	}
 	st->st_blocks = (st->st_size + 511) / 512;
 }
@@ -241,11 +261,96 @@ static void stfs_ll_open(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_open(req, fi);
 }
 
+/*
+ * Converted bytes [off, off + size) of an .f32 view's data into out.  The
+ * source bytes are first copied out of the map with process_vm_readv, which
+ * fails with EFAULT where the map has no file behind it (a truncated
+ * source): the daemon itself never touches a lost page, so it cannot die of
+ * SIGBUS.  Returns 0 or -EIO / -ENOMEM.
+ */
+static int read_f32(const struct stfs_tensor *t, const unsigned char *src,
+		    uint64_t off, size_t size, char *out)
+{
+	size_t eb = stfs_dtype_bits(t->dtype) / 8;
+	uint64_t first = off / 4, last = (off + size + 3) / 4;
+	size_t nel = (size_t)(last - first);
+	unsigned char *raw = malloc(nel * eb);
+	float *f = malloc(nel * sizeof(*f));
+	struct iovec local = { raw, nel * eb };
+	struct iovec remote = { (void *)(src + first * eb), nel * eb };
+	int rc = 0;
+
+	if (!raw || !f) {
+		rc = -ENOMEM;
+	} else if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) !=
+		   (ssize_t)(nel * eb)) {
+		rc = -EIO;
+	} else {
+		stfs_convert_f32(t->dtype, raw, nel, f);
+		memcpy(out, (char *)f + (off - first * 4), size);
+	}
+	free(raw);
+	free(f);
+	return rc;
+}
+
+/* Reply to a read of a view (anything but the raw tensor). */
+static void read_view(fuse_req_t req, const struct stfs_fs *fs, int64_t node,
+		      const unsigned char *src, uint64_t off, size_t size)
+{
+	const struct stfs_tensor *t = entry_of(fs, node)->t;
+	enum stfs_view v = view_of(fs, node);
+	uint64_t head;
+	char small[512], *hdr = small, *out = NULL;
+	size_t hn = 0;
+	int rc = 0;
+
+	view_size(fs, node, &head);
+	if (head) {
+		if (head > sizeof(small) && !(hdr = malloc(head))) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		stfs_view_npy_header(t, v, hdr, head);
+		if (off < head)
+			hn = (size_t)(head - off) < size ?
+			     (size_t)(head - off) : size;
+	}
+	if (!is_f32_view(v)) {
+		/* header from memory, data straight from the map */
+		struct iovec iov[2] = {
+			{ hn ? hdr + off : hdr, hn },
+			{ (void *)(src + (off + hn - head)), size - hn },
+		};
+		if (hn)
+			fuse_reply_iov(req, iov, size > hn ? 2 : 1);
+		else
+			fuse_reply_buf(req, (const char *)iov[1].iov_base,
+				       size);
+	} else if (!(out = malloc(size ? size : 1))) {
+		fuse_reply_err(req, ENOMEM);
+	} else {
+		if (hn)
+			memcpy(out, hdr + off, hn);
+		if (size > hn)
+			rc = read_f32(t, src, off + hn - head, size - hn,
+				      out + hn);
+		if (rc)
+			fuse_reply_err(req, -rc);
+		else
+			fuse_reply_buf(req, out, size);
+	}
+	free(out);
+	if (hdr != small)
+		free(hdr);
+}
+
 static void stfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size,
 			 off_t off, struct fuse_file_info *fi)
 {
 	struct stfs_fs *fs = fs_of(req);
 	int64_t node = node_of(fs, ino);
+	const struct stfs_entry *e = NULL;
 	const char *base;
 	uint64_t len;
 
@@ -257,14 +362,14 @@ static void stfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size,
 		base = fs->model->index;
 		len = fs->model->index_len;
 	} else {
-		const struct stfs_entry *e = entry_of(fs, node);
+		e = entry_of(fs, node);
 		if (!e) {
 			fuse_reply_err(req, EISDIR);
 			return;
 		}
 		base = (const char *)fs->model->files[e->file]->map +
 		       stfs_entry_file_offset(fs->model, e);
-		len = e->t->end - e->t->begin;
+		len = view_size(fs, node, NULL);
 	}
 	if (off < 0 || (uint64_t)off >= len) {
 		fuse_reply_buf(req, NULL, 0);
@@ -272,6 +377,11 @@ static void stfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size,
 	}
 	if (size > len - (uint64_t)off)
 		size = (size_t)(len - (uint64_t)off);
+	if (e && view_of(fs, node) != STFS_VIEW_RAW) {
+		read_view(req, fs, node, (const unsigned char *)base,
+			  (uint64_t)off, size);
+		return;
+	}
 	/* A failure here (EFAULT for a truncated source) has already
 	 * ended the request with EIO in the kernel. */
 	fuse_reply_buf(req, base + off, size);
@@ -279,13 +389,39 @@ static void stfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size,
 
 /* ---- extended attributes -------------------------------------------- */
 
-enum { X_DTYPE, X_SHAPE, X_OFFSETS, X_FILE_OFFSET, X_NAME, X_FILE, X_COUNT };
+enum { X_DTYPE, X_SHAPE, X_OFFSETS, X_FILE_OFFSET, X_NAME, X_FILE, X_VIEW,
+       X_SOURCE_DTYPE, X_DATA_START, X_COUNT };
 
 static const char *const xnames[X_COUNT] = {
 	XATTR_PREFIX "dtype",       XATTR_PREFIX "shape",
 	XATTR_PREFIX "data_offsets", XATTR_PREFIX "file_offset",
 	XATTR_PREFIX "name",        XATTR_PREFIX "file",
+	XATTR_PREFIX "view",        XATTR_PREFIX "source_dtype",
+	XATTR_PREFIX "data_start",
 };
+
+/* The xattrs a file node has, in listing order, into out; their count.
+ * Offsets describe the tensor's own bytes, so views do not have them. */
+static int xattrs_of(const struct stfs_fs *fs, int64_t node, int *out)
+{
+	int k = 0, raw = view_of(fs, node) == STFS_VIEW_RAW;
+
+	out[k++] = X_DTYPE;
+	out[k++] = X_SHAPE;
+	if (raw) {
+		out[k++] = X_OFFSETS;
+		out[k++] = X_FILE_OFFSET;
+	}
+	out[k++] = X_NAME;
+	if (fs->model->sharded)
+		out[k++] = X_FILE;
+	if (!raw) {
+		out[k++] = X_VIEW;
+		out[k++] = X_SOURCE_DTYPE;
+		out[k++] = X_DATA_START;
+	}
+	return k;
+}
 
 /* Reply to a getxattr/listxattr with value v of len bytes. */
 static void reply_value(fuse_req_t req, const char *v, size_t len,
@@ -305,16 +441,32 @@ static int cmp_meta_name(const void *key, const void *elem)
 }
 
 static void tensor_xattr(fuse_req_t req, const struct stfs_fs *fs,
-			 const struct stfs_entry *e, int which, size_t size)
+			 int64_t node, int which, size_t size)
 {
+	const struct stfs_entry *e = entry_of(fs, node);
 	const struct stfs_tensor *t = e->t;
+	enum stfs_view v = view_of(fs, node);
+	const char *dt = stfs_dtype_name(stfs_view_dtype(t, v));
 	char small[64], *big = NULL;
+	uint64_t start;
 	size_t n;
 
 	switch (which) {
 	case X_DTYPE:
-		reply_value(req, stfs_dtype_name(t->dtype),
-			    strlen(stfs_dtype_name(t->dtype)), size);
+		reply_value(req, dt, strlen(dt), size);
+		return;
+	case X_SOURCE_DTYPE:
+		dt = stfs_dtype_name(t->dtype);
+		reply_value(req, dt, strlen(dt), size);
+		return;
+	case X_VIEW:
+		dt = stfs_view_suffix(v) + 1;     /* "npy", "f32", "f32.npy" */
+		reply_value(req, dt, strlen(dt), size);
+		return;
+	case X_DATA_START:
+		view_size(fs, node, &start);
+		n = (size_t)snprintf(small, sizeof(small), "%" PRIu64, start);
+		reply_value(req, small, n, size);
 		return;
 	case X_SHAPE:
 		n = stfs_shape_str(t, small, sizeof(small));
@@ -362,10 +514,11 @@ static void stfs_ll_getxattr(fuse_req_t req, fuse_ino_t ino,
 		return;
 	}
 	if (e) {
-		int nx = fs->model->sharded ? X_COUNT : X_FILE;
+		int xs[X_COUNT], nx = xattrs_of(fs, node, xs);
+
 		for (int i = 0; i < nx; i++) {
-			if (strcmp(name, xnames[i]) == 0) {
-				tensor_xattr(req, fs, e, i, size);
+			if (strcmp(name, xnames[xs[i]]) == 0) {
+				tensor_xattr(req, fs, node, xs[i], size);
 				return;
 			}
 		}
@@ -394,12 +547,12 @@ static void stfs_ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		return;
 	}
 	if (entry_of(fs, node)) {
-		int nx = fs->model->sharded ? X_COUNT : X_FILE;
-		char list[256];
+		int xs[X_COUNT], nx = xattrs_of(fs, node, xs);
+		char list[512];
 
 		for (int i = 0; i < nx; i++) {
-			size_t n = strlen(xnames[i]) + 1;
-			memcpy(list + len, xnames[i], n);
+			size_t n = strlen(xnames[xs[i]]) + 1;
+			memcpy(list + len, xnames[xs[i]], n);
 			len += n;
 		}
 		reply_value(req, list, len, size);

@@ -82,8 +82,61 @@ static json_object *meta_obj(const struct stfs_header *h)
 	return o;
 }
 
-static int print_json(const struct stfs_model *m)
+/* For each entry, its first view node (views of one tensor are adjacent
+ * nodes), or UINT32_MAX; NULL when there are none or no memory. */
+static uint32_t *first_views(const struct stfs_model *m)
 {
+	const struct stfs_tree *t = &m->tree;
+	uint32_t *first = NULL;
+
+	for (uint32_t k = 0; k < t->nnodes; k++) {
+		const struct stfs_node *n = &t->nodes[k];
+		if (!n->view)
+			continue;
+		if (!first) {
+			first = malloc((m->nentries + 1) * sizeof(*first));
+			if (!first)
+				return NULL;
+			memset(first, 0xff, (m->nentries + 1) * sizeof(*first));
+		}
+		if (first[n->entry] == UINT32_MAX)
+			first[n->entry] = k;
+	}
+	return first;
+}
+
+static json_object *views_json(const struct stfs_model *m, size_t i,
+			       uint32_t k)
+{
+	json_object *a = json_object_new_array();
+	const struct stfs_tree *t = &m->tree;
+	const struct stfs_tensor *ten = m->entries[i].t;
+
+	for (; k < t->nnodes && t->nodes[k].entry == i && t->nodes[k].view;
+	     k++) {
+		enum stfs_view v = (enum stfs_view)t->nodes[k].view;
+		json_object *o = json_object_new_object();
+		char *path = stfs_tree_path(t, k);
+		uint64_t start, size = stfs_view_size(ten, v, &start);
+
+		json_object_object_add(o, "view",
+			json_object_new_string(stfs_view_suffix(v) + 1));
+		json_object_object_add(o, "path",
+			json_object_new_string(path ? path : ""));
+		free(path);
+		json_object_object_add(o, "dtype", json_object_new_string(
+			stfs_dtype_name(stfs_view_dtype(ten, v))));
+		json_object_object_add(o, "bytes", json_object_new_uint64(size));
+		json_object_object_add(o, "data_start",
+				       json_object_new_uint64(start));
+		json_object_array_add(a, o);
+	}
+	return a;
+}
+
+static int print_json(const struct stfs_model *m, int want_views)
+{
+	uint32_t *first = want_views ? first_views(m) : NULL;
 	struct totals all = { 0 }, by[STFS_DTYPE_COUNT] = { { 0 } };
 	json_object *root = json_object_new_object();
 	json_object *files = json_object_new_array();
@@ -133,8 +186,12 @@ static int print_json(const struct stfs_model *m)
 			json_object_new_string(m->file_names[e->file]));
 		json_object_object_add(o, "file_offset",
 			json_object_new_uint64(stfs_entry_file_offset(m, e)));
+		if (want_views)
+			json_object_object_add(o, "views", views_json(m, i,
+					       first ? first[i] : UINT32_MAX));
 		json_object_array_add(tensors, o);
 	}
+	free(first);
 	json_object_object_add(root, "tensors", tensors);
 	json_object_object_add(tot, "tensors", json_object_new_uint64(all.tensors));
 	json_object_object_add(tot, "parameters",
@@ -169,6 +226,7 @@ static int print_json(const struct stfs_model *m)
 /* Column widths count bytes; names are quoted so they print safely. */
 static int print_table(const struct stfs_model *m)
 {
+	uint32_t *first = first_views(m);
 	struct totals all = { 0 }, by[STFS_DTYPE_COUNT] = { { 0 } };
 	size_t wname = 4, wpath = 4, wdt = 5, wshape = 5, wfile = 4;
 	char q[256], shape[128], size[32];
@@ -218,7 +276,25 @@ static int print_table(const struct stfs_model *m)
 			printf("  %s", m->file_names[e->file]);
 		putchar('\n');
 		free(path);
+		for (uint32_t k = first ? first[i] : UINT32_MAX;
+		     k < m->tree.nnodes && m->tree.nodes[k].entry == i &&
+		     m->tree.nodes[k].view; k++) {
+			enum stfs_view v = (enum stfs_view)m->tree.nodes[k].view;
+			char *vp = stfs_tree_path(&m->tree, k);
+			char vn[32];
+
+			snprintf(vn, sizeof(vn), "  + %s view",
+				 stfs_view_suffix(v) + 1);
+			printf("%-*s  %-*s  %-*s  %-*s  %14" PRIu64 "\n",
+			       (int)wname, vn, (int)wpath, vp ? vp : "?",
+			       (int)wdt,
+			       stfs_dtype_name(stfs_view_dtype(e->t, v)),
+			       (int)wshape, shape,
+			       stfs_view_size(e->t, v, NULL));
+			free(vp);
+		}
 	}
+	free(first);
 	printf("\n%-8s %10s %20s %14s\n", "DTYPE", "TENSORS", "PARAMETERS",
 	       "BYTES");
 	for (int d = 0; d < STFS_DTYPE_COUNT; d++) {
@@ -260,7 +336,8 @@ int stfs_inspect_main(int argc, char **argv)
 	struct stfs_model *m;
 	struct stfs_error err;
 	const char *src = NULL;
-	int json = 0, quiet = 0, flat = 0;
+	int json = 0, quiet = 0;
+	unsigned flags = 0;
 
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--json") == 0) {
@@ -269,7 +346,11 @@ int stfs_inspect_main(int argc, char **argv)
 			   strcmp(argv[i], "--quiet") == 0) {
 			quiet = 1;
 		} else if (strcmp(argv[i], "--flat") == 0) {
-			flat = 1;
+			flags |= STFS_TREE_FLAT;
+		} else if (strcmp(argv[i], "--npy") == 0) {
+			flags |= STFS_TREE_NPY;
+		} else if (strcmp(argv[i], "--convert=f32") == 0) {
+			flags |= STFS_TREE_F32;
 		} else if (strcmp(argv[i], "-h") == 0 ||
 			   strcmp(argv[i], "--help") == 0) {
 			stfs_usage(stdout);
@@ -287,10 +368,10 @@ int stfs_inspect_main(int argc, char **argv)
 	}
 	if (!src) {
 		fprintf(stderr, "usage: stfs inspect [--json | -q] [--flat] "
-			"SOURCE\n");
+			"[--npy] [--convert=f32] SOURCE\n");
 		return 2;
 	}
-	if (stfs_model_open(src, flat ? STFS_TREE_FLAT : 0,
+	if (stfs_model_open(src, flags,
 			    quiet ? NULL : stfs_warn_stderr, (void *)src, &m,
 			    &err)) {
 		if (!quiet)
@@ -299,7 +380,8 @@ int stfs_inspect_main(int argc, char **argv)
 	}
 	if (!quiet) {
 		if (json)
-			print_json(m);
+			print_json(m, !!(flags & (STFS_TREE_NPY |
+						  STFS_TREE_F32)));
 		else
 			print_table(m);
 	}

@@ -31,6 +31,8 @@ struct stfs_opts {
 	int foreground;
 	int debug;
 	int flat;
+	int npy;
+	char *convert;
 	int help;
 	int version;
 	unsigned uid, gid, umask;
@@ -53,6 +55,8 @@ enum {
 
 static const struct fuse_opt stfs_opt_spec[] = {
 	STFS_OPT("flat", flat, 1),
+	STFS_OPT("npy", npy, 1),
+	STFS_OPT("convert=%s", convert, 0),
 	STFS_OPT("uid=%u", uid, 0),
 	STFS_OPT("uid=", uid_set, 1),
 	STFS_OPT("gid=%u", gid, 0),
@@ -89,7 +93,7 @@ void stfs_usage(FILE *out)
 	fprintf(out,
 "usage: stfs mount [-f] [-d] [-s] [-o OPT[,OPT...]] SOURCE MOUNTPOINT\n"
 "       stfs SOURCE MOUNTPOINT [-o OPT[,OPT...]]   (mount helper form)\n"
-"       stfs inspect [--json | -q] [--flat] SOURCE\n"
+"       stfs inspect [--json | -q] [--flat] [--npy] [--convert=f32] SOURCE\n"
 "       stfs umount [-z] MOUNTPOINT\n"
 "       stfs --help | --version\n"
 "\n"
@@ -103,6 +107,8 @@ void stfs_usage(FILE *out)
 "  -d, -o debug       FUSE debug output (implies -f)\n"
 "  -s                 single-threaded (same as -o threads=1)\n"
 "  -o flat            every tensor at the root under its full name\n"
+"  -o npy             add NAME.npy views that numpy.load() reads\n"
+"  -o convert=f32     add NAME.f32 float32 views of BF16, F16 and F8 tensors\n"
 "  -o uid=N,gid=N     owner of every file (default: the mounting user)\n"
 "  -o umask=OOO       clear these bits from 0444 files / 0555 directories\n"
 "  -o threads=N       serve with up to N threads (default %d)\n"
@@ -230,6 +236,12 @@ static int do_mount(int argc, char **argv)
 		ret = 2;
 		goto out_args;
 	}
+	if (o.convert && strcmp(o.convert, "f32") != 0) {
+		fprintf(stderr, "stfs: %s: convert=%s: only convert=f32 is "
+			"supported\n", src, o.convert);
+		ret = 2;
+		goto out_args;
+	}
 	if (o.umask > 0777) {
 		fprintf(stderr, "stfs: %s: umask=%o: give an octal mode up to "
 			"777\n", src, o.umask);
@@ -261,7 +273,9 @@ static int do_mount(int argc, char **argv)
 	/* ...then the mountpoint, then the whole source. */
 	if (check_mountpoint(src, o.mountpoint))
 		goto out_session;
-	rc = stfs_model_open(abs, o.flat ? STFS_TREE_FLAT : 0, stfs_warn_stderr,
+	rc = stfs_model_open(abs, (o.flat ? STFS_TREE_FLAT : 0) |
+			     (o.npy ? STFS_TREE_NPY : 0) |
+			     (o.convert ? STFS_TREE_F32 : 0), stfs_warn_stderr,
 			     (void *)src, &fs.model, &err);
 	if (rc) {
 		fprintf(stderr, "stfs: %s: %s\n", src, err.msg);
@@ -272,8 +286,9 @@ static int do_mount(int argc, char **argv)
 	fs.umask = o.umask_set ? o.umask : 0;
 	fs.timeout = 86400.0;
 	if (o.debug)
-		fprintf(stderr, "stfs: %s: flat=%d uid=%u gid=%u umask=%03o "
-			"threads=%u readahead=%u log=%s\n", src, o.flat,
+		fprintf(stderr, "stfs: %s: flat=%d npy=%d convert=%s uid=%u "
+			"gid=%u umask=%03o threads=%u readahead=%u log=%s\n",
+			src, o.flat, o.npy, o.convert ? o.convert : "none",
 			(unsigned)fs.uid, (unsigned)fs.gid, (unsigned)fs.umask,
 			o.threads, o.readahead_kb, o.log ? o.log : "syslog");
 	if (stfs_fs_init(&fs)) {
@@ -309,6 +324,7 @@ out_args:
 	free(o.source);
 	free(o.mountpoint);
 	free(o.log);
+	free(o.convert);
 	fuse_opt_free_args(&args);
 	return ret;
 }
