@@ -102,6 +102,7 @@ int stfs_file_open(const char *path, struct stfs_file **out,
 		goto fail;
 	}
 	hdr = malloc(n ? n : 1);
+	stfs_hint_huge(hdr, n, 1);
 	f = calloc(1, sizeof(*f));
 	if (!hdr || !f || !(f->path = strdup(path))) {
 		rc = sys_fail(err, -ENOMEM, "cannot allocate");

@@ -91,6 +91,7 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
 	np = realloc(*p, ncap * elem);
 	if (!np)
 		return -ENOMEM;
+	stfs_hint_huge((char *)np + *cap * elem, (ncap - *cap) * elem, 0);
 	*p = np;
 	*cap = ncap;
 	return 0;
@@ -967,6 +968,7 @@ int stfs_header_parse(const char *buf, size_t len, uint64_t data_len,
 	P.arena = malloc(len + 1);
 	if (!P.arena)
 		return -ENOMEM;
+	stfs_hint_huge(P.arena, len + 1, 0);
 	if ((rc = parse_top(&P)))
 		goto fail;
 	P.nrecs = last_wins_recs(P.recs, P.nrecs);
@@ -981,6 +983,7 @@ int stfs_header_parse(const char *buf, size_t len, uint64_t data_len,
 		rc = -ENOMEM;
 		goto fail;
 	}
+	stfs_hint_huge(h->tensors, P.nrecs * sizeof(*h->tensors), 1);
 	for (size_t i = 0; i < P.nrecs; i++)
 		h->tensors[i] = P.recs[i].t;
 	for (size_t i = 0; i < P.nmetas; i++)

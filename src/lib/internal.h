@@ -43,6 +43,15 @@ int stfs_fail(struct stfs_error *err, int code, const char *rule,
 /* JSON nesting the reference accepts (serde_json's limit is 128). */
 #define STFS_JSON_DEPTH_MAX 127
 
+/*
+ * A hint for a large buffer just allocated and not yet touched: back it
+ * with transparent huge pages where the kernel allows (madvise mode), and
+ * with fill (for a buffer that will be written whole) fault it in with one
+ * call.  A 100 MB header otherwise costs some 60,000 page faults, each a
+ * trap, to parse.  Harmless when refused.
+ */
+void stfs_hint_huge(void *p, size_t n, int fill);
+
 /* 64-bit FNV-1a, for shortened long names. */
 uint64_t stfs_hash64(const char *s, size_t len);
 

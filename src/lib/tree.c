@@ -106,6 +106,8 @@ static int add_node(struct builder *b, uint32_t parent, const char *s,
 		void *p = realloc(t->nodes, ncap * sizeof(*t->nodes));
 		if (!p)
 			return -ENOMEM;
+		stfs_hint_huge(&((struct stfs_node *)p)[b->cap],
+			       (ncap - b->cap) * sizeof(*t->nodes), 0);
 		t->nodes = p;
 		p = realloc(b->name_off, ncap * sizeof(*b->name_off));
 		if (!p)
@@ -118,6 +120,7 @@ static int add_node(struct builder *b, uint32_t parent, const char *s,
 		char *p = realloc(t->names, ncap);
 		if (!p)
 			return -ENOMEM;
+		stfs_hint_huge(p + b->names_cap, ncap - b->names_cap, 0);
 		t->names = p;
 		b->names_cap = ncap;
 	}
@@ -351,11 +354,17 @@ static int finish(struct builder *b)
 		t->children[p->first + fill[t->nodes[i].parent]++] = i;
 	}
 	free(fill);
-	for (uint32_t i = 0; i < t->nnodes; i++)
-		if (t->nodes[i].count > 1)
-			qsort_r(t->children + t->nodes[i].first,
-				t->nodes[i].count, sizeof(uint32_t),
-				cmp_child, t);
+	for (uint32_t i = 0; i < t->nnodes; i++) {
+		uint32_t *c = t->children + t->nodes[i].first;
+
+		for (uint32_t k = 1; k < t->nodes[i].count; k++) {
+			if (cmp_child(&c[k - 1], &c[k], t) > 0) {
+				qsort_r(c, t->nodes[i].count, sizeof(*c),
+					cmp_child, t);
+				break;
+			}
+		}
+	}
 	return 0;
 }
 
@@ -388,7 +397,14 @@ int stfs_tree_build(struct stfs_tree *t, const struct stfs_name *names,
 
 	for (size_t i = 0; i < n; i++)
 		order[i] = (uint32_t)i;
-	qsort_r(order, n, sizeof(*order), cmp_idx, (void *)names);
+	/* a model passes its names sorted already: check, do not re-sort */
+	for (size_t i = 1; i < n; i++) {
+		if (cmp_idx(&order[i - 1], &order[i], (void *)names) > 0) {
+			qsort_r(order, n, sizeof(*order), cmp_idx,
+				(void *)names);
+			break;
+		}
+	}
 
 	for (size_t i = 0; i < n; i++) {
 		struct walk w = { .dir = 0 };
