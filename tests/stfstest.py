@@ -61,6 +61,55 @@ def write_st(path, tensors, metadata=None, pad=True, raw_header=None):
     return path
 
 
+def make_405b(d, shards=191, per=6):
+    """A sparse 405B-shaped layout: ~810 GB in `shards` files + index."""
+    wm = {}
+    layer = 0
+    for i in range(shards):
+        name = "model-%05d-of-%05d.safetensors" % (i + 1, shards)
+        hdr, off = {"__metadata__": {"format": "pt"}}, 0
+        for k in range(per):
+            n = "model.layers.%d.mlp.w%d.weight" % (layer, k)
+            size = 16384 * 21568 * 2          # a BF16 [16384, 21568]
+            hdr[n] = {"dtype": "BF16", "shape": [16384, 21568],
+                      "data_offsets": [off, off + size]}
+            wm[n] = name
+            off += size
+        layer += 1
+        h = json.dumps(hdr).encode()
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(len(h).to_bytes(8, "little") + h)
+            f.truncate(8 + len(h) + off)
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": 0}, "weight_map": wm}, f)
+    return len(wm)
+
+
+def make_many(path, n=1000000):
+    """One file of n one-byte U8 tensors, names like model.layers.L.w.K
+    (1,000 per directory): a header of about 75 bytes per tensor."""
+    parts = []
+    for i in range(n):
+        parts.append('"model.layers.%d.w.%d":{"dtype":"U8","shape":[1],'
+                     '"data_offsets":[%d,%d]}' % (i // 1000, i % 1000, i,
+                                                  i + 1))
+    h = ("{" + ",".join(parts) + "}").encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        f.write(bytes(i % 251 for i in range(n)))
+    return len(h)
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
 def header_of(path):
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]

@@ -406,14 +406,6 @@ def test_errors_leave_nothing(d, mnt):
                                             "empty"])
 
 
-def rss_kb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return -1
-
-
 def test_lazy_sparse(d, mnt):
     """A 100 GB data section mounts at once and nothing of it is read."""
     src = os.path.join(d, "big.safetensors")
@@ -437,7 +429,7 @@ def test_lazy_sparse(d, mnt):
         with open(os.path.join(mnt, "big"), "rb") as f:
             f.seek(size - 4096)
             assert f.read() == bytes(4096)
-        rss = rss_kb(p.pid)
+        rss = T.rss_kb(p.pid)
         print("     sparse 100 GB: mounted in %.0f ms, daemon RSS %d KiB"
               % (ms, rss))
         assert rss < 64 * 1024, rss
@@ -700,39 +692,15 @@ def test_shard_refusals(d, mnt):
         T.stop_fg(p, mnt)
 
 
-def make_405b(d, shards=191, per=6):
-    """A sparse 405B-shaped layout: ~810 GB in `shards` files + index."""
-    wm = {}
-    layer = 0
-    for i in range(shards):
-        name = "model-%05d-of-%05d.safetensors" % (i + 1, shards)
-        hdr, off = {"__metadata__": {"format": "pt"}}, 0
-        for k in range(per):
-            n = "model.layers.%d.mlp.w%d.weight" % (layer, k)
-            size = 16384 * 21568 * 2          # a BF16 [16384, 21568]
-            hdr[n] = {"dtype": "BF16", "shape": [16384, 21568],
-                      "data_offsets": [off, off + size]}
-            wm[n] = name
-            off += size
-        layer += 1
-        h = json.dumps(hdr).encode()
-        with open(os.path.join(d, name), "wb") as f:
-            f.write(len(h).to_bytes(8, "little") + h)
-            f.truncate(8 + len(h) + off)
-    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
-        json.dump({"metadata": {"total_size": 0}, "weight_map": wm}, f)
-    return len(wm)
-
-
 def test_405b_shaped(d, mnt):
     """191 sparse shards, 1,146 tensors, ~800 GB: mount time, daemon RSS,
     every tensor reachable, ls -R and getfattr over all of it."""
-    n = make_405b(d)
+    n = T.make_405b(d)
     t0 = time.time()
     p = T.mount_fg(d, mnt)
     mount_ms = (time.time() - t0) * 1000
     try:
-        rss = rss_kb(p.pid)
+        rss = T.rss_kb(p.pid)
         t0 = time.time()
         found = 0
         for root, dirs, files in os.walk(mnt):

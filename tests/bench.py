@@ -1,0 +1,517 @@
+#!/usr/bin/env python3
+"""bench.py: stfs side by side with direct reads and with squashfuse_ll.
+
+Builds its own data in WORKDIR (about 3.5 GB of random bytes on disk, a
+sparse 405B-shaped shard set, a 1,000,000-tensor header), then measures,
+ROUNDS times each, medians reported, ratios against baselines taken in the
+same run (these machines are noisy):
+
+  first read    sequential read of a 1 GiB tensor from a fresh mount (the
+                FUSE side cold, the source in the page cache) vs reading
+                the same byte range of the source file directly
+  re-read       the same tensor again on the same mount vs direct
+  cold read     after drop_caches, fresh mount vs a cold direct read
+  random 4 KiB  / random 1 MiB preads over the 1 GiB tensor, fresh mount
+  4 readers     4 threads on 4 different 256 MiB tensors vs 1 reader
+  mmap          touch every page of a mapped tensor vs the mapped source
+  squashfuse_ll the same bytes as a file in an uncompressed squashfs image
+  convert=f32   reading the .f32 view of a 256 MiB BF16 tensor
+  mounts        405B-shaped set and 1M-tensor file: mount time, daemon
+                RSS, ls -R, and a walk reading every xattr of every tensor
+                (what getfattr -R -d does)
+
+Then the same first read / 4 readers with threads=1, 2, 4 and readahead
+128 vs 1024 KiB, which is how the defaults were chosen.
+
+Writes OUTDIR/results.md (the table), results.json and results.png.
+Usage: bench.py WORKDIR OUTDIR [ROUNDS]   (scripts/bench.sh runs it)
+"""
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stfstest as T  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+GiB = 1 << 30
+MiB = 1 << 20
+BS = 1 * MiB
+
+
+# ---- data -------------------------------------------------------------------
+
+def make_data(work):
+    src = os.path.join(work, "bench.safetensors")
+    if not os.path.exists(src):
+        print("bench: writing %s (3.5 GB of random bytes)" % src, flush=True)
+        rng = np.random.default_rng(1)
+        big = ("big", "U8", [GiB], GiB)
+        parts = [big] + [("r%d" % i, "U8", [256 * MiB], 256 * MiB)
+                         for i in range(4)]
+        parts.append(("conv", "BF16", [128 * MiB], 256 * MiB))
+        hdr, off = {}, 0
+        for name, dt, shape, size in parts:
+            hdr[name] = {"dtype": dt, "shape": shape,
+                         "data_offsets": [off, off + size]}
+            off += size
+        h = json.dumps(hdr).encode()
+        h += b" " * (-len(h) % 8)
+        with open(src + ".tmp", "wb") as f:
+            f.write(len(h).to_bytes(8, "little") + h)
+            for name, dt, shape, size in parts:
+                for k in range(0, size, 64 * MiB):
+                    f.write(rng.integers(0, 256, 64 * MiB,
+                                         dtype=np.uint8).tobytes())
+        os.rename(src + ".tmp", src)
+    n, _ = T.header_of(src)
+    info = json.loads(T.header_of(src)[1])
+    offs = {k: (8 + n + v["data_offsets"][0], v["data_offsets"][1] -
+                v["data_offsets"][0]) for k, v in info.items()}
+    # the peer: the 1 GiB tensor's bytes as a file in a squashfs image
+    img = os.path.join(work, "big.squashfs")
+    if not os.path.exists(img):
+        d = os.path.join(work, "sq")
+        os.makedirs(d, exist_ok=True)
+        with open(src, "rb") as f, open(os.path.join(d, "big"), "wb") as o:
+            f.seek(offs["big"][0])
+            left = offs["big"][1]
+            while left:
+                b = f.read(min(left, 64 * MiB))
+                o.write(b)
+                left -= len(b)
+        subprocess.run(["mksquashfs", d, img + ".tmp", "-noI", "-noD",
+                        "-noF", "-noX", "-no-progress", "-quiet"],
+                       check=True, stdout=subprocess.DEVNULL)
+        os.rename(img + ".tmp", img)
+        shutil.rmtree(d)
+    shards = os.path.join(work, "405b")
+    if not os.path.exists(os.path.join(shards,
+                                       "model.safetensors.index.json")):
+        os.makedirs(shards, exist_ok=True)
+        T.make_405b(shards)
+    many = os.path.join(work, "many.safetensors")
+    if not os.path.exists(many):
+        T.make_many(many + ".tmp")
+        os.rename(many + ".tmp", many)
+    return src, offs, img, shards, many
+
+
+# ---- primitives -------------------------------------------------------------
+
+def warm(path):
+    with open(path, "rb", buffering=0) as f:
+        buf = bytearray(16 * MiB)
+        while f.readinto(buf):
+            pass
+
+
+def drop_caches():
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def read_range(path, off=0, size=None):
+    """Sequential read with 1 MiB buffers; returns bytes/s."""
+    buf = bytearray(BS)
+    mv = memoryview(buf)
+    with open(path, "rb", buffering=0) as f:
+        if size is None:
+            size = os.fstat(f.fileno()).st_size
+        f.seek(off)
+        left = size
+        t = time.perf_counter()
+        while left:
+            k = f.readinto(mv[:min(BS, left)])
+            if not k:
+                raise IOError("short read of %s" % path)
+            left -= k
+        return size / (time.perf_counter() - t)
+
+
+def random_reads(path, off, size, bs, count, seed=5):
+    """count preads of bs bytes at random bs-aligned offsets: ops/s."""
+    rng = random.Random(seed)
+    offs = [off + rng.randrange(size // bs) * bs for _ in range(count)]
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        t = time.perf_counter()
+        for o in offs:
+            if len(os.pread(fd, bs, o)) != bs:
+                raise IOError("short pread")
+        return count / (time.perf_counter() - t)
+    finally:
+        os.close(fd)
+
+
+def parallel_read(jobs):
+    """jobs: (path, off, size) read at once by one thread each: bytes/s."""
+    errs = []
+
+    def one(j):
+        try:
+            read_range(*j)
+        except Exception as e:
+            errs.append(e)
+    ts = [threading.Thread(target=one, args=(j,)) for j in jobs]
+    t = time.perf_counter()
+    for th in ts:
+        th.start()
+    for th in ts:
+        th.join()
+    el = time.perf_counter() - t
+    if errs:
+        raise errs[0]
+    return sum(j[2] for j in jobs) / el
+
+
+def touch_mmap(path, off, size):
+    """Map and touch every page: bytes/s."""
+    t = time.perf_counter()
+    a = np.memmap(path, dtype=np.uint8, mode="r", offset=off, shape=(size,))
+    int(a[::4096].sum())
+    el = time.perf_counter() - t
+    del a
+    return size / el
+
+
+class Mount:
+    """A fresh stfs (or squashfuse_ll) mount, gone on exit."""
+
+    def __init__(self, mnt, src, *opts, peer=False):
+        self.mnt, self.src, self.opts, self.peer = mnt, src, opts, peer
+
+    def __enter__(self):
+        if self.peer:
+            self.p = subprocess.Popen(["squashfuse_ll", "-f", self.src,
+                                       self.mnt], stderr=subprocess.PIPE)
+            T._procs.append(self.p)
+            T._mounts.append(self.mnt)
+            if not T.wait_mount(self.mnt, self.p):
+                raise RuntimeError("squashfuse_ll did not mount")
+        else:
+            self.p = T.mount_fg(self.src, self.mnt, *self.opts)
+        return self.mnt
+
+    def __exit__(self, *a):
+        if self.peer:
+            T.unmount(self.mnt)
+            self.p.wait(timeout=10)
+        else:
+            T.stop_fg(self.p, self.mnt)
+
+
+def med(fn, rounds):
+    vals = [fn() for _ in range(rounds)]
+    return {"median": statistics.median(vals), "min": min(vals),
+            "max": max(vals), "rounds": rounds}
+
+
+# ---- the benchmark ----------------------------------------------------------
+
+def main():
+    work, out = sys.argv[1], sys.argv[2]
+    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 5
+    os.makedirs(work, exist_ok=True)
+    os.makedirs(out, exist_ok=True)
+    mnt = os.path.join(work, "mnt")
+    os.makedirs(mnt, exist_ok=True)
+    src, offs, img, shards, many = make_data(work)
+    boff, bsize = offs["big"]
+    R = {}
+
+    def fuse_first(*opts, key="big"):
+        o, s = offs[key]
+
+        def one():
+            with Mount(mnt, src, *opts) as m:
+                return read_range(os.path.join(m, key))
+        return one
+
+    print("bench: sequential reads", flush=True)
+    warm(src)
+    R["direct"] = med(lambda: read_range(src, boff, bsize), rounds)
+    R["first"] = med(fuse_first(), rounds)
+
+    def reread():
+        with Mount(mnt, src) as m:
+            read_range(os.path.join(m, "big"))
+            return read_range(os.path.join(m, "big"))
+    R["reread"] = med(reread, rounds)
+
+    def peer_first():
+        with Mount(mnt, img, peer=True) as m:
+            return read_range(os.path.join(m, "big"))
+    warm(img)
+    R["peer_first"] = med(peer_first, rounds)
+
+    def peer_reread():
+        with Mount(mnt, img, peer=True) as m:
+            read_range(os.path.join(m, "big"))
+            return read_range(os.path.join(m, "big"))
+    R["peer_reread"] = med(peer_reread, rounds)
+
+    print("bench: cold reads", flush=True)
+
+    def cold_direct():
+        drop_caches()
+        return read_range(src, boff, bsize)
+
+    def cold_fuse():
+        with Mount(mnt, src) as m:
+            drop_caches()
+            return read_range(os.path.join(m, "big"))
+
+    def cold_peer():
+        with Mount(mnt, img, peer=True) as m:
+            drop_caches()
+            return read_range(os.path.join(m, "big"))
+    R["cold_direct"] = med(cold_direct, rounds)
+    R["cold"] = med(cold_fuse, rounds)
+    R["cold_peer"] = med(cold_peer, rounds)
+    warm(src)
+    warm(img)
+
+    print("bench: random reads", flush=True)
+
+    def rand(path_fn, bs, count, peer=False, source=None):
+        def one():
+            if path_fn is None:
+                return random_reads(src, boff, bsize, bs, count)
+            with Mount(mnt, source or src, peer=peer) as m:
+                return random_reads(os.path.join(m, "big"), 0, bsize, bs,
+                                    count)
+        return one
+    R["rand4k_direct"] = med(rand(None, 4096, 20000), rounds)
+    R["rand4k"] = med(rand(True, 4096, 20000), rounds)
+    R["rand4k_peer"] = med(rand(True, 4096, 20000, peer=True, source=img),
+                           rounds)
+    R["rand1m_direct"] = med(rand(None, MiB, 300), rounds)
+    R["rand1m"] = med(rand(True, MiB, 300), rounds)
+    R["rand1m_peer"] = med(rand(True, MiB, 300, peer=True, source=img),
+                           rounds)
+
+    print("bench: parallel readers, threads and readahead", flush=True)
+
+    def readers(n, *opts):
+        def one():
+            with Mount(mnt, src, *opts) as m:
+                return parallel_read([(os.path.join(m, "r%d" % i), 0,
+                                       256 * MiB) for i in range(n)])
+        return one
+    R["one_reader"] = med(readers(1), rounds)
+    R["four_readers"] = med(readers(4), rounds)
+    R["four_direct"] = med(lambda: parallel_read(
+        [(src, offs["r%d" % i][0], 256 * MiB) for i in range(4)]), rounds)
+    for th in (1, 2, 4, 8):
+        R["first_t%d" % th] = med(fuse_first("-o", "threads=%d" % th),
+                                  rounds)
+        R["four_t%d" % th] = med(readers(4, "-o", "threads=%d" % th),
+                                 rounds)
+    R["first_ra128"] = med(fuse_first("-o", "readahead=128"), rounds)
+
+    print("bench: mmap and convert=f32", flush=True)
+
+    def mm_fuse():
+        with Mount(mnt, src) as m:
+            return touch_mmap(os.path.join(m, "big"), 0, bsize)
+    R["mmap_direct"] = med(lambda: touch_mmap(src, boff, bsize), rounds)
+    R["mmap"] = med(mm_fuse, rounds)
+
+    def conv(view):
+        def one():
+            with Mount(mnt, src, "-o", "convert=f32") as m:
+                return read_range(os.path.join(m, "conv" + view))
+        return one
+    R["conv_raw"] = med(conv(""), rounds)
+    R["conv_f32"] = med(conv(".f32"), rounds)
+
+    print("bench: mounts", flush=True)
+
+    def mount_stats(source, walk):
+        t = time.perf_counter()
+        r = subprocess.run([T.STFS, "mount", source, mnt],
+                           capture_output=True)
+        ms = (time.perf_counter() - t) * 1000
+        if r.returncode:
+            raise RuntimeError(r.stderr.decode())
+        T._mounts.append(mnt)
+        try:
+            pids = T.daemons_for(mnt)
+            rss = T.rss_kb(pids[0]) if pids else -1
+            ls = getf = None
+            if walk:
+                t = time.perf_counter()
+                subprocess.run("ls -R %s > /dev/null" % mnt, shell=True,
+                               check=True)
+                ls = (time.perf_counter() - t) * 1000
+                # what getfattr -d does for each tensor: list, then get
+                t = time.perf_counter()
+                for root, _, files in os.walk(mnt):
+                    for f in files:
+                        if f != "%header.json":
+                            fp = os.path.join(root, f)
+                            for k in os.listxattr(fp):
+                                os.getxattr(fp, k)
+                getf = (time.perf_counter() - t) * 1000
+        finally:
+            T.unmount(mnt)
+            for _ in range(100):
+                if not T.daemons_for(mnt):
+                    break
+                time.sleep(0.02)
+        return ms, rss, ls, getf
+
+    for key, source in (("405b", shards), ("many", many)):
+        runs = [mount_stats(source, i == 0) for i in range(rounds)]
+        R["mount_" + key] = {
+            "median": statistics.median(r[0] for r in runs),
+            "rss_kb": statistics.median(r[1] for r in runs),
+            "ls_ms": runs[0][2], "getfattr_ms": runs[0][3],
+            "rounds": rounds}
+    R["many_header"] = T.header_of(many)[0]
+    R["405b_tensors"] = 1146
+
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(R, f, indent=1)
+    table, checks = report(R)
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write(table)
+    print(table)
+    chart(R, checks, os.path.join(out, "results.png"))
+    failed = [c for c in checks if not c[3]]
+    print("%d targets met, %d missed" % (len(checks) - len(failed),
+                                         len(failed)))
+    return 0
+
+
+def report(R):
+    def gbs(k):
+        return R[k]["median"] / 1e9
+
+    def ratio(a, b):
+        return R[a]["median"] / R[b]["median"]
+
+    rows = [
+        ("first read, 1 GiB (GB/s)", gbs("first"), "direct %.2f" %
+         gbs("direct"), ratio("first", "direct")),
+        ("first read vs squashfuse_ll", gbs("first"), "peer %.2f" %
+         gbs("peer_first"), ratio("first", "peer_first")),
+        ("re-read (GB/s)", gbs("reread"), "direct %.2f" % gbs("direct"),
+         ratio("reread", "direct")),
+        ("re-read vs squashfuse_ll", gbs("reread"), "peer %.2f" %
+         gbs("peer_reread"), ratio("reread", "peer_reread")),
+        ("cold read (GB/s)", gbs("cold"), "cold direct %.2f" %
+         gbs("cold_direct"), ratio("cold", "cold_direct")),
+        ("cold read vs squashfuse_ll", gbs("cold"), "peer %.2f" %
+         gbs("cold_peer"), ratio("cold", "cold_peer")),
+        ("random 4 KiB (kIOPS)", R["rand4k"]["median"] / 1e3,
+         "peer %.1f, direct %.1f" % (R["rand4k_peer"]["median"] / 1e3,
+                                     R["rand4k_direct"]["median"] / 1e3),
+         ratio("rand4k", "rand4k_peer")),
+        ("random 1 MiB (IOPS)", R["rand1m"]["median"],
+         "peer %.0f, direct %.0f" % (R["rand1m_peer"]["median"],
+                                     R["rand1m_direct"]["median"]),
+         ratio("rand1m", "rand1m_peer")),
+        ("4 readers together (GB/s)", gbs("four_readers"), "1 reader %.2f"
+         % gbs("one_reader"), ratio("four_readers", "one_reader")),
+        ("mmap, touch every page (GB/s)", gbs("mmap"), "direct %.2f" %
+         gbs("mmap_direct"), ratio("mmap", "mmap_direct")),
+        ("convert=f32 view, output (GB/s)", gbs("conv_f32"), "raw %.2f" %
+         gbs("conv_raw"), ratio("conv_f32", "conv_raw")),
+    ]
+    targets = [
+        ("first read >= 0.30x direct", ratio("first", "direct"), 0.30),
+        ("first read >= 2x squashfuse_ll", ratio("first", "peer_first"),
+         2.0),
+        ("re-read >= 0.60x direct", ratio("reread", "direct"), 0.60),
+        ("cold read >= 0.6x direct cold", ratio("cold", "cold_direct"), 0.6),
+        ("random 4 KiB >= squashfuse_ll", ratio("rand4k", "rand4k_peer"),
+         1.0),
+        ("4 readers >= 1 reader", ratio("four_readers", "one_reader"), 1.0),
+    ]
+    checks = [(n, v, t, v >= t) for n, v, t in targets]
+    m405, mm = R["mount_405b"], R["mount_many"]
+    checks.append(("405B-shaped mount <= 100 ms", m405["median"], 100,
+                   m405["median"] <= 100))
+    checks.append(("1M-tensor mount <= 2 s", mm["median"] / 1000, 2.0,
+                   mm["median"] <= 2000))
+    rss_x = mm["rss_kb"] * 1024 / R["many_header"]
+    checks.append(("1M-tensor RSS <= 4x header", rss_x, 4.0, rss_x <= 4.0))
+
+    out = ["| measurement (median of %d) | stfs | baseline | ratio |" %
+           R["first"]["rounds"], "|---|---|---|---|"]
+    for name, v, base, r in rows:
+        out.append("| %s | %.2f | %s | %.2fx |" % (name, v, base, r))
+    out.append("")
+    out.append("| threads= / readahead= | first read GB/s | 4 readers GB/s |")
+    out.append("|---|---|---|")
+    for th in (1, 2, 4, 8):
+        out.append("| threads=%d | %.2f | %.2f |" % (
+            th, gbs("first_t%d" % th), gbs("four_t%d" % th)))
+    out.append("| readahead=128 (kernel default), threads=4 | %.2f | |" %
+               gbs("first_ra128"))
+    out.append("")
+    out.append("| mount | time (ms) | daemon RSS | ls -R | every xattr of every tensor |")
+    out.append("|---|---|---|---|---|")
+    out.append("| 405B-shaped: 191 shards, 1,146 tensors, 810 GB sparse | "
+               "%.0f | %.1f MiB | %.0f ms | %.0f ms |" % (
+                   m405["median"], m405["rss_kb"] / 1024, m405["ls_ms"],
+                   m405["getfattr_ms"]))
+    out.append("| 1,000,000 tensors, %.1f MB header | %.0f | %.0f MiB "
+               "(%.1fx header) | %.0f ms | %.0f ms |" % (
+                   R["many_header"] / 1e6, mm["median"],
+                   mm["rss_kb"] / 1024, rss_x, mm["ls_ms"],
+                   mm["getfattr_ms"]))
+    out.append("")
+    out.append("| target | measured | met |")
+    out.append("|---|---|---|")
+    for name, v, t, ok in checks:
+        out.append("| %s | %.2f | %s |" % (name, v, "yes" if ok else "NO"))
+    return "\n".join(out) + "\n", checks
+
+
+def chart(R, checks, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("bench: no matplotlib, no chart")
+        return
+    keys = [("direct", "direct (warm)"), ("first", "stfs first read"),
+            ("reread", "stfs re-read"), ("peer_first", "squashfuse_ll first"),
+            ("peer_reread", "squashfuse_ll re-read"),
+            ("cold_direct", "direct cold"), ("cold", "stfs cold"),
+            ("cold_peer", "squashfuse_ll cold"),
+            ("mmap_direct", "mmap direct"), ("mmap", "stfs mmap"),
+            ("four_readers", "stfs 4 readers"),
+            ("conv_f32", "stfs .f32 view")]
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    names = [k[1] for k in keys][::-1]
+    vals = [R[k[0]]["median"] / 1e9 for k in keys][::-1]
+    colors = ["#4c72b0" if "stfs" in n else "#999999" for n in names]
+    ax.barh(names, vals, color=colors)
+    for i, v in enumerate(vals):
+        ax.text(v, i, " %.2f" % v, va="center", fontsize=8)
+    ax.set_xlabel("GB/s, median of %d rounds (1 GiB tensor)" %
+                  R["first"]["rounds"])
+    ax.set_title("stfs read throughput vs direct and squashfuse_ll")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    print("bench: chart in %s" % path)
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    finally:
+        T._cleanup()
