@@ -310,6 +310,41 @@ def test_flat_and_owner(d, mnt):
         T.stop_fg(p, mnt)
 
 
+def bdi_readahead(mnt):
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            x = line.split()
+            if x[4] == os.path.realpath(mnt):
+                dev = x[2]
+    with open("/sys/class/bdi/%s/read_ahead_kb" % dev) as f:
+        return int(f.read())
+
+
+def test_readahead(d, mnt):
+    """readahead= reaches the kernel (after INIT, which would cut it back
+    to 128 KiB): the kernel's read requests are that large."""
+    src = T.write_st(os.path.join(d, "r.safetensors"),
+                     [("w", "U8", [8 << 20], os.urandom(8 << 20))])
+    for opts, want in (([], 1024), (["-o", "readahead=4096"], 4096),
+                       (["-o", "readahead=256"], 256)):
+        p = T.mount_fg(src, mnt, *opts)
+        try:
+            assert bdi_readahead(mnt) == want, (opts, bdi_readahead(mnt))
+        finally:
+            T.stop_fg(p, mnt)
+    p = subprocess.Popen([T.STFS, "mount", "-d", src, mnt],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    T._procs.append(p)
+    T._mounts.append(mnt)
+    assert T.wait_mount(mnt, p)
+    with open(os.path.join(mnt, "w"), "rb") as f:
+        assert len(f.read()) == 8 << 20
+    T.unmount(mnt)
+    err = p.communicate(timeout=10)[1].decode(errors="replace")
+    reads = err.count("opcode: READ (15)")
+    assert 8 <= reads <= 12, "%d READ requests for 8 MiB" % reads
+
+
 def test_background_and_helper(d, mnt):
     src, tensors = sample(d)
     # stfs mount returns once the mount is live
@@ -752,6 +787,7 @@ def main():
     case(test_invalid_real_world)
     case(test_contract)
     case(test_flat_and_owner)
+    case(test_readahead)
     case(test_background_and_helper)
     case(test_errors_leave_nothing)
     case(test_lazy_sparse)

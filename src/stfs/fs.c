@@ -671,7 +671,22 @@ static void stfs_ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 	fuse_reply_err(req, EROFS);
 }
 
+/*
+ * INIT.  The kernel's read requests are as large as the mount's readahead,
+ * which is the smaller of the backing device's read_ahead_kb (main.c raises
+ * it right after mounting, before this) and what we answer here; so both
+ * must be raised, or every read is cut into 128 KiB requests.
+ */
+static void stfs_ll_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct stfs_fs *fs = userdata;
+
+	if (fs->readahead_kb)
+		conn->max_readahead = fs->readahead_kb * 1024;
+}
+
 const struct fuse_lowlevel_ops stfs_ll_ops = {
+	.init = stfs_ll_init,
 	.lookup = stfs_ll_lookup,
 	.getattr = stfs_ll_getattr,
 	.opendir = stfs_ll_opendir,

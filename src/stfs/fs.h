@@ -17,6 +17,7 @@ struct stfs_fs {
 	gid_t gid;
 	mode_t umask;
 	double timeout;           /* attr and entry cache, seconds */
+	unsigned readahead_kb;    /* what to ask of the kernel at INIT */
 	struct timespec mtime;    /* the source's */
 	fuse_ino_t header_ino;    /* the reserved header file */
 	uint64_t total_bytes;     /* of all tensors, for statfs */

@@ -285,6 +285,7 @@ static int do_mount(int argc, char **argv)
 	fs.gid = o.gid_set ? o.gid : getgid();
 	fs.umask = o.umask_set ? o.umask : 0;
 	fs.timeout = 86400.0;
+	fs.readahead_kb = o.readahead_kb;
 	if (o.debug)
 		fprintf(stderr, "stfs: %s: flat=%d npy=%d convert=%s uid=%u "
 			"gid=%u umask=%03o threads=%u readahead=%u log=%s\n",
