@@ -28,9 +28,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <sys/uio.h>
 #include <sys/xattr.h>
-#include <unistd.h>
 
 #include "fs.h"
 
@@ -74,11 +72,6 @@ static const struct stfs_entry *entry_of(const struct stfs_fs *fs,
 static enum stfs_view view_of(const struct stfs_fs *fs, int64_t node)
 {
 	return (enum stfs_view)tree_of(fs)->nodes[node].view;
-}
-
-static int is_f32_view(enum stfs_view v)
-{
-	return v == STFS_VIEW_F32 || v == STFS_VIEW_F32_NPY;
 }
 
 static uint64_t view_size(const struct stfs_fs *fs, int64_t node,
@@ -261,90 +254,6 @@ static void stfs_ll_open(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_open(req, fi);
 }
 
-/*
- * Converted bytes [off, off + size) of an .f32 view's data into out.  The
- * source bytes are first copied out of the map with process_vm_readv, which
- * fails with EFAULT where the map has no file behind it (a truncated
- * source): the daemon itself never touches a lost page, so it cannot die of
- * SIGBUS.  Returns 0 or -EIO / -ENOMEM.
- */
-static int read_f32(const struct stfs_tensor *t, const unsigned char *src,
-		    uint64_t off, size_t size, char *out)
-{
-	size_t eb = stfs_dtype_bits(t->dtype) / 8;
-	uint64_t first = off / 4, last = (off + size + 3) / 4;
-	size_t nel = (size_t)(last - first);
-	unsigned char *raw = malloc(nel * eb);
-	float *f = malloc(nel * sizeof(*f));
-	struct iovec local = { raw, nel * eb };
-	struct iovec remote = { (void *)(src + first * eb), nel * eb };
-	int rc = 0;
-
-	if (!raw || !f) {
-		rc = -ENOMEM;
-	} else if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) !=
-		   (ssize_t)(nel * eb)) {
-		rc = -EIO;
-	} else {
-		stfs_convert_f32(t->dtype, raw, nel, f);
-		memcpy(out, (char *)f + (off - first * 4), size);
-	}
-	free(raw);
-	free(f);
-	return rc;
-}
-
-/* Reply to a read of a view (anything but the raw tensor). */
-static void read_view(fuse_req_t req, const struct stfs_fs *fs, int64_t node,
-		      const unsigned char *src, uint64_t off, size_t size)
-{
-	const struct stfs_tensor *t = entry_of(fs, node)->t;
-	enum stfs_view v = view_of(fs, node);
-	uint64_t head;
-	char small[512], *hdr = small, *out = NULL;
-	size_t hn = 0;
-	int rc = 0;
-
-	view_size(fs, node, &head);
-	if (head) {
-		if (head > sizeof(small) && !(hdr = malloc(head))) {
-			fuse_reply_err(req, ENOMEM);
-			return;
-		}
-		stfs_view_npy_header(t, v, hdr, head);
-		if (off < head)
-			hn = (size_t)(head - off) < size ?
-			     (size_t)(head - off) : size;
-	}
-	if (!is_f32_view(v)) {
-		/* header from memory, data straight from the map */
-		struct iovec iov[2] = {
-			{ hn ? hdr + off : hdr, hn },
-			{ (void *)(src + (off + hn - head)), size - hn },
-		};
-		if (hn)
-			fuse_reply_iov(req, iov, size > hn ? 2 : 1);
-		else
-			fuse_reply_buf(req, (const char *)iov[1].iov_base,
-				       size);
-	} else if (!(out = malloc(size ? size : 1))) {
-		fuse_reply_err(req, ENOMEM);
-	} else {
-		if (hn)
-			memcpy(out, hdr + off, hn);
-		if (size > hn)
-			rc = read_f32(t, src, off + hn - head, size - hn,
-				      out + hn);
-		if (rc)
-			fuse_reply_err(req, -rc);
-		else
-			fuse_reply_buf(req, out, size);
-	}
-	free(out);
-	if (hdr != small)
-		free(hdr);
-}
-
 static void stfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size,
 			 off_t off, struct fuse_file_info *fi)
 {
@@ -378,8 +287,9 @@ static void stfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size,
 	if (size > len - (uint64_t)off)
 		size = (size_t)(len - (uint64_t)off);
 	if (e && view_of(fs, node) != STFS_VIEW_RAW) {
-		read_view(req, fs, node, (const unsigned char *)base,
-			  (uint64_t)off, size);
+		stfs_view_read(req, e->t, view_of(fs, node),
+			       (const unsigned char *)base, (uint64_t)off,
+			       size);
 		return;
 	}
 	/* A failure here (EFAULT for a truncated source) has already

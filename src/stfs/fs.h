@@ -33,6 +33,12 @@ struct stfs_fs_meta {
 
 extern const struct fuse_lowlevel_ops stfs_ll_ops;
 
+/* views.c: reply to a read of [off, off + size) of view v (not RAW) of
+ * tensor t, whose bytes are at src in the map; size is within the view. */
+void stfs_view_read(fuse_req_t req, const struct stfs_tensor *t,
+		    enum stfs_view v, const unsigned char *src, uint64_t off,
+		    size_t size);
+
 /* Fill the derived fields of fs from fs->model: 0 or -ENOMEM. */
 int stfs_fs_init(struct stfs_fs *fs);
 void stfs_fs_destroy(struct stfs_fs *fs);
