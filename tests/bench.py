@@ -20,8 +20,9 @@ same run (these machines are noisy):
                 RSS, ls -R, and a walk reading every xattr of every tensor
                 (what getfattr -R -d does)
 
-Then the same first read / 4 readers with threads=1, 2, 4 and readahead
-128 vs 1024 KiB, which is how the defaults were chosen.
+Then first read, 4 readers and random 4 KiB reads with threads=1, 2, 4, and
+first read with readahead 128 (the kernel's default), 1024 and 4096 KiB:
+that is how the defaults were chosen.
 
 Writes OUTDIR/results.md (the table), results.json and results.png.
 Usage: bench.py WORKDIR OUTDIR [ROUNDS]   (scripts/bench.sh runs it)
@@ -41,6 +42,8 @@ import stfstest as T  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+THREADS = (1, 2, 4)
+READAHEADS = (128, 1024, 4096)
 GiB = 1 << 30
 MiB = 1 << 20
 BS = 1 * MiB
@@ -282,11 +285,11 @@ def main():
 
     print("bench: random reads", flush=True)
 
-    def rand(path_fn, bs, count, peer=False, source=None):
+    def rand(path_fn, bs, count, peer=False, source=None, opts=()):
         def one():
             if path_fn is None:
                 return random_reads(src, boff, bsize, bs, count)
-            with Mount(mnt, source or src, peer=peer) as m:
+            with Mount(mnt, source or src, *opts, peer=peer) as m:
                 return random_reads(os.path.join(m, "big"), 0, bsize, bs,
                                     count)
         return one
@@ -311,12 +314,14 @@ def main():
     R["four_readers"] = med(readers(4), rounds)
     R["four_direct"] = med(lambda: parallel_read(
         [(src, offs["r%d" % i][0], 256 * MiB) for i in range(4)]), rounds)
-    for th in (1, 2, 4, 8):
-        R["first_t%d" % th] = med(fuse_first("-o", "threads=%d" % th),
-                                  rounds)
-        R["four_t%d" % th] = med(readers(4, "-o", "threads=%d" % th),
-                                 rounds)
-    R["first_ra128"] = med(fuse_first("-o", "readahead=128"), rounds)
+    for th in THREADS:
+        o = ("-o", "threads=%d" % th)
+        R["first_t%d" % th] = med(fuse_first(*o), rounds)
+        R["four_t%d" % th] = med(readers(4, *o), rounds)
+        R["rand4k_t%d" % th] = med(rand(True, 4096, 20000, opts=o), rounds)
+    for ra in READAHEADS:
+        R["first_ra%d" % ra] = med(fuse_first("-o", "readahead=%d" % ra),
+                                   rounds)
 
     print("bench: mmap and convert=f32", flush=True)
 
@@ -452,13 +457,15 @@ def report(R):
     for name, v, base, r in rows:
         out.append("| %s | %.2f | %s | %.2fx |" % (name, v, base, r))
     out.append("")
-    out.append("| threads= / readahead= | first read GB/s | 4 readers GB/s |")
-    out.append("|---|---|---|")
-    for th in (1, 2, 4, 8):
-        out.append("| threads=%d | %.2f | %.2f |" % (
-            th, gbs("first_t%d" % th), gbs("four_t%d" % th)))
-    out.append("| readahead=128 (kernel default), threads=4 | %.2f | |" %
-               gbs("first_ra128"))
+    out.append("| option | first read GB/s | 4 readers GB/s | random 4 KiB kIOPS |")
+    out.append("|---|---|---|---|")
+    for th in THREADS:
+        out.append("| threads=%d | %.2f | %.2f | %.1f |" % (
+            th, gbs("first_t%d" % th), gbs("four_t%d" % th),
+            R["rand4k_t%d" % th]["median"] / 1e3))
+    for ra in READAHEADS:
+        out.append("| readahead=%d | %.2f | | |" % (ra, gbs("first_ra%d" %
+                                                         ra)))
     out.append("")
     out.append("| mount | time (ms) | daemon RSS | ls -R | every xattr of every tensor |")
     out.append("|---|---|---|---|---|")

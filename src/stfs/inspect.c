@@ -251,6 +251,11 @@ static int print_table(const struct stfs_model *m)
 		if (strlen(m->file_names[e->file]) > wfile)
 			wfile = strlen(m->file_names[e->file]);
 	}
+	/* view paths are one suffix longer than their tensor's */
+	if (first && wpath < 80)
+		wpath = wpath + 8 > 80 ? 80 : wpath + 8;
+	if (first && wname < 14)
+		wname = 14;
 	human_size(all.bytes, size, sizeof(size));
 	printf("%s: %zu file%s, %" PRIu64 " tensors, %" PRIu64
 	       " parameters, %s\n\n", m->source, m->nfiles,
