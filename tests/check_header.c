@@ -153,6 +153,18 @@ static const struct hcase cases[] = {
 	  "\"data_offsets\":[-0,4]}}", 0, 4, "R13 offsets-type", 0 },
 	{ "{\"a\":{\"dtype\":\"F32\",\"shape\":[],"
 	  "\"data_offsets\":[\"0\",4]}}", 0, 4, "R13 offsets-type", 0 },
+	/* offsets near and above 2^64: refused, never wrapped */
+	{ "{\"a\":" T("U8", "[1]", 18446744073709551614,
+		      18446744073709551615) "}", 0, 1,
+	  "R15 offsets-contiguous", 0 },
+	{ "{\"a\":" T("U8", "[2305843009213693951]", 0,
+		      2305843009213693951) "}", 0, 8, "R20 buffer-complete",
+	  0 },
+	{ "{\"a\":" T("U8", "[1]", 0, 18446744073709551616) "}", 0, 1,
+	  "R13 offsets-type", 0 },
+	{ "{\"a\":" T("U8", "[1]", 0, 1) ",\"b\":" T("U8",
+	  "[18446744073709551615]", 1, 0) "}", 0, 1,
+	  "R15 offsets-contiguous", 0 },              /* end before begin */
 	/* R14 duplicates */
 	{ "{\"a\":" T("F32", "[]", 0, 4) ",\"a\":" T("F32", "[2]", 0, 8) "}",
 	  0, 8, NULL, 1 },                                /* last wins */
