@@ -369,10 +369,7 @@ def main():
                 getf = (time.perf_counter() - t) * 1000
         finally:
             T.unmount(mnt)
-            for _ in range(100):
-                if not T.daemons_for(mnt):
-                    break
-                time.sleep(0.02)
+            T.wait_gone(mnt)
         return ms, rss, ls, getf
 
     for key, source in (("405b", shards), ("many", many)):

@@ -8,6 +8,7 @@ Standard library only.
 import atexit
 import json
 import os
+import shutil
 import signal
 import struct
 import subprocess
@@ -249,6 +250,45 @@ class Runner:
     def finish(self):
         print("%d passed, %d failed" % (self.passed, self.failed))
         return 1 if self.failed else 0
+
+
+def wait_gone(mnt, timeout=10):
+    """Wait for the daemons serving mnt to exit; True if they did."""
+    end = time.time() + timeout
+    while daemons_for(mnt):
+        if time.time() > end:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def run_tests(tests):
+    """The main of a test file: run each test function with the arguments
+    it names, d (a fresh directory of its own) and/or mnt (the mount
+    point); command-line arguments pick tests by name.  Returns the exit
+    status; leaves nothing mounted and no directory behind."""
+    require_fuse()
+    r = Runner()
+    base = tmpdir()
+    mnt = os.path.join(base, "mnt")
+    os.mkdir(mnt)
+    only = sys.argv[1:]
+    try:
+        for fn in tests:
+            if only and fn.__name__ not in only:
+                continue
+            d = os.path.join(base, fn.__name__)
+            os.mkdir(d)
+            code = fn.__code__
+            args = [{"d": d, "mnt": mnt}[a]
+                    for a in code.co_varnames[:code.co_argcount]]
+            r.run(fn, *args)
+            shutil.rmtree(d, ignore_errors=True)
+    finally:
+        unmount(mnt)
+        os.chmod(base, 0o700)
+        shutil.rmtree(base, ignore_errors=True)
+    return r.finish()
 
 
 def require_fuse():

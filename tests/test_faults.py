@@ -14,14 +14,10 @@
 - a header of 1,000,000 tensors: mount time, daemon memory bounded by a
   small multiple of the header size, O(log n) lookups.
 """
-import errno
-import hashlib
 import json
 import os
 import random
-import shutil
 import signal
-import struct
 import subprocess
 import sys
 import threading
@@ -347,32 +343,17 @@ def test_million_tensors(d, mnt):
         assert rss <= limit * hlen, (rss, hlen)
     finally:
         T.unmount(mnt)
-    for _ in range(200):
-        if not T.daemons_for(mnt):
-            break
-        time.sleep(0.05)
-    assert not T.daemons_for(mnt)
+    assert T.wait_gone(mnt)
 
 
 def main():
-    T.require_fuse()
-    r = T.Runner()
-    base = T.tmpdir()
-    mnt = os.path.join(base, "mnt")
-    os.mkdir(mnt)
-    only = sys.argv[1:]
-    for fn in (test_concurrent_readers, test_unmount_while_reading,
-               test_permissions, test_source_kinds, test_million_tensors):
-        if only and fn.__name__ not in only:
-            continue
-        d = os.path.join(base, fn.__name__)
-        os.mkdir(d)
-        r.run(fn, d, mnt)
-        shutil.rmtree(d, ignore_errors=True)
-    T.unmount(mnt)
-    os.chmod(base, 0o700)
-    shutil.rmtree(base, ignore_errors=True)
-    return r.finish()
+    return T.run_tests([
+        test_concurrent_readers,
+        test_unmount_while_reading,
+        test_permissions,
+        test_source_kinds,
+        test_million_tensors,
+    ])
 
 
 if __name__ == "__main__":

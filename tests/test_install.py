@@ -175,21 +175,14 @@ def test_rpm_spec(d):
 
 
 def main():
-    T.require_fuse()
-    r = T.Runner()
-    d = T.tmpdir()
-    mnt = os.path.join(d, "mnt")
-    os.mkdir(mnt)
-    try:
-        r.run(test_header_pedantic, d)
-        r.run(test_pkgconfig_program, d)
-        r.run(test_man_page, d)
-        r.run(test_fstab_line, d, mnt)
-        r.run(test_debian_packages, d, mnt)
-        r.run(test_rpm_spec, d)
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
-    return r.finish()
+    return T.run_tests([
+        test_header_pedantic,
+        test_pkgconfig_program,
+        test_man_page,
+        test_fstab_line,
+        test_debian_packages,
+        test_rpm_spec,
+    ])
 
 
 if __name__ == "__main__":

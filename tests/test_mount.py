@@ -15,7 +15,6 @@ import json
 import mmap
 import os
 import random
-import shutil
 import stat
 import subprocess
 import sys
@@ -765,42 +764,23 @@ def test_405b_shaped(d, mnt):
 
 
 def main():
-    T.require_fuse()
-    r = T.Runner()
-    base = T.tmpdir()
-    mnt = os.path.join(base, "mnt")
-    os.mkdir(mnt)
-    only = sys.argv[1:]
-
-    def case(fn):
-        if only and fn.__name__ not in only:
-            return
-        d = os.path.join(base, fn.__name__)
-        os.mkdir(d)
-        if fn.__code__.co_argcount == 1:
-            r.run(fn, mnt)
-        else:
-            r.run(fn, d, mnt)
-        shutil.rmtree(d, ignore_errors=True)
-
-    case(test_real_corpus)
-    case(test_invalid_real_world)
-    case(test_contract)
-    case(test_flat_and_owner)
-    case(test_readahead)
-    case(test_background_and_helper)
-    case(test_errors_leave_nothing)
-    case(test_lazy_sparse)
-    case(test_truncated_source)
-    case(test_deleted_and_replaced)
-    case(test_signals)
-    case(test_hostile_names)
-    case(test_shards)
-    case(test_shard_refusals)
-    case(test_405b_shaped)
-    T.unmount(mnt)
-    shutil.rmtree(base, ignore_errors=True)
-    return r.finish()
+    return T.run_tests([
+        test_real_corpus,
+        test_invalid_real_world,
+        test_contract,
+        test_flat_and_owner,
+        test_readahead,
+        test_background_and_helper,
+        test_errors_leave_nothing,
+        test_lazy_sparse,
+        test_truncated_source,
+        test_deleted_and_replaced,
+        test_signals,
+        test_hostile_names,
+        test_shards,
+        test_shard_refusals,
+        test_405b_shaped,
+    ])
 
 
 if __name__ == "__main__":

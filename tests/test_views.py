@@ -341,27 +341,13 @@ def test_reading_doc_examples(d, mnt):
 
 
 def main():
-    T.require_fuse()
-    r = T.Runner()
-    d = T.tmpdir()
-    mnt = os.path.join(d, "mnt")
-    os.mkdir(mnt)
-    tests = [test_every_dtype_and_bit_pattern, test_names_and_options,
-             test_truncated_views, test_reading_doc_examples]
-    want = sys.argv[1:]
-    try:
-        if not want or "test_real_corpus" in want:
-            r.run(test_real_corpus, mnt)
-        for fn in tests:
-            if want and fn.__name__ not in want:
-                continue
-            sub = os.path.join(d, fn.__name__)
-            os.mkdir(sub)
-            r.run(fn, sub, mnt)
-    finally:
-        import shutil
-        shutil.rmtree(d, ignore_errors=True)
-    return r.finish()
+    return T.run_tests([
+        test_real_corpus,
+        test_every_dtype_and_bit_pattern,
+        test_names_and_options,
+        test_truncated_views,
+        test_reading_doc_examples,
+    ])
 
 
 if __name__ == "__main__":
