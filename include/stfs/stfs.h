@@ -128,6 +128,9 @@ void stfs_header_free(struct stfs_header *h);
 size_t stfs_header_count(const struct stfs_header *h);
 const struct stfs_tensor *stfs_header_tensor(const struct stfs_header *h,
 					     size_t i);
+/* The same tensors in name order (bytes, as memcmp). */
+const struct stfs_tensor *stfs_header_tensor_by_name(
+	const struct stfs_header *h, size_t i);
 /* 1 if __metadata__ was present and not null. */
 int stfs_header_has_metadata(const struct stfs_header *h);
 /* __metadata__ entries, sorted by key bytes, duplicates resolved. */

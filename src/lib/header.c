@@ -44,6 +44,7 @@ struct stfs_header {
 	uint64_t data_len;
 	char *arena;
 	uint64_t *dims;
+	uint32_t *by_name;        /* tensor indices in name order */
 };
 
 /* A tensor while parsing: shape is an index into dims until the end. */
@@ -51,7 +52,8 @@ struct rec {
 	struct stfs_tensor t;
 	size_t dim0;
 	uint64_t off;      /* file offset of the key, for messages */
-	size_t order;      /* position in the header, for last-wins */
+	size_t order;      /* position in the header, for last-wins; then
+			      the rank of the name among the survivors */
 };
 
 struct mrec {
@@ -832,7 +834,9 @@ static size_t last_wins_recs(struct rec *r, size_t n)
 		    cmp_bytes(r[i].t.name, r[i].t.name_len, r[i + 1].t.name,
 			      r[i + 1].t.name_len) == 0)
 			continue;
-		r[o++] = r[i];
+		r[o] = r[i];
+		r[o].order = o;
+		o++;
 	}
 	return o;
 }
@@ -984,8 +988,14 @@ int stfs_header_parse(const char *buf, size_t len, uint64_t data_len,
 		goto fail;
 	}
 	stfs_hint_huge(h->tensors, P.nrecs * sizeof(*h->tensors), 1);
-	for (size_t i = 0; i < P.nrecs; i++)
+	if (P.nrecs && !(h->by_name = malloc(P.nrecs * sizeof(*h->by_name)))) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	for (size_t i = 0; i < P.nrecs; i++) {
 		h->tensors[i] = P.recs[i].t;
+		h->by_name[P.recs[i].order] = (uint32_t)i;
+	}
 	for (size_t i = 0; i < P.nmetas; i++)
 		h->meta[i] = P.metas[i].m;
 	h->count = P.nrecs;
@@ -1016,7 +1026,14 @@ void stfs_header_free(struct stfs_header *h)
 	free(h->meta);
 	free(h->arena);
 	free(h->dims);
+	free(h->by_name);
 	free(h);
+}
+
+const struct stfs_tensor *stfs_header_tensor_by_name(
+	const struct stfs_header *h, size_t i)
+{
+	return i < h->count ? &h->tensors[h->by_name[i]] : NULL;
 }
 
 size_t stfs_header_count(const struct stfs_header *h)

@@ -63,14 +63,15 @@ int stfs_model_collect(struct stfs_model *m, struct stfs_error *err)
 	if (!m->entries)
 		return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET,
 				 "out of memory");
+	/* in name order within each file: one file needs no sort */
 	for (size_t i = 0; i < m->nfiles; i++) {
 		const struct stfs_header *h = m->files[i]->header;
 		for (size_t k = 0; k < stfs_header_count(h); k++) {
-			m->entries[m->nentries].t = stfs_header_tensor(h, k);
+			m->entries[m->nentries].t =
+				stfs_header_tensor_by_name(h, k);
 			m->entries[m->nentries++].file = (uint32_t)i;
 		}
 	}
-	qsort(m->entries, m->nentries, sizeof(*m->entries), cmp_entry);
 	return 0;
 }
 
@@ -80,7 +81,13 @@ int stfs_model_build_tree(struct stfs_model *m, unsigned flags,
 	struct stfs_name *names;
 	int rc;
 
-	qsort(m->entries, m->nentries, sizeof(*m->entries), cmp_entry);
+	for (size_t i = 1; i < m->nentries; i++) {
+		if (cmp_entry(&m->entries[i - 1], &m->entries[i]) > 0) {
+			qsort(m->entries, m->nentries, sizeof(*m->entries),
+			      cmp_entry);
+			break;
+		}
+	}
 	names = calloc(m->nentries ? m->nentries : 1, sizeof(*names));
 	if (!names)
 		return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET,
