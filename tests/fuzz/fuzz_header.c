@@ -3,7 +3,8 @@
  * mapping.  The input is the N header bytes.  Whatever it is, the parser
  * must not crash, leak or read out of bounds; when it accepts, the header
  * re-written as JSON must parse to the same tensors (the parser agrees with
- * itself), and every tensor must be found again at its path in the tree.
+ * itself), and every tensor must be found again at its path in the tree,
+ * with its .npy and .f32 views beside it, each under a legal name.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -85,8 +86,34 @@ static void check_tree(const struct stfs_header *h, unsigned flags)
 	for (size_t i = 0; i < n; i++) {
 		names[i].s = stfs_header_tensor(h, i)->name;
 		names[i].len = stfs_header_tensor(h, i)->name_len;
+		names[i].views = stfs_views_for(stfs_header_tensor(h, i)->dtype,
+						STFS_TREE_NPY | STFS_TREE_F32);
 	}
 	if (stfs_tree_build(&t, names, n, flags, NULL) != 0)
+		abort();
+	/* every node, views included: found under its own name, its name
+	 * a legal component; each tensor has each of its views once */
+	size_t want_views = 0, got_views = 0;
+
+	for (size_t i = 0; i < n; i++)
+		want_views += (size_t)__builtin_popcount(names[i].views);
+	for (uint32_t k = 1; k < t.nnodes; k++) {
+		const struct stfs_node *nd = &t.nodes[k];
+
+		got_views += nd->view != 0;
+		if (nd->name_len == 0 || nd->name_len > STFS_NAME_MAX ||
+		    memchr(nd->name, '/', nd->name_len) ||
+		    memchr(nd->name, '\0', nd->name_len) ||
+		    stfs_tree_lookup(&t, nd->parent, nd->name,
+				     nd->name_len) != k)
+			abort();
+		if (nd->entry != STFS_NODE_DIR &&
+		    (nd->entry >= n || (nd->view &&
+		     !(names[nd->entry].views & (1u << nd->view))) ||
+		     t.nodes[t.entry_node[nd->entry]].parent != nd->parent))
+			abort();
+	}
+	if (got_views != want_views)
 		abort();
 	for (size_t i = 0; i < n; i++) {
 		char *path = stfs_tree_path(&t, t.entry_node[i]);

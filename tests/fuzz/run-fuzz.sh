@@ -11,8 +11,8 @@ cd "$(dirname "$0")/../.."
 secs=${1:-60}
 out=build-fuzz
 shared=${STFS_SHARED:-../shared}
-lib="src/lib/dtype.c src/lib/header.c src/lib/names.c src/lib/text.c
-     src/lib/tree.c src/lib/utf8.c"
+lib="src/lib/dtype.c src/lib/header.c src/lib/mem.c src/lib/names.c src/lib/npy.c
+     src/lib/text.c src/lib/tree.c src/lib/utf8.c"
 build() {   # harness, extra sources/flags...
 	local h=$1
 	shift
