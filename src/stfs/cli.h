@@ -8,7 +8,7 @@
 
 #include "fs.h"
 
-#define STFS_DEFAULT_THREADS 4
+#define STFS_DEFAULT_THREADS 1
 #define STFS_DEFAULT_READAHEAD 1024
 
 void stfs_usage(FILE *out);
