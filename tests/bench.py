@@ -2,9 +2,10 @@
 """bench.py: stfs side by side with direct reads and with squashfuse_ll.
 
 Builds its own data in WORKDIR (about 3.5 GB of random bytes on disk, a
-sparse 405B-shaped shard set, a 1,000,000-tensor header), then measures,
-ROUNDS times each, medians reported, ratios against baselines taken in the
-same run (these machines are noisy):
+sparse 405B-shaped shard set, a 1,000,000-tensor header), then measures
+ROUNDS rounds of each, and reports medians.  A measurement and its
+baselines run in turn within each round, so they see the same moment of a
+noisy machine, and each ratio is the median of the per-round ratios:
 
   first read    sequential read of a 1 GiB tensor from a fresh mount (the
                 FUSE side cold, the source in the page cache) vs reading
@@ -212,10 +213,21 @@ class Mount:
             T.stop_fg(self.p, self.mnt)
 
 
-def med(fn, rounds):
-    vals = [fn() for _ in range(rounds)]
+def stats(vals):
     return {"median": statistics.median(vals), "min": min(vals),
-            "max": max(vals), "rounds": rounds}
+            "max": max(vals), "rounds": len(vals), "values": vals}
+
+
+def paired(R, rounds, fns):
+    """Run the (key, fn) pairs in turn, round after round, so that a
+    measurement and its baseline see the same moment of a noisy machine;
+    ratios are then medians of per-round ratios."""
+    vals = {k: [] for k, _ in fns}
+    for _ in range(rounds):
+        for k, fn in fns:
+            vals[k].append(fn())
+    for k, _ in fns:
+        R[k] = stats(vals[k])
 
 
 # ---- the benchmark ----------------------------------------------------------
@@ -241,26 +253,25 @@ def main():
 
     print("bench: sequential reads", flush=True)
     warm(src)
-    R["direct"] = med(lambda: read_range(src, boff, bsize), rounds)
-    R["first"] = med(fuse_first(), rounds)
+    warm(img)
 
     def reread():
         with Mount(mnt, src) as m:
             read_range(os.path.join(m, "big"))
             return read_range(os.path.join(m, "big"))
-    R["reread"] = med(reread, rounds)
 
     def peer_first():
         with Mount(mnt, img, peer=True) as m:
             return read_range(os.path.join(m, "big"))
-    warm(img)
-    R["peer_first"] = med(peer_first, rounds)
 
     def peer_reread():
         with Mount(mnt, img, peer=True) as m:
             read_range(os.path.join(m, "big"))
             return read_range(os.path.join(m, "big"))
-    R["peer_reread"] = med(peer_reread, rounds)
+    paired(R, rounds, [
+        ("direct", lambda: read_range(src, boff, bsize)),
+        ("first", fuse_first()), ("reread", reread),
+        ("peer_first", peer_first), ("peer_reread", peer_reread)])
 
     print("bench: cold reads", flush=True)
 
@@ -277,9 +288,8 @@ def main():
         with Mount(mnt, img, peer=True) as m:
             drop_caches()
             return read_range(os.path.join(m, "big"))
-    R["cold_direct"] = med(cold_direct, rounds)
-    R["cold"] = med(cold_fuse, rounds)
-    R["cold_peer"] = med(cold_peer, rounds)
+    paired(R, rounds, [("cold_direct", cold_direct), ("cold", cold_fuse),
+                       ("cold_peer", cold_peer)])
     warm(src)
     warm(img)
 
@@ -293,14 +303,13 @@ def main():
                 return random_reads(os.path.join(m, "big"), 0, bsize, bs,
                                     count)
         return one
-    R["rand4k_direct"] = med(rand(None, 4096, 20000), rounds)
-    R["rand4k"] = med(rand(True, 4096, 20000), rounds)
-    R["rand4k_peer"] = med(rand(True, 4096, 20000, peer=True, source=img),
-                           rounds)
-    R["rand1m_direct"] = med(rand(None, MiB, 300), rounds)
-    R["rand1m"] = med(rand(True, MiB, 300), rounds)
-    R["rand1m_peer"] = med(rand(True, MiB, 300, peer=True, source=img),
-                           rounds)
+    paired(R, rounds, [
+        ("rand4k_direct", rand(None, 4096, 20000)),
+        ("rand4k", rand(True, 4096, 20000)),
+        ("rand4k_peer", rand(True, 4096, 20000, peer=True, source=img)),
+        ("rand1m_direct", rand(None, MiB, 300)),
+        ("rand1m", rand(True, MiB, 300)),
+        ("rand1m_peer", rand(True, MiB, 300, peer=True, source=img))])
 
     print("bench: parallel readers, threads and readahead", flush=True)
 
@@ -310,34 +319,35 @@ def main():
                 return parallel_read([(os.path.join(m, "r%d" % i), 0,
                                        256 * MiB) for i in range(n)])
         return one
-    R["one_reader"] = med(readers(1), rounds)
-    R["four_readers"] = med(readers(4), rounds)
-    R["four_direct"] = med(lambda: parallel_read(
-        [(src, offs["r%d" % i][0], 256 * MiB) for i in range(4)]), rounds)
+    paired(R, rounds, [
+        ("one_reader", readers(1)), ("four_readers", readers(4)),
+        ("four_direct", lambda: parallel_read(
+            [(src, offs["r%d" % i][0], 256 * MiB) for i in range(4)]))])
+    fns = []
     for th in THREADS:
         o = ("-o", "threads=%d" % th)
-        R["first_t%d" % th] = med(fuse_first(*o), rounds)
-        R["four_t%d" % th] = med(readers(4, *o), rounds)
-        R["rand4k_t%d" % th] = med(rand(True, 4096, 20000, opts=o), rounds)
+        fns += [("first_t%d" % th, fuse_first(*o)),
+                ("four_t%d" % th, readers(4, *o)),
+                ("rand4k_t%d" % th, rand(True, 4096, 20000, opts=o))]
     for ra in READAHEADS:
-        R["first_ra%d" % ra] = med(fuse_first("-o", "readahead=%d" % ra),
-                                   rounds)
+        fns.append(("first_ra%d" % ra,
+                    fuse_first("-o", "readahead=%d" % ra)))
+    paired(R, rounds, fns)
 
     print("bench: mmap and convert=f32", flush=True)
 
     def mm_fuse():
         with Mount(mnt, src) as m:
             return touch_mmap(os.path.join(m, "big"), 0, bsize)
-    R["mmap_direct"] = med(lambda: touch_mmap(src, boff, bsize), rounds)
-    R["mmap"] = med(mm_fuse, rounds)
+    paired(R, rounds, [("mmap_direct", lambda: touch_mmap(src, boff, bsize)),
+                       ("mmap", mm_fuse)])
 
     def conv(view):
         def one():
             with Mount(mnt, src, "-o", "convert=f32") as m:
                 return read_range(os.path.join(m, "conv" + view))
         return one
-    R["conv_raw"] = med(conv(""), rounds)
-    R["conv_f32"] = med(conv(".f32"), rounds)
+    paired(R, rounds, [("conv_raw", conv("")), ("conv_f32", conv(".f32"))])
 
     print("bench: mounts", flush=True)
 
@@ -400,7 +410,9 @@ def report(R):
         return R[k]["median"] / 1e9
 
     def ratio(a, b):
-        return R[a]["median"] / R[b]["median"]
+        """median of per-round ratios (the pairs ran side by side)"""
+        return statistics.median(x / y for x, y in zip(R[a]["values"],
+                                                      R[b]["values"]))
 
     rows = [
         ("first read, 1 GiB (GB/s)", gbs("first"), "direct %.2f" %
@@ -449,7 +461,8 @@ def report(R):
     rss_x = mm["rss_kb"] * 1024 / R["many_header"]
     checks.append(("1M-tensor RSS <= 4x header", rss_x, 4.0, rss_x <= 4.0))
 
-    out = ["| measurement (median of %d) | stfs | baseline | ratio |" %
+    out = ["| measurement (median of %d; ratio: median of per-round "
+           "ratios) | stfs | baseline | ratio |" %
            R["first"]["rounds"], "|---|---|---|---|"]
     for name, v, base, r in rows:
         out.append("| %s | %.2f | %s | %.2fx |" % (name, v, base, r))
