@@ -3,9 +3,10 @@
 
 Builds its own data in WORKDIR (about 3.5 GB of random bytes on disk, a
 sparse 405B-shaped shard set, a 1,000,000-tensor header), then measures
-ROUNDS rounds of each, and reports medians.  A measurement and its
-baselines run in turn within each round, so they see the same moment of a
-noisy machine, and each ratio is the median of the per-round ratios:
+ROUNDS rounds of each after one warm-up round, and reports medians.  A
+measurement and its baselines run in turn within each round, so they see
+the same moment of a noisy machine, and each ratio is the median of the
+per-round ratios:
 
   first read    sequential read of a 1 GiB tensor from a fresh mount (the
                 FUSE side cold, the source in the page cache) vs reading
@@ -28,6 +29,7 @@ that is how the defaults were chosen.
 Writes OUTDIR/results.md (the table), results.json and results.png.
 Usage: bench.py WORKDIR OUTDIR [ROUNDS]   (scripts/bench.sh runs it)
 """
+import ctypes
 import json
 import os
 import random
@@ -110,11 +112,37 @@ def make_data(work):
 
 # ---- primitives -------------------------------------------------------------
 
-def warm(path):
-    with open(path, "rb", buffering=0) as f:
-        buf = bytearray(16 * MiB)
-        while f.readinto(buf):
-            pass
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                       ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.mlock.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+
+
+class Pin:
+    """Keep files in the page cache: this machine kind runs DAMON pageout,
+    which evicts page cache left untouched for a while, so "the source is
+    cached" does not hold by itself between rounds.  mlock of a read-only
+    shared map pins the page cache pages themselves (no copy)."""
+
+    def __init__(self, *paths):
+        self.maps = []
+        for p in paths:
+            fd = os.open(p, os.O_RDONLY)
+            size = os.fstat(fd).st_size
+            addr = _libc.mmap(None, size, 1, 1, fd, 0)  # PROT_READ, SHARED
+            os.close(fd)
+            if addr in (None, ctypes.c_void_p(-1).value):
+                raise OSError(ctypes.get_errno(), "mmap %s" % p)
+            if _libc.mlock(addr, size) != 0:
+                raise OSError(ctypes.get_errno(), "mlock %s" % p)
+            self.maps.append((addr, size))
+
+    def release(self):
+        for addr, size in self.maps:
+            _libc.munmap(addr, size)    # unlocks too
+        self.maps = []
 
 
 def drop_caches():
@@ -221,8 +249,11 @@ def stats(vals):
 def paired(R, rounds, fns):
     """Run the (key, fn) pairs in turn, round after round, so that a
     measurement and its baseline see the same moment of a noisy machine;
-    ratios are then medians of per-round ratios."""
+    ratios are then medians of per-round ratios.  A warm-up round comes
+    first and is not counted."""
     vals = {k: [] for k, _ in fns}
+    for _, fn in fns:       # one untimed round: the first of a group
+        fn()                # runs slower on this machine kind
     for _ in range(rounds):
         for k, fn in fns:
             vals[k].append(fn())
@@ -252,8 +283,7 @@ def main():
         return one
 
     print("bench: sequential reads", flush=True)
-    warm(src)
-    warm(img)
+    pin = Pin(src, img)
 
     def reread():
         with Mount(mnt, src) as m:
@@ -274,6 +304,7 @@ def main():
         ("peer_first", peer_first), ("peer_reread", peer_reread)])
 
     print("bench: cold reads", flush=True)
+    pin.release()
 
     def cold_direct():
         drop_caches()
@@ -290,8 +321,7 @@ def main():
             return read_range(os.path.join(m, "big"))
     paired(R, rounds, [("cold_direct", cold_direct), ("cold", cold_fuse),
                        ("cold_peer", cold_peer)])
-    warm(src)
-    warm(img)
+    pin = Pin(src, img)
 
     print("bench: random reads", flush=True)
 
@@ -350,6 +380,7 @@ def main():
     paired(R, rounds, [("conv_raw", conv("")), ("conv_f32", conv(".f32"))])
 
     print("bench: mounts", flush=True)
+    pin.release()
 
     def mount_stats(source, walk):
         t = time.perf_counter()
