@@ -1,6 +1,7 @@
 #!/bin/bash
 # demo.sh: build stfs, mount the bundled sample model, and show it off:
-# the tree, one tensor's xattrs, its bytes, the header; then unmount.
+# the tree, one tensor's xattrs, its bytes, the header; then the same model
+# with .npy and float32 views, loaded by numpy; then unmount.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
@@ -23,6 +24,10 @@ show getfattr -d "$MNT"
 show head -c 240 "'$MNT/%header.json'"
 echo
 show "$STFS" inspect "$MODEL" '|' head -n 8
+show "$STFS" umount "$MNT"
+show "$STFS" mount -o npy,convert=f32 "$MODEL" "$MNT"
+show ls "$MNT/lm_head" "$MNT/model/norm"
+show /usr/bin/python3 -c "'import numpy as np; w = np.load(\"$MNT/lm_head/weight.f32.npy\", mmap_mode=\"r\"); print(w.dtype, w.shape, w[0, :4])'"
 show "$STFS" umount "$MNT"
 echo
 echo "Try it yourself: mkdir -p /tmp/m && $STFS mount $MODEL /tmp/m"
