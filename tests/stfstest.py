@@ -162,6 +162,8 @@ def daemons_for(mnt):
 
 
 def unmount(mnt):
+    """Unmount mnt and give its daemon time to exit (a sanitizer build's
+    leak check at exit takes a while), so the next test starts clean."""
     if is_mount(mnt):
         r = subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
         if r.returncode != 0 and is_mount(mnt):
@@ -169,6 +171,7 @@ def unmount(mnt):
                            capture_output=True)
     if mnt in _mounts:
         _mounts.remove(mnt)
+    wait_gone(mnt)
 
 
 def mount_fg(src, mnt, *opts):

@@ -123,7 +123,7 @@ def test_fstab_line(d, mnt):
     finally:
         sh("umount", mnt)
     assert not T.is_mount(mnt)
-    assert not T.daemons_for(mnt)
+    assert T.wait_gone(mnt), "daemon still running after umount"
 
 
 def test_debian_packages(d, mnt):

@@ -357,11 +357,7 @@ def test_background_and_helper(d, mnt):
     r = subprocess.run([T.STFS, "umount", mnt], capture_output=True)
     assert r.returncode == 0, r.stderr
     assert not T.is_mount(mnt)
-    for _ in range(200):
-        if not T.daemons_for(mnt):
-            break
-        time.sleep(0.02)
-    assert not T.daemons_for(mnt), "daemon left after unmount"
+    assert T.wait_gone(mnt), "daemon left after unmount"
     # the mount-helper form that mount.fuse3 uses, options after
     r = subprocess.run([T.STFS, src, mnt, "-o", "ro,nofail,_netdev,"
                         "x-systemd.automount,flat"], capture_output=True,
