@@ -411,6 +411,8 @@ def test_errors_leave_nothing(d, mnt):
         (["-o", "bogus_option", src, mnt], "invalid mount options"),
         (["-o", "uid=abc", src, mnt], "invalid"),
         (["-o", "threads=0", src, mnt], "threads"),
+        (["-o", "readahead=0", src, mnt], "readahead=0: give 1 to"),
+        (["-o", "readahead=4194304", src, mnt], "readahead=4194304"),
         (["-o", "umask=999", src, mnt], "invalid"),
         (["-o", "umask=1777", src, mnt], "umask=1777"),
         ([src], "MOUNTPOINT"),

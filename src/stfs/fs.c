@@ -17,6 +17,8 @@
  * keep_cache, since their bytes never change, and never with direct_io,
  * so mmap works.
  *
+ * Views (.npy, .f32) are served by views.c.
+ *
  * Everything that would write fails with EROFS (the mount is also "ro",
  * so the kernel usually answers before we are asked).
  */

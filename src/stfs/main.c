@@ -236,6 +236,12 @@ static int do_mount(int argc, char **argv)
 		ret = 2;
 		goto out_args;
 	}
+	if (o.readahead_kb == 0 || o.readahead_kb > 1048576) {
+		fprintf(stderr, "stfs: %s: readahead=%u: give 1 to 1048576 "
+			"(KiB)\n", src, o.readahead_kb);
+		ret = 2;
+		goto out_args;
+	}
 	if (o.convert && strcmp(o.convert, "f32") != 0) {
 		fprintf(stderr, "stfs: %s: convert=%s: only convert=f32 is "
 			"supported\n", src, o.convert);
