@@ -14,9 +14,11 @@
 - a header of 1,000,000 tensors: mount time, daemon memory bounded by a
   small multiple of the header size, O(log n) lookups.
 """
+import hashlib
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -308,6 +310,104 @@ def test_source_kinds(d, mnt):
         "denied\n" % secret, r.stderr
 
 
+def test_user_mount(d, mnt):
+    """An ordinary user mounts, reads and unmounts through the setuid
+    fusermount3, as on a workstation; what needs root is refused or
+    falls back with a clear word."""
+    open_path(d, mnt)
+    data = bytes(range(16))
+    src = T.write_st(os.path.join(d, "u.safetensors"),
+                     [("layer.w", "F32", [4], data)])
+    os.chmod(src, 0o644)
+    um = os.path.join(d, "umnt")
+    os.mkdir(um)
+    os.chown(um, NOBODY, NOBODY)
+
+    def drop():
+        os.setgroups([])
+        os.setgid(NOBODY)
+        os.setuid(NOBODY)
+
+    def stfs(*args):
+        return subprocess.run([T.STFS] + list(args), capture_output=True,
+                              text=True, preexec_fn=drop, timeout=30)
+    # Without access to /dev/fuse (this machine kind makes it 0600; udev
+    # makes it 0666 on a normal system) a user mount fails clearly...
+    mode = os.stat("/dev/fuse").st_mode & 0o777
+    os.chmod("/dev/fuse", 0o600)
+    try:
+        r = stfs("mount", src, um)
+        assert r.returncode == 1, r
+        assert "/dev/fuse: Permission denied" in r.stderr and \
+            r.stderr.endswith("stfs: %s: cannot mount on %s\n" % (src, um)), \
+            r.stderr
+        assert not T.is_mount(um) and T.wait_gone(um)
+        # ...and with it, as on a normal system, works
+        os.chmod("/dev/fuse", 0o666)
+        user_mount_cases(src, um, data, stfs)
+    finally:
+        os.chmod("/dev/fuse", mode)
+
+
+def user_mount_cases(src, um, data, stfs):
+    r = stfs("mount", src, um)
+    T._mounts.append(um)
+    try:
+        assert r.returncode == 0, r.stderr
+        assert T.is_mount(um)
+        with open("/proc/self/mountinfo") as f:
+            line = next(l for l in f if l.split()[4] == um)
+        assert "user_id=%d" % NOBODY in line, line
+        # no root to raise the readahead: the default falls back quietly
+        assert r.stderr == "", r.stderr
+        got = as_user(NOBODY, NOBODY, """
+import hashlib, os
+m = %r
+print(hashlib.sha256(open(m + "/layer/w", "rb").read()).hexdigest())
+print(os.getxattr(m + "/layer/w", "user.safetensors.dtype").decode())
+print(os.stat(m + "/layer/w").st_uid)
+""" % um)
+        assert got == [hashlib.sha256(data).hexdigest(), "F32",
+                       str(NOBODY)], got
+        # without allow_other nobody else gets in, not even root
+        try:
+            os.listdir(um)
+            raise AssertionError("root could list a user's mount")
+        except PermissionError:
+            pass
+        r = stfs("umount", um)
+        assert r.returncode == 0, r.stderr
+        assert not T.is_mount(um) and T.wait_gone(um)
+    finally:
+        T.unmount(um)
+    # allow_other needs user_allow_other in /etc/fuse.conf
+    with open("/etc/fuse.conf") as f:
+        allowed = any(l.strip() == "user_allow_other" for l in f)
+    r = stfs("mount", "-o", "allow_other", src, um)
+    T._mounts.append(um)
+    try:
+        if allowed:
+            assert r.returncode == 0, r.stderr
+        else:
+            assert r.returncode == 1, r
+            assert "user_allow_other" in r.stderr, r.stderr
+            assert not T.is_mount(um) and T.wait_gone(um)
+    finally:
+        T.unmount(um)
+    # an explicit readahead= that cannot be set is a warning, not an error
+    r = stfs("mount", "-o", "readahead=4096", src, um)
+    T._mounts.append(um)
+    try:
+        assert r.returncode == 0, r.stderr
+        assert re.fullmatch(r"stfs: %s: readahead=4096: cannot set it "
+                            r"\(Permission denied\); the mount keeps the "
+                            r"kernel's \d+ KiB\n" % re.escape(src),
+                            r.stderr), r.stderr
+        assert T.is_mount(um)
+    finally:
+        T.unmount(um)
+
+
 def test_million_tensors(d, mnt):
     src = os.path.join(d, "many.safetensors")
     hlen = T.make_many(src)
@@ -352,6 +452,7 @@ def main():
         test_unmount_while_reading,
         test_permissions,
         test_source_kinds,
+        test_user_mount,
         test_million_tensors,
     ])
 

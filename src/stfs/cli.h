@@ -19,8 +19,10 @@ int stfs_inspect_main(int argc, char **argv);
 void stfs_warn_stderr(void *ctx, const char *text);
 
 /* daemon.c */
-/* Raise the kernel readahead of the FUSE mount at mnt (best effort). */
-void stfs_set_readahead(const char *mnt, unsigned kb);
+/* Set the kernel readahead of the FUSE mount at mnt to kb KiB: 0, or -errno
+ * (-EACCES when not root: only root may write a backing device's
+ * read_ahead_kb).  *cur gets the value before, or 0 if unknown. */
+int stfs_set_readahead(const char *mnt, unsigned kb, unsigned *cur);
 /* Go to the background unless foreground; log to syslog or log_file. */
 int stfs_daemonize(int foreground, const char *log_file, const char *src);
 /* Serve requests until unmount or a signal: 0, or -1 on error. */

@@ -42,16 +42,20 @@ static void unescape_octal(char *s)
  * through /proc/self/mountinfo, so the mount itself is never touched
  * (the daemon is not serving yet).
  */
-void stfs_set_readahead(const char *mnt, unsigned kb)
+int stfs_set_readahead(const char *mnt, unsigned kb, unsigned *cur)
 {
 	char *want = realpath(mnt, NULL), *line = NULL;
-	char dev[64] = "";
+	char dev[64] = "", path[128];
 	size_t cap = 0;
 	FILE *f;
+	int rc = 0;
 
+	*cur = 0;
 	if (!want)
-		return;
+		return -errno;
 	f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		rc = -errno;
 	while (f && getline(&line, &cap, f) > 0) {
 		char mdev[64], *point = NULL;
 
@@ -66,18 +70,25 @@ void stfs_set_readahead(const char *mnt, unsigned kb)
 		fclose(f);
 	free(line);
 	free(want);
-	if (dev[0]) {
-		char path[128];
-		FILE *ra;
-
-		snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb",
-			 dev);
-		ra = fopen(path, "we");
-		if (ra) {
-			fprintf(ra, "%u\n", kb);
-			fclose(ra);
-		}
+	if (rc)
+		return rc;
+	if (!dev[0])
+		return -ENOENT;
+	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
+	f = fopen(path, "re");
+	if (f) {
+		if (fscanf(f, "%u", cur) != 1)
+			*cur = 0;
+		fclose(f);
 	}
+	f = fopen(path, "we");
+	if (!f)
+		return -errno;
+	if (fprintf(f, "%u\n", kb) < 0)
+		rc = -EIO;
+	if (fclose(f) != 0 && !rc)
+		rc = -errno;
+	return rc;
 }
 
 static void log_func(enum fuse_log_level level, const char *fmt, va_list ap)

@@ -39,6 +39,7 @@ struct stfs_opts {
 	int uid_set, gid_set, umask_set;
 	unsigned threads;
 	unsigned readahead_kb;
+	int readahead_set;
 	char *log;
 };
 
@@ -65,6 +66,7 @@ static const struct fuse_opt stfs_opt_spec[] = {
 	STFS_OPT("umask=", umask_set, 1),
 	STFS_OPT("threads=%u", threads, 0),
 	STFS_OPT("readahead=%u", readahead_kb, 0),
+	STFS_OPT("readahead=", readahead_set, 1),
 	STFS_OPT("log=%s", log, 0),
 	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
 	FUSE_OPT_KEY("-d", KEY_DEBUG),
@@ -203,6 +205,7 @@ static int do_mount(int argc, char **argv)
 	struct stfs_error err;
 	char *abs = NULL, *fsname = NULL, *mopts = NULL;
 	const char *src;
+	unsigned ra_now = 0;
 	int ret = 1, rc;
 
 	if (fuse_opt_parse(&args, &o, stfs_opt_spec, opt_proc) == -1) {
@@ -311,7 +314,11 @@ static int do_mount(int argc, char **argv)
 			o.mountpoint);
 		goto out_signals;
 	}
-	stfs_set_readahead(o.mountpoint, o.readahead_kb);
+	rc = stfs_set_readahead(o.mountpoint, o.readahead_kb, &ra_now);
+	if (rc < 0 && o.readahead_set)   /* the default may fall back quietly */
+		fprintf(stderr, "stfs: %s: readahead=%u: cannot set it (%s); "
+			"the mount keeps the kernel's %u KiB\n", src,
+			o.readahead_kb, strerror(-rc), ra_now);
 	if (stfs_daemonize(o.foreground, o.log, src) != 0)
 		goto out_unmount;
 	ret = stfs_serve(se, o.threads) ? 1 : 0;
