@@ -160,6 +160,100 @@ def stop_readers(rs):
         r.wait(timeout=10)
 
 
+def thread_cpu_ns(pid):
+    """{tid: ns on a CPU} for every thread of pid (schedstat)."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+            out[int(tid)] = int(f.read().split()[0])
+    return out
+
+
+def direct_readers(mnt, names, seconds=None):
+    """Threads reading names over and over with O_DIRECT (so every read
+    reaches the daemon), for seconds or until a read fails."""
+    stop = [False]
+    errs = []
+
+    def one(name):
+        fd = os.open(os.path.join(mnt, name), os.O_RDONLY | os.O_DIRECT)
+        try:
+            end = time.time() + (seconds or 60)
+            off = 0
+            while not stop[0] and time.time() < end:
+                b = os.pread(fd, 1 << 20, off)
+                if b.count(0) != len(b):
+                    errs.append("bad bytes in %s at %d" % (name, off))
+                    return
+                off = off + len(b) if len(b) == 1 << 20 else 0
+        except OSError as e:
+            errs.append(e.errno)
+        finally:
+            os.close(fd)
+    ts = [threading.Thread(target=one, args=(n,)) for n in names]
+    for t in ts:
+        t.start()
+    return ts, stop, errs
+
+
+def test_thread_pool(d, mnt):
+    """threads=4: one stream is served by the main thread alone, parallel
+    readers bring the helpers in, and SIGTERM while they are busy ends
+    the daemon cleanly."""
+    size = 16 << 20
+    hdr = json.dumps({"t%d" % i: {"dtype": "U8", "shape": [size],
+                                  "data_offsets": [i * size, (i + 1) * size]}
+                      for i in range(4)}).encode()
+    hdr += b" " * (-len(hdr) % 8)
+    src = os.path.join(d, "pool.safetensors")
+    with open(src, "wb") as f:
+        f.write(len(hdr).to_bytes(8, "little") + hdr)
+        f.truncate(8 + len(hdr) + 4 * size)     # sparse: zeros
+    p = T.mount_fg(src, mnt, "-o", "threads=4")
+    stop = [False]
+    try:
+        time.sleep(0.2)
+        before = thread_cpu_ns(p.pid)
+        helpers = sorted(t for t in before if t != p.pid)
+        assert len(helpers) == 3, before
+        ts, _, errs = direct_readers(mnt, ["t0"], seconds=1.0)
+        for t in ts:
+            t.join()
+        assert not errs, errs
+        one = thread_cpu_ns(p.pid)
+        assert one[p.pid] > before[p.pid]
+        assert [one[t] - before[t] for t in helpers] == [0, 0, 0], \
+            "helpers ran for one stream: %r %r" % (before, one)
+        ts, _, errs = direct_readers(mnt, ["t0", "t1", "t2", "t3"],
+                                     seconds=1.0)
+        for t in ts:
+            t.join()
+        assert not errs, errs
+        four = thread_cpu_ns(p.pid)
+        busy = [t for t in helpers if four[t] - one[t] > 1000000]
+        assert len(busy) >= 2, "helpers idle with 4 readers: %r %r" % (
+            one, four)
+        # SIGTERM mid-read with the helpers busy: exit 0, nothing hangs
+        ts, stop, errs = direct_readers(mnt, ["t0", "t1", "t2", "t3"])
+        time.sleep(0.5)
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=20) == 0
+        stop[0] = True
+        for t in ts:
+            t.join(timeout=20)
+            assert not t.is_alive()
+        assert errs and all(isinstance(e, int) for e in errs), errs
+    finally:
+        stop[0] = True
+        if p.poll() is None:
+            T.stop_fg(p, mnt)
+        else:
+            p.stdout.close()
+            p.stderr.close()
+            T.unmount(mnt)
+    assert not T.is_mount(mnt) and T.wait_gone(mnt)
+
+
 def test_unmount_while_reading(d, mnt):
     src = T.write_st(os.path.join(d, "u.safetensors"),
                      [("w", "U8", [64 << 20], os.urandom(64 << 20))])
@@ -449,6 +543,7 @@ def test_million_tensors(d, mnt):
 def main():
     return T.run_tests([
         test_concurrent_readers,
+        test_thread_pool,
         test_unmount_while_reading,
         test_permissions,
         test_source_kinds,

@@ -8,7 +8,7 @@
 
 #include "fs.h"
 
-#define STFS_DEFAULT_THREADS 1
+#define STFS_DEFAULT_THREADS 4
 #define STFS_DEFAULT_READAHEAD 1024
 
 void stfs_usage(FILE *out);
@@ -25,7 +25,8 @@ void stfs_warn_stderr(void *ctx, const char *text);
 int stfs_set_readahead(const char *mnt, unsigned kb, unsigned *cur);
 /* Go to the background unless foreground; log to syslog or log_file. */
 int stfs_daemonize(int foreground, const char *log_file, const char *src);
-/* Serve requests until unmount or a signal: 0, or -1 on error. */
+/* serve.c: serve requests with up to threads threads until unmount or a
+ * signal: 0, or -1 on error. */
 int stfs_serve(struct fuse_session *se, unsigned threads);
 
 #endif

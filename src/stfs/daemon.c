@@ -1,7 +1,7 @@
 /*
- * daemon.c: the life of a mounted stfs: readahead tuning, going to the
- * background with logging to syslog (or -o log=FILE), and the request loop,
- * single- or multi-threaded.
+ * daemon.c: the life of a mounted stfs: readahead tuning, and going to the
+ * background with logging to syslog (or -o log=FILE).  The request loop is
+ * serve.c.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -122,22 +122,4 @@ int stfs_daemonize(int foreground, const char *log_file, const char *src)
 	fuse_log(FUSE_LOG_INFO, "stfs: %s: serving (pid %d)\n", src,
 		 (int)getpid());
 	return 0;
-}
-
-int stfs_serve(struct fuse_session *se, unsigned threads)
-{
-	struct fuse_loop_config *cfg;
-	int rc;
-
-	if (threads <= 1)
-		return fuse_session_loop(se) < 0 ? -1 : 0;
-	cfg = fuse_loop_cfg_create();
-	if (!cfg)
-		return -1;
-	fuse_loop_cfg_set_clone_fd(cfg, 0);
-	fuse_loop_cfg_set_max_threads(cfg, threads);
-	fuse_loop_cfg_set_idle_threads(cfg, threads);
-	rc = fuse_session_loop_mt(se, cfg);
-	fuse_loop_cfg_destroy(cfg);
-	return rc < 0 ? -1 : 0;
 }

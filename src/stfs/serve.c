@@ -1,0 +1,205 @@
+/*
+ * serve.c: the request loop of a mounted stfs.
+ *
+ * The main thread always serves.  While reads come from one file at a time
+ * (cat, dd, a loader walking tensors in turn) it serves alone: two threads
+ * taking turns on one stream cost it 20-30% on a small machine.  When reads
+ * of several files interleave (parallel readers), up to threads - 1 helpers
+ * join in, each receiving and serving requests of its own as libfuse's
+ * multi-threaded loop does, and they park again once the interleaving has
+ * stopped for PARALLEL_HOLD_NS.  With threads=1 this is libfuse's
+ * single-threaded loop.
+ *
+ * Helpers block every signal, so SIGTERM and SIGINT interrupt the main
+ * thread's read() and end its loop.  Helpers are then cancelled, which
+ * they allow only while waiting for a request, and joined.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/fuse.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "cli.h"
+
+#define RECENT 8                             /* files remembered */
+#define INTERLEAVE_NS (50 * 1000000LL)       /* a file read again within */
+#define PARALLEL_HOLD_NS (200 * 1000000LL)   /* helpers stay this long */
+
+struct stfs_pool {
+	struct fuse_session *se;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;          /* parallel reads began, or stop */
+	int stop;
+	int64_t parallel_until;     /* helpers serve until then */
+	struct {                    /* the files read lately */
+		uint64_t node;
+		int64_t ns;
+	} recent[RECENT];
+	unsigned last;              /* recent[] slot of the last READ */
+	struct fuse_buf *bufs;      /* one per helper */
+};
+
+static int64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+	return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/*
+ * Note a request about to be served.  A READ of a file read lately, but
+ * not by the last READ, means two streams interleave (one file read after
+ * another never looks like that): parallel mode, and the helpers are woken
+ * if they were parked.
+ */
+static void note(struct stfs_pool *p, const struct fuse_buf *b)
+{
+	const struct fuse_in_header *in = b->mem;
+	int64_t t;
+	unsigned i, slot = 0;
+
+	if (b->size < sizeof(*in) || in->opcode != FUSE_READ)
+		return;
+	t = now_ns();
+	pthread_mutex_lock(&p->mu);
+	if (in->nodeid != p->recent[p->last].node) {
+		for (i = 0; i < RECENT; i++) {
+			if (p->recent[i].node == in->nodeid) {
+				if (t - p->recent[i].ns < INTERLEAVE_NS) {
+					if (t >= p->parallel_until)   /* wake */
+						pthread_cond_broadcast(&p->cv);
+					p->parallel_until = t + PARALLEL_HOLD_NS;
+				}
+				slot = i;
+				goto found;
+			}
+			if (p->recent[i].ns < p->recent[slot].ns)
+				slot = i;       /* the oldest, to reuse */
+		}
+		p->recent[slot].node = in->nodeid;
+found:
+		p->last = slot;
+	}
+	p->recent[p->last].ns = t;
+	pthread_mutex_unlock(&p->mu);
+}
+
+/* Receive one request into b, cancellable only meanwhile. */
+static int receive(struct fuse_session *se, struct fuse_buf *b)
+{
+	int res;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+	res = fuse_session_receive_buf(se, b);
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	return res;
+}
+
+struct helper_arg {
+	struct stfs_pool *p;
+	struct fuse_buf *buf;
+};
+
+static void *helper(void *arg)
+{
+	struct stfs_pool *p = ((struct helper_arg *)arg)->p;
+	struct fuse_buf *b = ((struct helper_arg *)arg)->buf;
+	int res;
+
+	free(arg);
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	for (;;) {
+		pthread_mutex_lock(&p->mu);
+		while (!p->stop && now_ns() >= p->parallel_until)
+			pthread_cond_wait(&p->cv, &p->mu);
+		res = p->stop;
+		pthread_mutex_unlock(&p->mu);
+		if (res)
+			break;
+		res = receive(p->se, b);
+		if (res == -EINTR)
+			continue;
+		if (res <= 0)
+			break;
+		note(p, b);
+		fuse_session_process_buf(p->se, b);
+	}
+	return NULL;
+}
+
+/* The main thread's loop; n helpers are running. */
+static int main_loop(struct stfs_pool *p, unsigned n)
+{
+	struct fuse_buf b = { .mem = NULL };
+	int res = 0;
+
+	while (!fuse_session_exited(p->se)) {
+		res = fuse_session_receive_buf(p->se, &b);
+		if (res == -EINTR)
+			continue;
+		if (res <= 0)
+			break;
+		if (n)
+			note(p, &b);
+		fuse_session_process_buf(p->se, &b);
+	}
+	free(b.mem);
+	return res > 0 ? 0 : res;
+}
+
+int stfs_serve(struct fuse_session *se, unsigned threads)
+{
+	struct stfs_pool p = { .se = se };
+	pthread_t *tids;
+	sigset_t all, old;
+	unsigned i, n = 0;
+	int res;
+
+	if (threads <= 1)
+		return fuse_session_loop(se) < 0 ? -1 : 0;
+	tids = calloc(threads - 1, sizeof(*tids));
+	p.bufs = calloc(threads - 1, sizeof(*p.bufs));
+	if (!tids || !p.bufs) {
+		free(tids);
+		free(p.bufs);
+		return -1;
+	}
+	pthread_mutex_init(&p.mu, NULL);
+	pthread_cond_init(&p.cv, NULL);
+	/* helpers inherit a mask that blocks every signal */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	for (; n < threads - 1; n++) {
+		struct helper_arg *a = malloc(sizeof(*a));
+
+		if (!a)
+			break;
+		a->p = &p;
+		a->buf = &p.bufs[n];
+		if (pthread_create(&tids[n], NULL, helper, a) != 0) {
+			free(a);
+			break;          /* serve with the helpers there are */
+		}
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	res = main_loop(&p, n);
+	pthread_mutex_lock(&p.mu);
+	p.stop = 1;
+	pthread_cond_broadcast(&p.cv);
+	pthread_mutex_unlock(&p.mu);
+	for (i = 0; i < n; i++) {
+		pthread_cancel(tids[i]);    /* only acts in receive() */
+		pthread_join(tids[i], NULL);
+		free(p.bufs[i].mem);
+	}
+	pthread_cond_destroy(&p.cv);
+	pthread_mutex_destroy(&p.mu);
+	free(p.bufs);
+	free(tids);
+	return res < 0 ? -1 : 0;
+}
