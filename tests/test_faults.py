@@ -4,8 +4,11 @@
 - 16 threads doing random preads over many tensors and views for a minute
   (STFS_STRESS_SECONDS) while two others walk the tree and read every
   xattr: every byte verified, no error;
+- the thread pool: helpers idle for one stream, busy for four, and
+  SIGTERM while they are busy ends the daemon cleanly;
 - unmounting (fusermount3 -u, -z, stfs umount) and SIGTERM while readers are
   mid-read: nothing hangs, the daemon exits 0, no mount is left;
+- an ordinary user mounts, reads and unmounts through fusermount3;
 - permissions: without allow_other other users cannot enter the mount;
   with allow_other and default_permissions, modes, uid=, gid= and umask=
   hold for other users;
