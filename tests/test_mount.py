@@ -358,6 +358,18 @@ def test_background_and_helper(d, mnt):
     assert r.returncode == 0, r.stderr
     assert not T.is_mount(mnt)
     assert T.wait_gone(mnt), "daemon left after unmount"
+    # INIT is answered before stfs mount returns: a max_read= that libfuse
+    # once refused at INIT made the mount vanish after "success"
+    r = subprocess.run([T.STFS, "mount", "-o", "max_read=65536", src, mnt],
+                       capture_output=True, timeout=30)
+    T._mounts.append(mnt)
+    assert r.returncode == 0, r.stderr
+    time.sleep(0.5)
+    assert T.is_mount(mnt) and len(T.daemons_for(mnt)) == 1
+    with open(os.path.join(mnt, "model/norm/weight"), "rb") as f:
+        assert f.read() == tensors[4][3]
+    T.unmount(mnt)
+    assert T.wait_gone(mnt)
     # the mount-helper form that mount.fuse3 uses, options after
     r = subprocess.run([T.STFS, src, mnt, "-o", "ro,nofail,_netdev,"
                         "x-systemd.automount,flat"], capture_output=True,
@@ -409,12 +421,20 @@ def test_errors_leave_nothing(d, mnt):
         ([fifo, mnt], "not a regular file"),
         ([emptydir, mnt], "no *.safetensors"),
         (["-o", "bogus_option", src, mnt], "invalid mount options"),
-        (["-o", "uid=abc", src, mnt], "invalid"),
-        (["-o", "threads=0", src, mnt], "threads"),
+        (["-o", "uid=abc", src, mnt], "uid=abc: give a user id"),
+        (["-o", "uid=-5", src, mnt], "uid=-5: give a user id"),
+        (["-o", "gid=4294967295", src, mnt], "gid=4294967295: give a"),
+        (["-o", "threads=0", src, mnt], "threads=0: give 1 to 256"),
+        (["-o", "threads=-1", src, mnt], "threads=-1: give 1 to 256"),
+        (["-o", "threads=4294967297", src, mnt], "threads=4294967297"),
+        (["-o", "threads= 2", src, mnt], "threads= 2: give"),
         (["-o", "readahead=0", src, mnt], "readahead=0: give 1 to"),
         (["-o", "readahead=4194304", src, mnt], "readahead=4194304"),
-        (["-o", "umask=999", src, mnt], "invalid"),
+        (["-o", "readahead=4294967297", src, mnt], "readahead=4294967297"),
+        (["-o", "umask=999", src, mnt], "umask=999: give an octal mode"),
         (["-o", "umask=1777", src, mnt], "umask=1777"),
+        (["-o", "umask=+22", src, mnt], "umask=+22"),
+        (["-o", "max_read=4k", src, mnt], "max_read=4k: give a size"),
         ([src], "MOUNTPOINT"),
     ]
     for args, want in cases:

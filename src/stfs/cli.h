@@ -25,6 +25,9 @@ void stfs_warn_stderr(void *ctx, const char *text);
 int stfs_set_readahead(const char *mnt, unsigned kb, unsigned *cur);
 /* Go to the background unless foreground; log to syslog or log_file. */
 int stfs_daemonize(int foreground, const char *log_file, const char *src);
+/* serve.c: answer requests up to the kernel's INIT, until *initialized is
+ * set (by .init): 0, or -errno if the session ended instead. */
+int stfs_serve_init(struct fuse_session *se, const int *initialized);
 /* serve.c: serve requests with up to threads threads until unmount or a
  * signal: 0, or -1 on error. */
 int stfs_serve(struct fuse_session *se, unsigned threads);

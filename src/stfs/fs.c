@@ -595,6 +595,10 @@ static void stfs_ll_init(void *userdata, struct fuse_conn_info *conn)
 
 	if (fs->readahead_kb)
 		conn->max_readahead = fs->readahead_kb * 1024;
+	/* libfuse ends the session unless this equals the max_read= it was
+	 * given (0 when none was) */
+	conn->max_read = fs->max_read;
+	fs->initialized = 1;
 }
 
 const struct fuse_lowlevel_ops stfs_ll_ops = {

@@ -18,6 +18,8 @@ struct stfs_fs {
 	mode_t umask;
 	double timeout;           /* attr and entry cache, seconds */
 	unsigned readahead_kb;    /* what to ask of the kernel at INIT */
+	unsigned max_read;        /* the max_read= option, or 0 */
+	int initialized;          /* INIT has reached .init */
 	struct timespec mtime;    /* the source's */
 	fuse_ino_t header_ino;    /* the reserved header file */
 	uint64_t total_bytes;     /* of all tensors, for statfs */

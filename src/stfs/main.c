@@ -35,11 +35,9 @@ struct stfs_opts {
 	char *convert;
 	int help;
 	int version;
-	unsigned uid, gid, umask;
-	int uid_set, gid_set, umask_set;
-	unsigned threads;
-	unsigned readahead_kb;
-	int readahead_set;
+	int single;
+	/* number options, as given; checked by number_opts() */
+	char *uid, *gid, *umask, *threads, *readahead, *max_read;
 	char *log;
 };
 
@@ -50,6 +48,7 @@ enum {
 	KEY_VERSION,
 	KEY_SINGLE,
 	KEY_DISCARD,
+	KEY_MAX_READ,
 };
 
 #define STFS_OPT(t, p, v) { t, offsetof(struct stfs_opts, p), v }
@@ -58,16 +57,13 @@ static const struct fuse_opt stfs_opt_spec[] = {
 	STFS_OPT("flat", flat, 1),
 	STFS_OPT("npy", npy, 1),
 	STFS_OPT("convert=%s", convert, 0),
-	STFS_OPT("uid=%u", uid, 0),
-	STFS_OPT("uid=", uid_set, 1),
-	STFS_OPT("gid=%u", gid, 0),
-	STFS_OPT("gid=", gid_set, 1),
-	STFS_OPT("umask=%o", umask, 0),
-	STFS_OPT("umask=", umask_set, 1),
-	STFS_OPT("threads=%u", threads, 0),
-	STFS_OPT("readahead=%u", readahead_kb, 0),
-	STFS_OPT("readahead=", readahead_set, 1),
+	STFS_OPT("uid=%s", uid, 0),
+	STFS_OPT("gid=%s", gid, 0),
+	STFS_OPT("umask=%s", umask, 0),
+	STFS_OPT("threads=%s", threads, 0),
+	STFS_OPT("readahead=%s", readahead, 0),
 	STFS_OPT("log=%s", log, 0),
+	FUSE_OPT_KEY("max_read=", KEY_MAX_READ),   /* libfuse's, and ours */
 	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
 	FUSE_OPT_KEY("-d", KEY_DEBUG),
 	FUSE_OPT_KEY("debug", KEY_DEBUG),
@@ -151,8 +147,12 @@ static int opt_proc(void *data, const char *arg, int key,
 		o->foreground = 1;
 		return 1;
 	case KEY_SINGLE:
-		o->threads = 1;
+		o->single = 1;
 		return 0;
+	case KEY_MAX_READ:      /* keep it for libfuse, which checks it too */
+		free(o->max_read);
+		o->max_read = strdup(arg + strlen("max_read="));
+		return o->max_read ? 1 : -1;
 	case KEY_HELP:
 		o->help = 1;
 		return 0;
@@ -163,6 +163,64 @@ static int opt_proc(void *data, const char *arg, int key,
 		return 0;
 	}
 	return 1;
+}
+
+/*
+ * One number option: text (NULL when not given) must be only digits of
+ * base, from lo to hi.  libfuse's own %u and %o would take "-1" as
+ * 4294967295 and wrap what does not fit, so numbers are checked here.
+ * 0 (and *out set if given), or -1 after saying what is wrong.
+ */
+static int number_opt(const char *src, const char *name, const char *text,
+		      int base, unsigned long lo, unsigned long hi,
+		      const char *want, unsigned long *out)
+{
+	const char *digits = base == 8 ? "01234567" : "0123456789";
+	unsigned long v;
+	char *end;
+
+	if (!text)
+		return 0;
+	errno = 0;
+	v = strtoul(text, &end, base);
+	if (!*text || strspn(text, digits) != strlen(text) || errno ||
+	    *end || v < lo || v > hi) {
+		fprintf(stderr, "stfs: %s: %s=%s: give %s\n", src, name, text,
+			want);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+/* Check the number options into fs and *threads: 0, or -1. */
+static int number_opts(const struct stfs_opts *o, const char *src,
+		       struct stfs_fs *fs, unsigned *threads)
+{
+	unsigned long uid = getuid(), gid = getgid(), umask = 0,
+		      th = STFS_DEFAULT_THREADS, ra = STFS_DEFAULT_READAHEAD,
+		      max_read = 0;
+
+	if (number_opt(src, "uid", o->uid, 10, 0, 4294967294UL,
+		       "a user id, 0 to 4294967294", &uid) ||
+	    number_opt(src, "gid", o->gid, 10, 0, 4294967294UL,
+		       "a group id, 0 to 4294967294", &gid) ||
+	    number_opt(src, "umask", o->umask, 8, 0, 0777,
+		       "an octal mode up to 777", &umask) ||
+	    number_opt(src, "threads", o->threads, 10, 1, 256, "1 to 256",
+		       &th) ||
+	    number_opt(src, "readahead", o->readahead, 10, 1, 1048576,
+		       "1 to 1048576 (KiB)", &ra) ||
+	    number_opt(src, "max_read", o->max_read, 10, 0, UINT_MAX,
+		       "a size in bytes, 0 to 4294967295", &max_read))
+		return -1;
+	fs->uid = (uid_t)uid;
+	fs->gid = (gid_t)gid;
+	fs->umask = (mode_t)umask;
+	fs->readahead_kb = (unsigned)ra;
+	fs->max_read = (unsigned)max_read;
+	*threads = o->single ? 1 : (unsigned)th;
+	return 0;
 }
 
 /* Is path itself a mount point (or a dead FUSE mount)?  0, or -errno. */
@@ -199,14 +257,13 @@ static int check_mountpoint(const char *src, const char *mnt)
 static int do_mount(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	struct stfs_opts o = { .threads = STFS_DEFAULT_THREADS,
-			       .readahead_kb = STFS_DEFAULT_READAHEAD };
+	struct stfs_opts o = { 0 };
 	struct stfs_fs fs = { 0 };
 	struct fuse_session *se = NULL;
 	struct stfs_error err;
 	char *abs = NULL, *fsname = NULL, *mopts = NULL;
 	const char *src;
-	unsigned ra_now = 0;
+	unsigned ra_now = 0, threads = 1;
 	int ret = 1, rc;
 
 	if (fuse_opt_parse(&args, &o, stfs_opt_spec, opt_proc) == -1) {
@@ -234,27 +291,13 @@ static int do_mount(int argc, char **argv)
 		goto out_args;
 	}
 	src = o.source;
-	if (o.threads == 0 || o.threads > 256) {
-		fprintf(stderr, "stfs: %s: threads=%u: give 1 to 256\n", src,
-			o.threads);
-		ret = 2;
-		goto out_args;
-	}
-	if (o.readahead_kb == 0 || o.readahead_kb > 1048576) {
-		fprintf(stderr, "stfs: %s: readahead=%u: give 1 to 1048576 "
-			"(KiB)\n", src, o.readahead_kb);
+	if (number_opts(&o, src, &fs, &threads)) {
 		ret = 2;
 		goto out_args;
 	}
 	if (o.convert && strcmp(o.convert, "f32") != 0) {
 		fprintf(stderr, "stfs: %s: convert=%s: only convert=f32 is "
 			"supported\n", src, o.convert);
-		ret = 2;
-		goto out_args;
-	}
-	if (o.umask > 0777) {
-		fprintf(stderr, "stfs: %s: umask=%o: give an octal mode up to "
-			"777\n", src, o.umask);
 		ret = 2;
 		goto out_args;
 	}
@@ -291,17 +334,13 @@ static int do_mount(int argc, char **argv)
 		fprintf(stderr, "stfs: %s: %s\n", src, err.msg);
 		goto out_session;
 	}
-	fs.uid = o.uid_set ? o.uid : getuid();
-	fs.gid = o.gid_set ? o.gid : getgid();
-	fs.umask = o.umask_set ? o.umask : 0;
 	fs.timeout = 86400.0;
-	fs.readahead_kb = o.readahead_kb;
 	if (o.debug)
 		fprintf(stderr, "stfs: %s: flat=%d npy=%d convert=%s uid=%u "
 			"gid=%u umask=%03o threads=%u readahead=%u log=%s\n",
 			src, o.flat, o.npy, o.convert ? o.convert : "none",
 			(unsigned)fs.uid, (unsigned)fs.gid, (unsigned)fs.umask,
-			o.threads, o.readahead_kb, o.log ? o.log : "syslog");
+			threads, fs.readahead_kb, o.log ? o.log : "syslog");
 	if (stfs_fs_init(&fs)) {
 		fprintf(stderr, "stfs: %s: out of memory\n", src);
 		goto out_model;
@@ -315,14 +354,19 @@ static int do_mount(int argc, char **argv)
 			o.mountpoint);
 		goto out_signals;
 	}
-	rc = stfs_set_readahead(o.mountpoint, o.readahead_kb, &ra_now);
-	if (rc < 0 && o.readahead_set)   /* the default may fall back quietly */
+	if (stfs_serve_init(se, &fs.initialized) != 0) {
+		fprintf(stderr, "stfs: %s: the FUSE session did not start "
+			"(see above)\n", src);
+		goto out_unmount;
+	}
+	rc = stfs_set_readahead(o.mountpoint, fs.readahead_kb, &ra_now);
+	if (rc < 0 && o.readahead)   /* the default may fall back quietly */
 		fprintf(stderr, "stfs: %s: readahead=%u: cannot set it (%s); "
 			"the mount keeps the kernel's %u KiB\n", src,
-			o.readahead_kb, strerror(-rc), ra_now);
+			fs.readahead_kb, strerror(-rc), ra_now);
 	if (stfs_daemonize(o.foreground, o.log, src) != 0)
 		goto out_unmount;
-	ret = stfs_serve(se, o.threads) ? 1 : 0;
+	ret = stfs_serve(se, threads) ? 1 : 0;
 out_unmount:
 	fuse_session_unmount(se);
 out_signals:
@@ -340,6 +384,12 @@ out_args:
 	free(o.mountpoint);
 	free(o.log);
 	free(o.convert);
+	free(o.uid);
+	free(o.gid);
+	free(o.umask);
+	free(o.threads);
+	free(o.readahead);
+	free(o.max_read);
 	fuse_opt_free_args(&args);
 	return ret;
 }

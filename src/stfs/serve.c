@@ -10,6 +10,11 @@
  * stopped for PARALLEL_HOLD_NS.  With threads=1 this is libfuse's
  * single-threaded loop.
  *
+ * stfs_serve_init() answers the kernel's INIT before stfs goes to the
+ * background, so a session that libfuse or the kernel refuses (say, a
+ * max_read= they disagree on) is an error of `stfs mount`, not a mount
+ * that vanishes a moment after it "succeeded".
+ *
  * Helpers block every signal, so SIGTERM and SIGINT interrupt the main
  * thread's read() and end its loop.  Helpers are then cancelled, which
  * they allow only while waiting for a request, and joined.
@@ -150,6 +155,25 @@ static int main_loop(struct stfs_pool *p, unsigned n)
 	}
 	free(b.mem);
 	return res > 0 ? 0 : res;
+}
+
+int stfs_serve_init(struct fuse_session *se, const int *initialized)
+{
+	struct fuse_buf b = { .mem = NULL };
+	int res = 0;
+
+	while (!*initialized && !fuse_session_exited(se)) {
+		res = fuse_session_receive_buf(se, &b);
+		if (res == -EINTR)
+			continue;
+		if (res <= 0)
+			break;
+		fuse_session_process_buf(se, &b);
+	}
+	free(b.mem);
+	if (*initialized && !fuse_session_exited(se))
+		return 0;
+	return res < 0 ? res : -EPROTO;
 }
 
 int stfs_serve(struct fuse_session *se, unsigned threads)
