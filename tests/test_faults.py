@@ -172,46 +172,54 @@ def thread_cpu_ns(pid):
     return out
 
 
-def direct_readers(mnt, names, seconds=None):
-    """Threads reading names over and over with O_DIRECT (so every read
-    reaches the daemon), for seconds or until a read fails."""
+def direct_readers(mnt, jobs, seconds=None):
+    """A thread for each (name, start, length) of jobs, reading that range
+    over and over with O_DIRECT (so every read reaches the daemon), for
+    seconds or until a read fails."""
     stop = [False]
     errs = []
 
-    def one(name):
+    def one(name, start, length):
         fd = os.open(os.path.join(mnt, name), os.O_RDONLY | os.O_DIRECT)
         try:
             end = time.time() + (seconds or 60)
-            off = 0
+            off = start
             while not stop[0] and time.time() < end:
                 b = os.pread(fd, 1 << 20, off)
-                if b.count(0) != len(b):
+                if not b or b.count(0) != len(b):
                     errs.append("bad bytes in %s at %d" % (name, off))
                     return
-                off = off + len(b) if len(b) == 1 << 20 else 0
+                off += len(b)
+                if off >= start + length:
+                    off = start
         except OSError as e:
             errs.append(e.errno)
         finally:
             os.close(fd)
-    ts = [threading.Thread(target=one, args=(n,)) for n in names]
+    ts = [threading.Thread(target=one, args=j) for j in jobs]
     for t in ts:
         t.start()
     return ts, stop, errs
 
 
 def test_thread_pool(d, mnt):
-    """threads=4: one stream is served by the main thread alone, parallel
-    readers bring the helpers in, and SIGTERM while they are busy ends
-    the daemon cleanly."""
-    size = 16 << 20
-    hdr = json.dumps({"t%d" % i: {"dtype": "U8", "shape": [size],
-                                  "data_offsets": [i * size, (i + 1) * size]}
-                      for i in range(4)}).encode()
+    """threads=4: one stream is served by the main thread alone; parallel
+    readers of four files, or of one file at four places, bring the
+    helpers in; SIGTERM while they are busy ends the daemon cleanly."""
+    size, big = 16 << 20, 256 << 20
+    info = {"t%d" % i: {"dtype": "U8", "shape": [size],
+                        "data_offsets": [i * size, (i + 1) * size]}
+            for i in range(4)}
+    info["big"] = {"dtype": "U8", "shape": [big],
+                   "data_offsets": [4 * size, 4 * size + big]}
+    hdr = json.dumps(info).encode()
     hdr += b" " * (-len(hdr) % 8)
     src = os.path.join(d, "pool.safetensors")
     with open(src, "wb") as f:
         f.write(len(hdr).to_bytes(8, "little") + hdr)
-        f.truncate(8 + len(hdr) + 4 * size)     # sparse: zeros
+        f.truncate(8 + len(hdr) + 4 * size + big)     # sparse: zeros
+    files = [("t%d" % i, 0, size) for i in range(4)]
+    quarters = [("big", i * big // 4, big // 4) for i in range(4)]
     p = T.mount_fg(src, mnt, "-o", "threads=4")
     stop = [False]
     try:
@@ -219,25 +227,31 @@ def test_thread_pool(d, mnt):
         before = thread_cpu_ns(p.pid)
         helpers = sorted(t for t in before if t != p.pid)
         assert len(helpers) == 3, before
-        ts, _, errs = direct_readers(mnt, ["t0"], seconds=1.0)
-        for t in ts:
-            t.join()
-        assert not errs, errs
-        one = thread_cpu_ns(p.pid)
-        assert one[p.pid] > before[p.pid]
-        assert [one[t] - before[t] for t in helpers] == [0, 0, 0], \
-            "helpers ran for one stream: %r %r" % (before, one)
-        ts, _, errs = direct_readers(mnt, ["t0", "t1", "t2", "t3"],
-                                     seconds=1.0)
-        for t in ts:
-            t.join()
-        assert not errs, errs
-        four = thread_cpu_ns(p.pid)
-        busy = [t for t in helpers if four[t] - one[t] > 1000000]
-        assert len(busy) >= 2, "helpers idle with 4 readers: %r %r" % (
-            one, four)
+        # one stream, of a small file and of a big one: helpers idle
+        for job in (files[0], ("big", 0, big)):
+            ts, _, errs = direct_readers(mnt, [job], seconds=1.0)
+            for t in ts:
+                t.join()
+            assert not errs, errs
+            one = thread_cpu_ns(p.pid)
+            assert one[p.pid] > before[p.pid]
+            assert [one[t] - before[t] for t in helpers] == [0, 0, 0], \
+                "helpers ran for one stream: %r %r" % (before, one)
+            before = one
+        # four streams: helpers serve
+        for jobs in (files, quarters):
+            ts, _, errs = direct_readers(mnt, jobs, seconds=1.0)
+            for t in ts:
+                t.join()
+            assert not errs, errs
+            four = thread_cpu_ns(p.pid)
+            busy = [t for t in helpers if four[t] - one[t] > 1000000]
+            assert len(busy) >= 2, "helpers idle with 4 readers of %s: " \
+                "%r %r" % (jobs[0][0], one, four)
+            one = four
+            time.sleep(0.5)     # parked again
         # SIGTERM mid-read with the helpers busy: exit 0, nothing hangs
-        ts, stop, errs = direct_readers(mnt, ["t0", "t1", "t2", "t3"])
+        ts, stop, errs = direct_readers(mnt, files)
         time.sleep(0.5)
         p.send_signal(signal.SIGTERM)
         assert p.wait(timeout=20) == 0

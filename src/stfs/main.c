@@ -110,7 +110,7 @@ void stfs_usage(FILE *out)
 "  -o uid=N,gid=N     owner of every file (default: the mounting user)\n"
 "  -o umask=OOO       clear these bits from 0444 files / 0555 directories\n"
 "  -o threads=N       up to N threads; more than one only while several\n"
-"                     files are read at once (default %d)\n"
+"                     reads go on at once (default %d)\n"
 "  -o readahead=KB    kernel readahead for the mount (default %d)\n"
 "  -o log=FILE        where a background daemon logs (default: syslog)\n"
 "  -o allow_other, default_permissions, max_read=N, ... : as for any\n"

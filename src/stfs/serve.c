@@ -1,14 +1,15 @@
 /*
  * serve.c: the request loop of a mounted stfs.
  *
- * The main thread always serves.  While reads come from one file at a time
- * (cat, dd, a loader walking tensors in turn) it serves alone: two threads
- * taking turns on one stream cost it 20-30% on a small machine.  When reads
- * of several files interleave (parallel readers), up to threads - 1 helpers
- * join in, each receiving and serving requests of its own as libfuse's
- * multi-threaded loop does, and they park again once the interleaving has
- * stopped for PARALLEL_HOLD_NS.  With threads=1 this is libfuse's
- * single-threaded loop.
+ * The main thread always serves.  While one stream of reads comes at a
+ * time (cat, dd, a loader walking tensors in turn) it serves alone: two
+ * threads taking turns on one stream cost it 20-30% on a small machine.
+ * When streams interleave (parallel readers of several files, or of one
+ * file at different places), up to threads - 1 helpers join in, each
+ * receiving and serving requests of its own as libfuse's multi-threaded
+ * loop does, and they park again once the interleaving has stopped for
+ * PARALLEL_HOLD_NS.  With threads=1 this is libfuse's single-threaded
+ * loop.
  *
  * stfs_serve_init() answers the kernel's INIT before stfs goes to the
  * background, so a session that libfuse or the kernel refuses (say, a
@@ -30,8 +31,9 @@
 
 #include "cli.h"
 
-#define RECENT 8                             /* files remembered */
-#define INTERLEAVE_NS (50 * 1000000LL)       /* a file read again within */
+#define RECENT 8                             /* streams remembered */
+#define NEAR (16u << 20)                     /* bytes: same stream */
+#define INTERLEAVE_NS (50 * 1000000LL)       /* a stream read again within */
 #define PARALLEL_HOLD_NS (200 * 1000000LL)   /* helpers stay this long */
 
 struct stfs_pool {
@@ -40,9 +42,10 @@ struct stfs_pool {
 	pthread_cond_t cv;          /* parallel reads began, or stop */
 	int stop;
 	int64_t parallel_until;     /* helpers serve until then */
-	struct {                    /* the files read lately */
-		uint64_t node;
-		int64_t ns;
+	struct {                    /* the read streams seen lately */
+		uint64_t node;      /* file */
+		uint64_t next;      /* where its reads have got to */
+		int64_t ns;         /* when it was last read */
 	} recent[RECENT];
 	unsigned last;              /* recent[] slot of the last READ */
 	struct fuse_buf *bufs;      /* one per helper */
@@ -57,40 +60,52 @@ static int64_t now_ns(void)
 }
 
 /*
- * Note a request about to be served.  A READ of a file read lately, but
- * not by the last READ, means two streams interleave (one file read after
- * another never looks like that): parallel mode, and the helpers are woken
- * if they were parked.
+ * Note a request about to be served.  A READ belongs to a stream when it
+ * is of the same file and within NEAR bytes of where that stream's reads
+ * have got to (the kernel's readahead keeps several requests in flight,
+ * and threads may see them out of order).  A READ that goes on with a
+ * stream read lately, but not by the last READ, means two streams
+ * interleave: parallel readers, of different files or of one file at
+ * different places.  One file read after another, or one file from start
+ * to end, never looks like that.  Parallel mode wakes the parked helpers.
  */
 static void note(struct stfs_pool *p, const struct fuse_buf *b)
 {
 	const struct fuse_in_header *in = b->mem;
+	const struct fuse_read_in *rd = (const void *)(in + 1);
+	uint64_t end;
 	int64_t t;
 	unsigned i, slot = 0;
 
-	if (b->size < sizeof(*in) || in->opcode != FUSE_READ)
+	if (b->size < sizeof(*in) + sizeof(*rd) || in->opcode != FUSE_READ)
 		return;
+	end = rd->offset + rd->size;
 	t = now_ns();
 	pthread_mutex_lock(&p->mu);
-	if (in->nodeid != p->recent[p->last].node) {
-		for (i = 0; i < RECENT; i++) {
-			if (p->recent[i].node == in->nodeid) {
-				if (t - p->recent[i].ns < INTERLEAVE_NS) {
-					if (t >= p->parallel_until)   /* wake */
-						pthread_cond_broadcast(&p->cv);
-					p->parallel_until = t + PARALLEL_HOLD_NS;
-				}
-				slot = i;
-				goto found;
-			}
-			if (p->recent[i].ns < p->recent[slot].ns)
-				slot = i;       /* the oldest, to reuse */
-		}
-		p->recent[slot].node = in->nodeid;
-found:
-		p->last = slot;
+	for (i = 0; i < RECENT; i++) {
+		uint64_t next = p->recent[i].next;
+
+		if (p->recent[i].node == in->nodeid &&
+		    rd->offset + NEAR >= next && rd->offset <= next + NEAR)
+			break;
+		if (p->recent[i].ns < p->recent[slot].ns)
+			slot = i;       /* the oldest, to reuse */
 	}
-	p->recent[p->last].ns = t;
+	if (i < RECENT) {
+		if (i != p->last && t - p->recent[i].ns < INTERLEAVE_NS) {
+			if (t >= p->parallel_until)     /* wake the helpers */
+				pthread_cond_broadcast(&p->cv);
+			p->parallel_until = t + PARALLEL_HOLD_NS;
+		}
+		slot = i;
+		if (end > p->recent[slot].next)
+			p->recent[slot].next = end;
+	} else {
+		p->recent[slot].node = in->nodeid;
+		p->recent[slot].next = end;
+	}
+	p->recent[slot].ns = t;
+	p->last = slot;
 	pthread_mutex_unlock(&p->mu);
 }
 
