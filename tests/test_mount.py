@@ -320,8 +320,8 @@ def bdi_readahead(mnt):
 
 
 def test_readahead(d, mnt):
-    """readahead= reaches the kernel (after INIT, which would cut it back
-    to 128 KiB): the kernel's read requests are that large."""
+    """readahead= reaches the mount's read_ahead_kb (written after INIT,
+    which can only lower it): the kernel's read requests are that large."""
     src = T.write_st(os.path.join(d, "r.safetensors"),
                      [("w", "U8", [8 << 20], os.urandom(8 << 20))])
     for opts, want in (([], 1024), (["-o", "readahead=4096"], 4096),

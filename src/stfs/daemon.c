@@ -40,7 +40,8 @@ static void unescape_octal(char *s)
  * The kernel gives a FUSE mount its own backing device "0:N"; its
  * read_ahead_kb decides how large the kernel's read requests are.  Found
  * through /proc/self/mountinfo, so the mount itself is never touched
- * (the daemon is not serving yet).
+ * (stfs has answered INIT and nothing else yet).  Written after INIT,
+ * which could only lower it.
  */
 int stfs_set_readahead(const char *mnt, unsigned kb, unsigned *cur)
 {

@@ -584,10 +584,10 @@ static void stfs_ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 }
 
 /*
- * INIT.  The kernel's read requests are as large as the mount's readahead,
- * which is the smaller of the backing device's read_ahead_kb (main.c raises
- * it right after mounting, before this) and what we answer here; so both
- * must be raised, or every read is cut into 128 KiB requests.
+ * INIT.  The kernel's read requests are as large as the mount's readahead.
+ * At INIT the kernel lowers the mount's read_ahead_kb to what we answer
+ * here if that is smaller, but never raises it; main.c raises it after
+ * INIT (root only).  The answer here says what we want all the same.
  */
 static void stfs_ll_init(void *userdata, struct fuse_conn_info *conn)
 {
