@@ -24,15 +24,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "stfs-list: %s: %s\n", argv[1], err.msg);
 		return 1;
 	}
-	for (size_t i = 0; i < m->nentries; i++) {
-		const struct stfs_entry *e = &m->entries[i];
+	for (size_t i = 0; i < stfs_model_tensor_count(m); i++) {
+		const struct stfs_tensor *t = stfs_model_tensor(m, i);
 		char name[4096], shape[4096];
 
-		stfs_quote(e->t->name, e->t->name_len, name, sizeof(name));
-		stfs_shape_str(e->t, shape, sizeof(shape));
-		printf("%s %s %s %llu %s\n", name, stfs_dtype_name(e->t->dtype),
-		       shape, (unsigned long long)(e->t->end - e->t->begin),
-		       m->file_names[e->file]);
+		stfs_quote(t->name, t->name_len, name, sizeof(name));
+		stfs_shape_str(t, shape, sizeof(shape));
+		printf("%s %s %s %llu %s\n", name, stfs_dtype_name(t->dtype),
+		       shape, (unsigned long long)(t->end - t->begin),
+		       stfs_model_file_name(m, stfs_model_tensor_file(m, i)));
 	}
 	stfs_model_close(m);
 	return 0;

@@ -20,5 +20,5 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 { [ -d build-release ] || meson setup build-release --buildtype=release \
 	>/dev/null; } && ninja -C build-release >/dev/null
-STFS=$PWD/build-release/src/stfs/stfs exec /usr/bin/python3 tests/bench.py \
+STFS=$PWD/build-release/src/cli/stfs exec /usr/bin/python3 tests/bench.py \
 	"${STFS_BENCH_DIR:-/var/tmp/stfs-bench}" build-bench "${1:-5}"

@@ -4,13 +4,17 @@
 # with .npy and float32 views, loaded by numpy; then unmount.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/deps.sh
+bash scripts/deps.sh demo
 [ -d build ] || meson setup build >/dev/null
 ninja -C build >/dev/null
-STFS=$PWD/build/src/stfs/stfs
+STFS=$PWD/build/src/cli/stfs
 MODEL=$PWD/examples/tiny-llama.safetensors
 MNT=$(mktemp -d /tmp/stfs-demo.XXXXXX)
-trap 'fusermount3 -u "$MNT" 2>/dev/null; rmdir "$MNT"' EXIT
+cleanup() {   # never changes the exit status
+	if mountpoint -q "$MNT"; then fusermount3 -u "$MNT" || true; fi
+	rmdir "$MNT" 2>/dev/null || true
+}
+trap cleanup EXIT
 show() { printf '\n\033[1m$ %s\033[0m\n' "$*"; eval "$@" || true; }
 
 show "$STFS" mount "$MODEL" "$MNT"

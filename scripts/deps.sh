@@ -1,11 +1,19 @@
 #!/bin/bash
-# deps.sh: install (with apt-get) whatever stfs needs to build and test that
-# is not installed yet.  Quiet when everything is there.
+# deps.sh [demo|test]: install (with apt-get) what stfs needs and is not
+# installed yet: for `demo`, what building stfs and running the demo need;
+# for `test` (the default), everything the full test suite uses as well
+# (Check, clang for the fuzzers, numpy, torch and R for the reading
+# examples, the packaging tools).  Quiet when everything is there.
 set -euo pipefail
-pkgs=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
-      libjson-c-dev check attr python3 clang libclang-rt-14-dev
-      python3-numpy python3-torch r-base-core debhelper dpkg-dev fakeroot
-      rpm)
+base=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
+      libjson-c-dev attr python3 python3-numpy)
+full=(check clang libclang-rt-14-dev python3-torch r-base-core debhelper
+      dpkg-dev fakeroot rpm)
+case "${1:-test}" in
+demo) pkgs=("${base[@]}") ;;
+test) pkgs=("${base[@]}" "${full[@]}") ;;
+*) echo "usage: deps.sh [demo|test]" >&2; exit 2 ;;
+esac
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||

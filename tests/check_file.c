@@ -125,8 +125,8 @@ START_TEST(t_header_max)
 	struct stfs_error err;
 
 	ck_assert_int_eq(stfs_file_open(p, &f, &err), 0);
-	ck_assert_uint_eq(f->header_len, 100000000ULL);
-	ck_assert_uint_eq(f->data_start, 100000008ULL);
+	ck_assert_uint_eq(stfs_file_header_len(f), 100000000ULL);
+	ck_assert_uint_eq(stfs_file_data_start(f), 100000008ULL);
 	stfs_file_close(f);
 	free(p);
 }
@@ -161,9 +161,21 @@ START_TEST(t_layout)
 	fputs("xyz", fp);
 	fclose(fp);
 	ck_assert_int_eq(stfs_file_open(p, &f, NULL), 0);
-	ck_assert_uint_eq(f->data_start, 8 + strlen(h));
-	ck_assert(memcmp(f->map + f->data_start, "xyz", 3) == 0);
-	ck_assert(memcmp(f->map + 8, h, strlen(h)) == 0);
+	char buf[256];
+	const unsigned char *map = stfs_source_map(stfs_file_source(f));
+
+	ck_assert_uint_eq(stfs_file_data_start(f), 8 + strlen(h));
+	ck_assert_uint_eq(stfs_file_size(f), 8 + strlen(h) + 3);
+	ck_assert(memcmp(map + stfs_file_data_start(f), "xyz", 3) == 0);
+	ck_assert_int_eq(stfs_source_read(stfs_file_source(f), buf, 3,
+					  stfs_file_data_start(f)), 0);
+	ck_assert(memcmp(buf, "xyz", 3) == 0);
+	ck_assert_int_eq(stfs_source_read(stfs_file_source(f), buf,
+					  strlen(h), 8), 0);
+	ck_assert(memcmp(buf, h, strlen(h)) == 0);
+	/* past the end: EIO, never a fault */
+	ck_assert_int_eq(stfs_source_read(stfs_file_source(f), buf, 4,
+					  stfs_file_data_start(f)), -EIO);
 	stfs_file_close(f);
 	free(p);
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "stfs/stfs.h"
+#include "tree.h"
 #include "suites.h"
 
 static const char *comp(const char *s, size_t len, int esc_dots)
@@ -85,7 +86,7 @@ static void build(struct stfs_tree *t, const char *const *names,
 		nm[i].s = names[i];
 		nm[i].len = lens ? lens[i] : strlen(names[i]);
 	}
-	ck_assert_int_eq(stfs_tree_build(t, nm, n, flags, &err), 0);
+	ck_assert_int_eq(stfs_tree_build(t, nm, n, flags, NULL, &err), 0);
 	for (size_t i = 0; i < n; i++)
 		out[i] = stfs_tree_path(t, t->entry_node[i]);
 	free(nm);
@@ -264,7 +265,7 @@ START_TEST(t_tree_empty)
 {
 	struct stfs_tree t;
 
-	ck_assert_int_eq(stfs_tree_build(&t, NULL, 0, 0, NULL), 0);
+	ck_assert_int_eq(stfs_tree_build(&t, NULL, 0, 0, NULL, NULL), 0);
 	ck_assert_uint_eq(t.nnodes, 1);
 	ck_assert_uint_eq(t.nodes[0].count, 0);
 	stfs_tree_free(&t);

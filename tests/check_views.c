@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "stfs/stfs.h"
+#include "tree.h"
 #include "suites.h"
 
 #define NAN_BITS 0xffffffffu   /* "any NaN" in the table below */
@@ -218,27 +219,30 @@ START_TEST(t_view_names)
 	unsigned npy = 1u << STFS_VIEW_NPY;
 	char longname[300];
 	struct stfs_name names[] = {
-		{ "w", 1, npy }, { "w.npy", 5, npy }, { longname, 255, npy },
+		{ "w", 1, npy, 0 }, { "w.npy", 5, npy, 0 },
+		{ longname, 255, npy, 0 },
 	};
 	const struct stfs_node *n;
 
 	memset(longname, 'x', sizeof(longname));
 	longname[255] = 0;
-	ck_assert_int_eq(stfs_tree_build(&t, names, 3, STFS_TREE_FLAT, &err),
-			 0);
+	static const char *const sfx[STFS_TREE_SUFFIX_MAX] = { NULL, ".npy" };
+
+	ck_assert_int_eq(stfs_tree_build(&t, names, 3, STFS_TREE_FLAT, sfx,
+					 &err), 0);
 	/* the tensor "w.npy" keeps its name; the view of "w" steps aside */
 	ck_assert_ptr_nonnull(n = child(&t, 0, "w.npy"));
-	ck_assert_uint_eq(n->view, STFS_VIEW_RAW);
+	ck_assert_uint_eq(n->extra, STFS_VIEW_RAW);
 	ck_assert_uint_eq(n->entry, 1);
 	ck_assert_ptr_nonnull(n = child(&t, 0, "w%v1.npy"));
-	ck_assert_uint_eq(n->view, STFS_VIEW_NPY);
+	ck_assert_uint_eq(n->extra, STFS_VIEW_NPY);
 	ck_assert_uint_eq(n->entry, 0);
 	ck_assert_ptr_nonnull(n = child(&t, 0, "w.npy.npy"));
 	ck_assert_uint_eq(n->entry, 1);
 	/* a 255-byte name: its view is shortened, still under 256 */
 	for (uint32_t i = 1; i < t.nnodes; i++) {
 		ck_assert_uint_le(t.nodes[i].name_len, 255);
-		if (t.nodes[i].entry == 2 && t.nodes[i].view) {
+		if (t.nodes[i].entry == 2 && t.nodes[i].extra) {
 			ck_assert_uint_eq(t.nodes[i].name_len, 255);
 			ck_assert(strstr(t.nodes[i].name, "%h") != NULL);
 			ck_assert_str_eq(t.nodes[i].name + 251, ".npy");

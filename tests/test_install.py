@@ -60,12 +60,12 @@ def test_header_pedantic(d):
 
 
 def test_pkgconfig_program(d):
-    assert sh("pkg-config", "--modversion", "stfs").strip() == "0.1.0"
+    assert sh("pkg-config", "--modversion", "stfs").strip() == "0.2.0"
     prog = os.path.join(ROOT, "examples", "stfs-list.c")
     shared = os.path.join(d, "stfs-list")
     sh("cc", prog, *pkgconf("--cflags", "--libs", "stfs"), "-o", shared)
     ldd = sh("ldd", shared)
-    assert re.search(r"libstfs\.so\.0 => /\S+", ldd), ldd
+    assert re.search(r"libstfs\.so\.1 => /\S+", ldd), ldd
     static = os.path.join(d, "stfs-list-static")
     libdir = sh("pkg-config", "--variable=libdir", "stfs").strip()
     sh("cc", prog, *pkgconf("--cflags", "stfs"),
@@ -131,12 +131,12 @@ def test_debian_packages(d, mnt):
     sh("bash", os.path.join(ROOT, "scripts", "build-deb.sh"), out)
     debs = sorted(glob.glob(os.path.join(out, "*.deb")))
     names = [os.path.basename(x).split("_")[0] for x in debs]
-    for want in ("stfs", "libstfs0", "libstfs-dev"):
+    for want in ("stfs", "libstfs1", "libstfs-dev"):
         assert want in names, names
     install = [x for x in debs if "dbgsym" not in x]
     sh("dpkg", "-i", *install)
     try:
-        assert "stfs 0.1.0" in sh("/usr/bin/stfs", "--version")
+        assert "stfs 0.2.0" in sh("/usr/bin/stfs", "--version")
         files = sh("dpkg", "-L", "libstfs-dev")
         assert "/usr/include/stfs/stfs.h" in files
         assert re.search(r"/usr/lib/[^/]+/pkgconfig/stfs.pc", files)
@@ -159,7 +159,7 @@ def test_debian_packages(d, mnt):
         T.stop_fg(p, mnt)
     finally:
         subprocess.run(["dpkg", "--purge", "stfs", "libstfs-dev",
-                        "libstfs0"], capture_output=True)
+                        "libstfs1"], capture_output=True)
     assert not os.path.exists("/usr/bin/stfs")
 
 
@@ -170,7 +170,7 @@ def test_rpm_spec(d):
     assert len(rpms) == 3, rpms
     listing = sh("rpm", "-qlp", *rpms)
     for f in ("/usr/bin/stfs", "/usr/include/stfs/stfs.h", "stfs.pc",
-              "libstfs.so.0", "/usr/share/man/man1/stfs.1"):
+              "libstfs.so.1", "/usr/share/man/man1/stfs.1"):
         assert f in listing, f
 
 

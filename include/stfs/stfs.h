@@ -9,6 +9,10 @@
  *
  * It knows nothing of FUSE, and no JSON library type appears here.
  *
+ * Layers (docs/design.md): format (header, dtypes) < byte sources < content
+ * (segments, views) < model (files, shards, tree).  Every handle is opaque,
+ * so where the bytes come from is not part of the ABI.
+ *
  * Conventions: functions return 0 (or a non-negative count) on success and a
  * negative errno on failure.  Functions that can fail because of the input
  * also fill a caller-owned struct stfs_error.  Every *_open / *_parse /
@@ -19,6 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -29,7 +34,7 @@ extern "C" {
 #pragma GCC visibility push(default)
 #endif
 
-#define STFS_VERSION "0.1.0"
+#define STFS_VERSION "0.2.0"
 
 /* R2: the largest header the reference accepts, in bytes. */
 #define STFS_HEADER_MAX 100000000ULL
@@ -146,28 +151,65 @@ uint64_t stfs_tensor_elements(const struct stfs_tensor *t);
 /* Strict UTF-8 check (R4): 1 if valid, else 0 and *bad = offending byte. */
 int stfs_utf8_valid(const char *s, size_t len, size_t *bad);
 
+/* ---- byte sources ----------------------------------------------------- */
+
+/*
+ * A byte source is where a file's bytes come from: today a local file,
+ * later a URL or an object.  It has a size and an identity fixed when it
+ * is opened, and reads at any offset.  A source that has a direct map of
+ * its bytes (a local file) exposes it, so readers can reply from it with
+ * no copy; reads never fault on lost bytes (a file truncated under it
+ * gives -EIO, never SIGBUS).  Sources are safe to read from any thread.
+ */
+struct stfs_source;
+
+struct stfs_source_info {
+	uint64_t size;          /* bytes, at open */
+	int64_t mtime_sec;      /* modification time at open, or 0 */
+	long mtime_nsec;
+	const char *etag;       /* an opaque version tag, or NULL */
+};
+
+/* Open the local file at path (regular files only; a FIFO or device is
+ * refused without blocking on it).  No data is read. */
+int stfs_source_open_file(const char *path, struct stfs_source **out,
+			  struct stfs_error *err);
+void stfs_source_close(struct stfs_source *s);
+void stfs_source_info(const struct stfs_source *s,
+		      struct stfs_source_info *out);
+/* The source's name, for messages ("/m/a.safetensors"). */
+const char *stfs_source_name(const struct stfs_source *s);
+/* Read exactly len bytes at off into buf: 0, or -errno (-EIO for bytes
+ * that are gone). */
+int stfs_source_read(struct stfs_source *s, void *buf, size_t len,
+		     uint64_t off);
+/* The source's bytes mapped in memory (size bytes), or NULL when it has
+ * no such map.  Touching a lost page of it may fault: hand it to the
+ * kernel (a reply to /dev/fuse), which turns that into EFAULT. */
+const void *stfs_source_map(const struct stfs_source *s);
+
 /* ---- one safetensors file ------------------------------------------- */
 
 /*
- * An open, validated file.  The whole file is mapped read-only; nothing in
- * the data section is read until someone touches the mapping.  The file
- * descriptor is closed after mapping, so a mount of thousands of shards
- * does not hold thousands of descriptors.  Fields are read-only.
+ * An open, validated safetensors file over a byte source.  Opening reads
+ * the 8-byte length and the header, nothing else: R1-R3 are checked on the
+ * source's size before a header byte is read.
  */
-struct stfs_file {
-	char *path;               /* as given to stfs_file_open */
-	uint64_t size;            /* file size at open */
-	int64_t mtime_sec;        /* modification time at open */
-	long mtime_nsec;
-	uint64_t header_len;      /* N */
-	uint64_t data_start;      /* 8 + N */
-	const unsigned char *map; /* size bytes, or NULL when size is 0 */
-	struct stfs_header *header;
-};
+struct stfs_file;
 
+/* Open and validate the file at path. */
 int stfs_file_open(const char *path, struct stfs_file **out,
 		   struct stfs_error *err);
+/* Validate the safetensors file held by src, which the file takes over
+ * (closed on failure too). */
+int stfs_file_open_source(struct stfs_source *src, struct stfs_file **out,
+			  struct stfs_error *err);
 void stfs_file_close(struct stfs_file *f);
+const struct stfs_header *stfs_file_header(const struct stfs_file *f);
+struct stfs_source *stfs_file_source(const struct stfs_file *f);
+uint64_t stfs_file_size(const struct stfs_file *f);
+uint64_t stfs_file_header_len(const struct stfs_file *f);   /* N */
+uint64_t stfs_file_data_start(const struct stfs_file *f);   /* 8 + N */
 
 /* ---- names -> paths ------------------------------------------------- */
 
@@ -191,6 +233,7 @@ void stfs_file_close(struct stfs_file *f);
 #define STFS_NAME_MAX 255
 #define STFS_MAX_DEPTH 128
 
+/* Flags of stfs_model_open(). */
 #define STFS_TREE_FLAT 1u
 #define STFS_TREE_NPY 2u   /* add NAME.npy views (and .f32.npy with F32) */
 #define STFS_TREE_F32 4u   /* add NAME.f32 float32 views */
@@ -199,50 +242,6 @@ void stfs_file_close(struct stfs_file *f);
  * return its length (1..255).  With esc_dots every '.' is escaped too. */
 size_t stfs_name_component(const char *s, size_t len, int esc_dots,
 			   char *out);
-
-#define STFS_NODE_DIR UINT32_MAX
-
-/* One directory entry.  Node 0 is the root. */
-struct stfs_node {
-	uint32_t parent;
-	uint32_t entry;       /* caller's index, or STFS_NODE_DIR */
-	uint32_t first;       /* dirs: index of first child in tree.children */
-	uint32_t count;       /* dirs: number of children */
-	uint32_t subdirs;     /* dirs: how many children are dirs */
-	uint16_t name_len;
-	uint16_t view;        /* files: enum stfs_view */
-	const char *name;     /* escaped, NUL-terminated; "" for the root */
-};
-
-struct stfs_tree {
-	struct stfs_node *nodes;
-	uint32_t nnodes;
-	uint32_t *children;   /* per dir, sorted by name (memcmp) */
-	uint32_t *entry_node; /* caller's index -> node */
-	char *names;          /* storage for node names */
-};
-
-/* A name to place, e.g. a tensor's, and the views it gets. */
-struct stfs_name {
-	const char *s;
-	size_t len;
-	unsigned views;       /* bit 1 << v for each view v besides RAW */
-};
-
-/*
- * Build the tree for n names (n < 2^31).  Deterministic: depends only on the
- * set of names, never on their order.  Each name's views are files beside
- * it, named after its own file plus the view's suffix (see docs/views.md).
- * Release with stfs_tree_free().
- */
-int stfs_tree_build(struct stfs_tree *t, const struct stfs_name *names,
-		    size_t n, unsigned flags, struct stfs_error *err);
-void stfs_tree_free(struct stfs_tree *t);
-/* Child of dir called name, or -ENOENT / -ENOTDIR.  O(log n). */
-int64_t stfs_tree_lookup(const struct stfs_tree *t, uint32_t dir,
-			 const char *name, size_t len);
-/* "a/b/c" for a node (malloc'd, caller frees), or NULL on ENOMEM. */
-char *stfs_tree_path(const struct stfs_tree *t, uint32_t node);
 
 /* ---- views: the same tensor in forms other tools read ---------------- */
 
@@ -273,10 +272,6 @@ size_t stfs_npy_header(const char *descr, const uint64_t *shape, size_t rank,
 		       char *out, size_t outsz);
 /* The view's dtype: F32 for the .f32 views, else the tensor's. */
 enum stfs_dtype stfs_view_dtype(const struct stfs_tensor *t, enum stfs_view v);
-/* The NPY header of view v (NPY or F32_NPY) of t into out; as
- * stfs_npy_header. */
-size_t stfs_view_npy_header(const struct stfs_tensor *t, enum stfs_view v,
-			    char *out, size_t outsz);
 /* Size in bytes of view v of t; *data_start (if not NULL) gets the offset
  * where the array data begins (the NPY header's length, or 0). */
 uint64_t stfs_view_size(const struct stfs_tensor *t, enum stfs_view v,
@@ -289,39 +284,121 @@ void stfs_convert_f32(enum stfs_dtype dt, const void *src, size_t n,
 
 /* ---- a model: one file or a set of shards, as one tree --------------- */
 
-/* One tensor of the model and the shard it lives in. */
-struct stfs_entry {
-	const struct stfs_tensor *t;
-	uint32_t file;            /* index into model->files */
-};
-
-struct stfs_model {
-	char *source;             /* as given */
-	size_t nfiles;
-	struct stfs_file **files;
-	char **file_names;        /* shard names relative to the source */
-	int sharded;              /* source was a directory or an index */
-	size_t nentries;
-	struct stfs_entry *entries; /* sorted by name bytes */
-	struct stfs_tree tree;
-	char *index;              /* the reserved header file's bytes */
-	size_t index_len;
-	int index_owned;          /* index was allocated (not in a map) */
-};
+struct stfs_model;
 
 /*
- * Open SOURCE (a .safetensors file; see docs for directories and indexes),
- * validate everything, and build the tree.  flags: STFS_TREE_FLAT.
- * Warnings that do not refuse the source go to warn(ctx, text) if set.
+ * Open SOURCE (a .safetensors file, a directory of shards or a
+ * *.safetensors.index.json; docs/naming.md and README), validate
+ * everything, and build the tree.  flags: STFS_TREE_*.  Warnings that do
+ * not refuse the source go to warn(ctx, text) if set.
  */
 int stfs_model_open(const char *source, unsigned flags,
 		    void (*warn)(void *ctx, const char *text), void *ctx,
 		    struct stfs_model **out, struct stfs_error *err);
 void stfs_model_close(struct stfs_model *m);
 
-/* Absolute offset of an entry's first byte in its shard. */
-uint64_t stfs_entry_file_offset(const struct stfs_model *m,
-				const struct stfs_entry *e);
+/* SOURCE as given, and its canonical form (an absolute path). */
+const char *stfs_model_source(const struct stfs_model *m);
+const char *stfs_model_canonical(const struct stfs_model *m);
+/* 1 if the source was a directory or an index (names files in xattrs). */
+int stfs_model_sharded(const struct stfs_model *m);
+
+/* The files (shards), in name order, and their names relative to the
+ * source's directory. */
+size_t stfs_model_file_count(const struct stfs_model *m);
+const struct stfs_file *stfs_model_file(const struct stfs_model *m,
+					size_t i);
+const char *stfs_model_file_name(const struct stfs_model *m, size_t i);
+
+/* The tensors, in name order (bytes, as memcmp). */
+size_t stfs_model_tensor_count(const struct stfs_model *m);
+const struct stfs_tensor *stfs_model_tensor(const struct stfs_model *m,
+					    size_t i);
+/* The file tensor i lives in, and the absolute offset of its first byte
+ * there. */
+size_t stfs_model_tensor_file(const struct stfs_model *m, size_t i);
+uint64_t stfs_model_tensor_offset(const struct stfs_model *m, size_t i);
+/* "model/layers/0/weight": tensor i's path in the tree (malloc'd). */
+char *stfs_model_tensor_path(const struct stfs_model *m, size_t i);
+/* The __metadata__ entries every file carries with the same value, sorted
+ * by key. */
+size_t stfs_model_meta_count(const struct stfs_model *m);
+const struct stfs_meta *stfs_model_meta(const struct stfs_model *m,
+					size_t i);
+
+/* The inspect document (docs/inspect-json.md) as pretty JSON text, with
+ * each tensor's views if views: malloc'd, *len bytes, or NULL (ENOMEM). */
+char *stfs_model_json(const struct stfs_model *m, int views, size_t *len);
+
+/* ---- the tree: every directory and file of a mount ------------------- */
+
+/* Node 0 is the root.  Nodes never change while the model is open. */
+enum stfs_node_kind {
+	STFS_NODE_KIND_DIR,
+	STFS_NODE_KIND_TENSOR,    /* a tensor, or one of its views */
+	STFS_NODE_KIND_HEADER,    /* STFS_HEADER_FILE */
+};
+
+struct stfs_node_info {
+	enum stfs_node_kind kind;
+	uint32_t parent;
+	const char *name;         /* escaped, NUL-terminated; "" for the root */
+	size_t name_len;
+	uint32_t children;        /* dirs: how many */
+	uint32_t subdirs;         /* dirs: how many of them are dirs */
+	size_t tensor;            /* TENSOR: index of the tensor */
+	enum stfs_view view;      /* TENSOR: RAW, or which view */
+	uint64_t size;            /* files: bytes */
+};
+
+uint32_t stfs_model_node_count(const struct stfs_model *m);
+/* Fill *out for node: 0, or -ENOENT for no such node. */
+int stfs_model_node(const struct stfs_model *m, uint32_t node,
+		    struct stfs_node_info *out);
+/* Child k (0 <= k < children) of dir, in name order, or -ENOENT. */
+int64_t stfs_model_child(const struct stfs_model *m, uint32_t dir,
+			 uint32_t k);
+/* Child of dir called name (len bytes): node, or -ENOENT / -ENOTDIR. */
+int64_t stfs_model_lookup(const struct stfs_model *m, uint32_t dir,
+			  const char *name, size_t len);
+/* The view nodes of tensor i, in view order: how many (at most
+ * STFS_VIEW_COUNT - 1) into nodes. */
+size_t stfs_model_tensor_views(const struct stfs_model *m, size_t i,
+			       uint32_t *nodes);
+/* "a/b/c" for a node (malloc'd, caller frees), or NULL on ENOMEM. */
+char *stfs_model_node_path(const struct stfs_model *m, uint32_t node);
+
+/* ---- content: the bytes of a file of the tree ------------------------ */
+
+/*
+ * Every file of the tree is a list of segments: inline bytes (a generated
+ * header), a range of a byte source (a tensor's bytes), or a range of a
+ * source converted to float32 (a .f32 view).  A read is one loop over the
+ * segments it covers; ranges of mapped sources are handed out as pointers
+ * into the map, never copied.
+ */
+struct stfs_content;
+struct iovec;
+
+/* The content of a file node (not a dir: -EISDIR). */
+int stfs_model_content(const struct stfs_model *m, uint32_t node,
+		       struct stfs_content **out);
+void stfs_content_free(struct stfs_content *c);
+uint64_t stfs_content_size(const struct stfs_content *c);
+
+/*
+ * Called exactly once per stfs_content_read(), maybe before it returns,
+ * maybe later from another thread: the bytes as n iovecs (valid only
+ * during the call; NULL and 0 past the end), or err (a negative errno).
+ */
+typedef void (*stfs_read_done)(void *arg, const struct iovec *iov, int n,
+			       int err);
+/* Read [off, off + size) of c (cut at the end). */
+void stfs_content_read(const struct stfs_content *c, uint64_t off,
+		       size_t size, stfs_read_done done, void *arg);
+/* The same, into buf: bytes read (short only at the end), or -errno. */
+ssize_t stfs_content_pread(const struct stfs_content *c, void *buf,
+			   size_t size, uint64_t off);
 
 /* ---- small helpers shared by the front ends -------------------------- */
 

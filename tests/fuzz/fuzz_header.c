@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "stfs/stfs.h"
+#include "tree.h"
 
 struct buf {
 	char *p;
@@ -86,21 +87,25 @@ static void check_tree(const struct stfs_header *h, unsigned flags)
 	for (size_t i = 0; i < n; i++) {
 		names[i].s = stfs_header_tensor(h, i)->name;
 		names[i].len = stfs_header_tensor(h, i)->name_len;
-		names[i].views = stfs_views_for(stfs_header_tensor(h, i)->dtype,
+		names[i].extras = stfs_views_for(stfs_header_tensor(h, i)->dtype,
 						STFS_TREE_NPY | STFS_TREE_F32);
 	}
-	if (stfs_tree_build(&t, names, n, flags, NULL) != 0)
+	static const char *const sfx[STFS_TREE_SUFFIX_MAX] = {
+		NULL, ".npy", ".f32", ".f32.npy",
+	};
+
+	if (stfs_tree_build(&t, names, n, flags, sfx, NULL) != 0)
 		abort();
 	/* every node, views included: found under its own name, its name
 	 * a legal component; each tensor has each of its views once */
 	size_t want_views = 0, got_views = 0;
 
 	for (size_t i = 0; i < n; i++)
-		want_views += (size_t)__builtin_popcount(names[i].views);
+		want_views += (size_t)__builtin_popcount(names[i].extras);
 	for (uint32_t k = 1; k < t.nnodes; k++) {
 		const struct stfs_node *nd = &t.nodes[k];
 
-		got_views += nd->view != 0;
+		got_views += nd->extra != 0;
 		if (nd->name_len == 0 || nd->name_len > STFS_NAME_MAX ||
 		    memchr(nd->name, '/', nd->name_len) ||
 		    memchr(nd->name, '\0', nd->name_len) ||
@@ -108,8 +113,8 @@ static void check_tree(const struct stfs_header *h, unsigned flags)
 				     nd->name_len) != k)
 			abort();
 		if (nd->entry != STFS_NODE_DIR &&
-		    (nd->entry >= n || (nd->view &&
-		     !(names[nd->entry].views & (1u << nd->view))) ||
+		    (nd->entry >= n || (nd->extra &&
+		     !(names[nd->entry].extras & (1u << nd->extra))) ||
 		     t.nodes[t.entry_node[nd->entry]].parent != nd->parent))
 			abort();
 	}

@@ -11,19 +11,19 @@ cd "$(dirname "$0")/../.."
 secs=${1:-60}
 out=build-fuzz
 shared=${STFS_SHARED:-../shared}
-lib="src/lib/dtype.c src/lib/header.c src/lib/mem.c src/lib/names.c src/lib/npy.c
-     src/lib/text.c src/lib/tree.c src/lib/utf8.c"
+lib=$(ls src/lib/*/*.c)
+incs="-Iinclude -Isrc/lib/format -Isrc/lib/source -Isrc/lib/content -Isrc/lib/model"
 build() {   # harness, extra sources/flags...
 	local h=$1
 	shift
 	clang -g -O1 -fsanitize=fuzzer,address,undefined \
-		-fno-sanitize-recover=all -Iinclude -Isrc/lib \
+		-fno-sanitize-recover=all $incs \
 		$(pkg-config --cflags json-c) $lib "$@" tests/fuzz/"$h".c \
-		$(pkg-config --libs json-c) -lm -o "$out/$h"
+		$(pkg-config --libs json-c) -lm -pthread -o "$out/$h"
 }
 mkdir -p "$out"/{corpus,seeds}-{header,index}
 build fuzz_header
-build fuzz_index src/lib/index.c
+build fuzz_index
 python3 - "$out" "$shared/data/real" examples <<'PY'
 import os, struct, sys
 out, *srcs = sys.argv[1:]

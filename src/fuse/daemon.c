@@ -14,7 +14,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "fs.h"
 
 static FILE *log_fp;
 

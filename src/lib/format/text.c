@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "stfs/stfs.h"
-#include "internal.h"
+#include "format.h"
 
 char *stfs_quote(const char *s, size_t len, char *out, size_t outsz)
 {
@@ -98,4 +98,13 @@ int stfs_fail(struct stfs_error *err, int code, const char *rule,
 	if (rule && n + 4 < sizeof(err->msg))
 		snprintf(err->msg + n, sizeof(err->msg) - n, " (%s)", rule);
 	return code;
+}
+
+int stfs_bytes_cmp(const char *a, size_t alen, const char *b, size_t blen)
+{
+	int c = memcmp(a, b, alen < blen ? alen : blen);
+
+	if (c)
+		return c;
+	return alen < blen ? -1 : alen > blen;
 }

@@ -1,23 +1,24 @@
 /*
  * fs.c: the FUSE low-level operations of stfs.
  *
- * Inode numbers.  The tree (libstfs tree.c) is immutable while mounted, so
- * inode = tree node + 1 (the root is node 0, FUSE_ROOT_ID), and the
- * reserved header file is the one inode past the last node.  Nothing is
- * ever freed before unmount, so lookup counts need no bookkeeping and
- * forget is a no-op.  Numbers are stable across mounts of the same source
- * because the tree depends only on the set of names.
+ * Inode numbers.  The model's tree is immutable while mounted, so inode =
+ * node + 1 (the root is node 0, FUSE_ROOT_ID); the header file is a node
+ * like any other.  Nothing is ever freed before unmount, so lookup counts
+ * need no bookkeeping and forget is a no-op.  Numbers are stable across
+ * mounts of the same source because the tree depends only on the set of
+ * names.  Every operation on an inode starts with node_of(), which replies
+ * ENOENT for an unknown one.
  *
- * Reads.  A tensor's bytes are replied straight out of the read-only map
- * of its shard (fuse_reply_buf writes from that memory to /dev/fuse): no
- * copy in userspace, and no page is touched before someone reads it.  If
- * the source shrinks while mounted, the kernel's copy from the mapping
- * fails with EFAULT and the reader gets EIO; the daemon never touches the
- * lost pages itself, so it cannot die of SIGBUS.  Files are opened with
+ * Reads.  Opening a file takes its content from the model (a list of
+ * segments) into fi->fh; a read hands the content's iovecs to the kernel
+ * when they are ready (stfs_content_read), maybe later and from another
+ * thread for a slow source.  A tensor of a local file is a pointer into
+ * the source's map, so its bytes are never copied in userspace, and a
+ * source truncated while mounted gives EIO, never SIGBUS (the kernel's
+ * copy from the map fails with EFAULT).  Files are opened with
  * keep_cache, since their bytes never change, and never with direct_io,
- * so mmap works.
- *
- * Views (.npy, .f32) are served by views.c.
+ * so mmap works.  What a file holds (a tensor, a view, a header) is the
+ * model's business: a new kind of file changes nothing here.
  *
  * Everything that would write fails with EROFS (the mount is also "ro",
  * so the kernel usually answers before we are asked).
@@ -43,48 +44,21 @@ static struct stfs_fs *fs_of(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
-static const struct stfs_tree *tree_of(const struct stfs_fs *fs)
+/* The node of ino into *ni: 1, or 0 after replying ENOENT. */
+static int node_of(fuse_req_t req, fuse_ino_t ino, struct stfs_node_info *ni)
 {
-	return &fs->model->tree;
+	struct stfs_fs *fs = fs_of(req);
+
+	if (ino < FUSE_ROOT_ID || ino - 1 > UINT32_MAX ||
+	    stfs_model_node(fs->model, (uint32_t)(ino - 1), ni) != 0) {
+		fuse_reply_err(req, ENOENT);
+		return 0;
+	}
+	return 1;
 }
 
-/* The node of an inode, or -1 for the header file, or -2 if unknown. */
-static int64_t node_of(const struct stfs_fs *fs, fuse_ino_t ino)
-{
-	if (ino == fs->header_ino)
-		return -1;
-	if (ino < FUSE_ROOT_ID || ino - 1 >= tree_of(fs)->nnodes)
-		return -2;
-	return (int64_t)(ino - 1);
-}
-
-static const struct stfs_entry *entry_of(const struct stfs_fs *fs,
-					 int64_t node)
-{
-	const struct stfs_node *n;
-
-	if (node < 0)
-		return NULL;
-	n = &tree_of(fs)->nodes[node];
-	return n->entry == STFS_NODE_DIR ? NULL : &fs->model->entries[n->entry];
-}
-
-/* ---- views ------------------------------------------------------------ */
-
-static enum stfs_view view_of(const struct stfs_fs *fs, int64_t node)
-{
-	return (enum stfs_view)tree_of(fs)->nodes[node].view;
-}
-
-static uint64_t view_size(const struct stfs_fs *fs, int64_t node,
-			  uint64_t *data_start)
-{
-	return stfs_view_size(entry_of(fs, node)->t, view_of(fs, node),
-			      data_start);
-}
-
-static void fill_attr(const struct stfs_fs *fs, fuse_ino_t ino, int64_t node,
-		      struct stat *st)
+static void fill_attr(const struct stfs_fs *fs, fuse_ino_t ino,
+		      const struct stfs_node_info *ni, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->st_ino = ino;
@@ -92,18 +66,14 @@ static void fill_attr(const struct stfs_fs *fs, fuse_ino_t ino, int64_t node,
 	st->st_gid = fs->gid;
 	st->st_atim = st->st_mtim = st->st_ctim = fs->mtime;
 	st->st_blksize = 65536;
-	if (node >= 0 && tree_of(fs)->nodes[node].entry == STFS_NODE_DIR) {
+	if (ni->kind == STFS_NODE_KIND_DIR) {
 		st->st_mode = S_IFDIR | (0555 & ~fs->umask);
-		st->st_nlink = 2 + tree_of(fs)->nodes[node].subdirs;
+		st->st_nlink = 2 + ni->subdirs;
 		return;
 	}
 	st->st_mode = S_IFREG | (0444 & ~fs->umask);
 	st->st_nlink = 1;
-	if (node < 0) {
-		st->st_size = (off_t)fs->model->index_len;
-	} else {
-		st->st_size = (off_t)view_size(fs, node, NULL);
-	}
+	st->st_size = (off_t)ni->size;
 	st->st_blocks = (st->st_size + 511) / 512;
 }
 
@@ -112,23 +82,16 @@ static void stfs_ll_lookup(fuse_req_t req, fuse_ino_t parent,
 {
 	struct stfs_fs *fs = fs_of(req);
 	struct fuse_entry_param e;
-	int64_t dir = node_of(fs, parent), node;
+	struct stfs_node_info ni;
+	int64_t node;
 
+	if (!node_of(req, parent, &ni))
+		return;
 	memset(&e, 0, sizeof(e));
 	e.attr_timeout = fs->timeout;
 	e.entry_timeout = fs->timeout;
-	if (dir < 0) {
-		fuse_reply_err(req, dir == -1 ? ENOTDIR : ENOENT);
-		return;
-	}
-	if (parent == FUSE_ROOT_ID && strcmp(name, STFS_HEADER_FILE) == 0) {
-		e.ino = fs->header_ino;
-		fill_attr(fs, e.ino, -1, &e.attr);
-		fuse_reply_entry(req, &e);
-		return;
-	}
-	node = stfs_tree_lookup(tree_of(fs), (uint32_t)dir, name,
-				strlen(name));
+	node = stfs_model_lookup(fs->model, (uint32_t)(parent - 1), name,
+				 strlen(name));
 	if (node == -ENOENT) {
 		/* ino 0: a cached negative entry */
 		fuse_reply_entry(req, &e);
@@ -139,36 +102,31 @@ static void stfs_ll_lookup(fuse_req_t req, fuse_ino_t parent,
 		return;
 	}
 	e.ino = (fuse_ino_t)node + 1;
-	fill_attr(fs, e.ino, node, &e.attr);
+	stfs_model_node(fs->model, (uint32_t)node, &ni);
+	fill_attr(fs, e.ino, &ni, &e.attr);
 	fuse_reply_entry(req, &e);
 }
 
 static void stfs_ll_getattr(fuse_req_t req, fuse_ino_t ino,
 			    struct fuse_file_info *fi)
 {
-	struct stfs_fs *fs = fs_of(req);
-	int64_t node = node_of(fs, ino);
+	struct stfs_node_info ni;
 	struct stat st;
 
-	if (node == -2) {
-		fuse_reply_err(req, ENOENT);
+	if (!node_of(req, ino, &ni))
 		return;
-	}
-	fill_attr(fs, ino, node, &st);
-	fuse_reply_attr(req, &st, fs->timeout);
+	fill_attr(fs_of(req), ino, &ni, &st);
+	fuse_reply_attr(req, &st, fs_of(req)->timeout);
 }
 
 static void stfs_ll_opendir(fuse_req_t req, fuse_ino_t ino,
 			    struct fuse_file_info *fi)
 {
-	struct stfs_fs *fs = fs_of(req);
-	int64_t node = node_of(fs, ino);
+	struct stfs_node_info ni;
 
-	if (node == -2) {
-		fuse_reply_err(req, ENOENT);
+	if (!node_of(req, ino, &ni))
 		return;
-	}
-	if (node == -1 || entry_of(fs, node)) {
+	if (ni.kind != STFS_NODE_KIND_DIR) {
 		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
@@ -181,19 +139,18 @@ static void stfs_ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 			    off_t off, struct fuse_file_info *fi)
 {
 	struct stfs_fs *fs = fs_of(req);
-	const struct stfs_tree *t = tree_of(fs);
-	int64_t node = node_of(fs, ino);
-	const struct stfs_node *d;
+	struct stfs_node_info d;
 	size_t used = 0, total;
 	char *buf;
 
-	if (node < 0) {
-		fuse_reply_err(req, node == -1 ? ENOTDIR : ENOENT);
+	if (!node_of(req, ino, &d))
+		return;
+	if (d.kind != STFS_NODE_KIND_DIR) {
+		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
-	d = &t->nodes[node];
-	/* ".", "..", the children, and the header file in the root */
-	total = 2 + (size_t)d->count + (node == 0);
+	/* ".", "..", then the children */
+	total = 2 + (size_t)d.children;
 	buf = malloc(size);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
@@ -201,27 +158,23 @@ static void stfs_ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 	}
 	for (size_t i = off < 0 ? 0 : (size_t)off; i < total; i++) {
 		struct stat st = { 0 };
+		struct stfs_node_info c;
 		const char *name;
 		size_t n;
 
-		if (i == 0) {
-			name = ".";
-			st.st_ino = ino;
+		if (i < 2) {
+			name = i ? ".." : ".";
+			st.st_ino = i ? (fuse_ino_t)d.parent + 1 : ino;
 			st.st_mode = S_IFDIR;
-		} else if (i == 1) {
-			name = "..";
-			st.st_ino = (fuse_ino_t)d->parent + 1;
-			st.st_mode = S_IFDIR;
-		} else if (i - 2 < d->count) {
-			uint32_t c = t->children[d->first + i - 2];
-			name = t->nodes[c].name;
-			st.st_ino = (fuse_ino_t)c + 1;
-			st.st_mode = t->nodes[c].entry == STFS_NODE_DIR ?
-				     S_IFDIR : S_IFREG;
 		} else {
-			name = STFS_HEADER_FILE;
-			st.st_ino = fs->header_ino;
-			st.st_mode = S_IFREG;
+			int64_t k = stfs_model_child(fs->model,
+						     (uint32_t)(ino - 1),
+						     (uint32_t)(i - 2));
+			stfs_model_node(fs->model, (uint32_t)k, &c);
+			name = c.name;
+			st.st_ino = (fuse_ino_t)k + 1;
+			st.st_mode = c.kind == STFS_NODE_KIND_DIR ? S_IFDIR :
+				     S_IFREG;
 		}
 		n = fuse_add_direntry(req, buf + used, size - used, name, &st,
 				      (off_t)i + 1);
@@ -236,14 +189,13 @@ static void stfs_ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 static void stfs_ll_open(fuse_req_t req, fuse_ino_t ino,
 			 struct fuse_file_info *fi)
 {
-	struct stfs_fs *fs = fs_of(req);
-	int64_t node = node_of(fs, ino);
+	struct stfs_content *c;
+	struct stfs_node_info ni;
+	int rc;
 
-	if (node == -2) {
-		fuse_reply_err(req, ENOENT);
+	if (!node_of(req, ino, &ni))
 		return;
-	}
-	if (node >= 0 && !entry_of(fs, node)) {
+	if (ni.kind == STFS_NODE_KIND_DIR) {
 		fuse_reply_err(req, EISDIR);
 		return;
 	}
@@ -252,51 +204,51 @@ static void stfs_ll_open(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, EROFS);
 		return;
 	}
+	rc = stfs_model_content(fs_of(req)->model, (uint32_t)(ino - 1), &c);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)c;
 	fi->keep_cache = 1;
-	fuse_reply_open(req, fi);
+	if (fuse_reply_open(req, fi) != 0)
+		stfs_content_free(c);   /* interrupted: no release will come */
+}
+
+static void stfs_ll_release(fuse_req_t req, fuse_ino_t ino,
+			    struct fuse_file_info *fi)
+{
+	stfs_content_free((struct stfs_content *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+/* The content's bytes are ready: hand them to the kernel.  A failure here
+ * (EFAULT for a truncated source) has already ended the request with EIO
+ * in the kernel. */
+static void read_done(void *arg, const struct iovec *iov, int n, int err)
+{
+	fuse_req_t req = arg;
+
+	if (err)
+		fuse_reply_err(req, -err);
+	else if (n == 0)
+		fuse_reply_buf(req, NULL, 0);
+	else if (n == 1)
+		fuse_reply_buf(req, iov[0].iov_base, iov[0].iov_len);
+	else
+		fuse_reply_iov(req, iov, n);
 }
 
 static void stfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size,
 			 off_t off, struct fuse_file_info *fi)
 {
-	struct stfs_fs *fs = fs_of(req);
-	int64_t node = node_of(fs, ino);
-	const struct stfs_entry *e = NULL;
-	const char *base;
-	uint64_t len;
+	const struct stfs_content *c = (void *)(uintptr_t)fi->fh;
 
-	if (node == -2) {
-		fuse_reply_err(req, ENOENT);
+	if (off < 0) {
+		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	if (node == -1) {
-		base = fs->model->index;
-		len = fs->model->index_len;
-	} else {
-		e = entry_of(fs, node);
-		if (!e) {
-			fuse_reply_err(req, EISDIR);
-			return;
-		}
-		base = (const char *)fs->model->files[e->file]->map +
-		       stfs_entry_file_offset(fs->model, e);
-		len = view_size(fs, node, NULL);
-	}
-	if (off < 0 || (uint64_t)off >= len) {
-		fuse_reply_buf(req, NULL, 0);
-		return;
-	}
-	if (size > len - (uint64_t)off)
-		size = (size_t)(len - (uint64_t)off);
-	if (e && view_of(fs, node) != STFS_VIEW_RAW) {
-		stfs_view_read(req, e->t, view_of(fs, node),
-			       (const unsigned char *)base, (uint64_t)off,
-			       size);
-		return;
-	}
-	/* A failure here (EFAULT for a truncated source) has already
-	 * ended the request with EIO in the kernel. */
-	fuse_reply_buf(req, base + off, size);
+	stfs_content_read(c, (uint64_t)off, size, read_done, req);
 }
 
 /* ---- extended attributes -------------------------------------------- */
@@ -312,11 +264,12 @@ static const char *const xnames[X_COUNT] = {
 	XATTR_PREFIX "data_start",
 };
 
-/* The xattrs a file node has, in listing order, into out; their count.
+/* The xattrs a tensor node has, in listing order, into out; their count.
  * Offsets describe the tensor's own bytes, so views do not have them. */
-static int xattrs_of(const struct stfs_fs *fs, int64_t node, int *out)
+static int xattrs_of(const struct stfs_fs *fs, const struct stfs_node_info *ni,
+		     int *out)
 {
-	int k = 0, raw = view_of(fs, node) == STFS_VIEW_RAW;
+	int k = 0, raw = ni->view == STFS_VIEW_RAW;
 
 	out[k++] = X_DTYPE;
 	out[k++] = X_SHAPE;
@@ -325,7 +278,7 @@ static int xattrs_of(const struct stfs_fs *fs, int64_t node, int *out)
 		out[k++] = X_FILE_OFFSET;
 	}
 	out[k++] = X_NAME;
-	if (fs->model->sharded)
+	if (stfs_model_sharded(fs->model))
 		out[k++] = X_FILE;
 	if (!raw) {
 		out[k++] = X_VIEW;
@@ -353,12 +306,13 @@ static int cmp_meta_name(const void *key, const void *elem)
 }
 
 static void tensor_xattr(fuse_req_t req, const struct stfs_fs *fs,
-			 int64_t node, int which, size_t size)
+			 const struct stfs_node_info *ni, int which,
+			 size_t size)
 {
-	const struct stfs_entry *e = entry_of(fs, node);
-	const struct stfs_tensor *t = e->t;
-	enum stfs_view v = view_of(fs, node);
-	const char *dt = stfs_dtype_name(stfs_view_dtype(t, v));
+	const struct stfs_model *m = fs->model;
+	const struct stfs_tensor *t = stfs_model_tensor(m, ni->tensor);
+	enum stfs_view v = ni->view;
+	const char *dt = stfs_dtype_name(stfs_view_dtype(t, v)), *file;
 	char small[64], *big = NULL;
 	uint64_t start;
 	size_t n;
@@ -376,7 +330,7 @@ static void tensor_xattr(fuse_req_t req, const struct stfs_fs *fs,
 		reply_value(req, dt, strlen(dt), size);
 		return;
 	case X_DATA_START:
-		view_size(fs, node, &start);
+		stfs_view_size(t, v, &start);
 		n = (size_t)snprintf(small, sizeof(small), "%" PRIu64, start);
 		reply_value(req, small, n, size);
 		return;
@@ -401,15 +355,16 @@ static void tensor_xattr(fuse_req_t req, const struct stfs_fs *fs,
 		return;
 	case X_FILE_OFFSET:
 		n = (size_t)snprintf(small, sizeof(small), "%" PRIu64,
-				     stfs_entry_file_offset(fs->model, e));
+				     stfs_model_tensor_offset(m, ni->tensor));
 		reply_value(req, small, n, size);
 		return;
 	case X_NAME:
 		reply_value(req, t->name, t->name_len, size);
 		return;
 	case X_FILE:
-		reply_value(req, fs->model->file_names[e->file],
-			    strlen(fs->model->file_names[e->file]), size);
+		file = stfs_model_file_name(m, stfs_model_tensor_file(m,
+								ni->tensor));
+		reply_value(req, file, strlen(file), size);
 		return;
 	}
 }
@@ -418,23 +373,20 @@ static void stfs_ll_getxattr(fuse_req_t req, fuse_ino_t ino,
 			     const char *name, size_t size)
 {
 	struct stfs_fs *fs = fs_of(req);
-	int64_t node = node_of(fs, ino);
-	const struct stfs_entry *e = entry_of(fs, node);
+	struct stfs_node_info ni;
 
-	if (node == -2) {
-		fuse_reply_err(req, ENOENT);
+	if (!node_of(req, ino, &ni))
 		return;
-	}
-	if (e) {
-		int xs[X_COUNT], nx = xattrs_of(fs, node, xs);
+	if (ni.kind == STFS_NODE_KIND_TENSOR) {
+		int xs[X_COUNT], nx = xattrs_of(fs, &ni, xs);
 
 		for (int i = 0; i < nx; i++) {
 			if (strcmp(name, xnames[xs[i]]) == 0) {
-				tensor_xattr(req, fs, node, xs[i], size);
+				tensor_xattr(req, fs, &ni, xs[i], size);
 				return;
 			}
 		}
-	} else if (node == 0) {
+	} else if (ino == FUSE_ROOT_ID) {
 		const struct stfs_fs_meta *m;
 
 		m = bsearch(name, fs->meta, fs->nmeta, sizeof(*fs->meta),
@@ -450,16 +402,14 @@ static void stfs_ll_getxattr(fuse_req_t req, fuse_ino_t ino,
 static void stfs_ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	struct stfs_fs *fs = fs_of(req);
-	int64_t node = node_of(fs, ino);
+	struct stfs_node_info ni;
 	char *buf = NULL;
 	size_t len = 0;
 
-	if (node == -2) {
-		fuse_reply_err(req, ENOENT);
+	if (!node_of(req, ino, &ni))
 		return;
-	}
-	if (entry_of(fs, node)) {
-		int xs[X_COUNT], nx = xattrs_of(fs, node, xs);
+	if (ni.kind == STFS_NODE_KIND_TENSOR) {
+		int xs[X_COUNT], nx = xattrs_of(fs, &ni, xs);
 		char list[512];
 
 		for (int i = 0; i < nx; i++) {
@@ -470,7 +420,7 @@ static void stfs_ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		reply_value(req, list, len, size);
 		return;
 	}
-	if (node == 0 && fs->nmeta) {
+	if (ino == FUSE_ROOT_ID && fs->nmeta) {
 		buf = malloc(LIST_MAX);
 		if (!buf) {
 			fuse_reply_err(req, ENOMEM);
@@ -499,7 +449,7 @@ static void stfs_ll_statfs(fuse_req_t req, fuse_ino_t ino)
 	sv.f_bsize = 4096;
 	sv.f_frsize = 512;
 	sv.f_blocks = (fs->total_bytes + 511) / 512;
-	sv.f_files = tree_of(fs)->nnodes + 1;
+	sv.f_files = stfs_model_node_count(fs->model);
 	sv.f_namemax = STFS_NAME_MAX;
 	sv.f_flag = ST_RDONLY;
 	fuse_reply_statfs(req, &sv);
@@ -609,6 +559,7 @@ const struct fuse_lowlevel_ops stfs_ll_ops = {
 	.readdir = stfs_ll_readdir,
 	.open = stfs_ll_open,
 	.read = stfs_ll_read,
+	.release = stfs_ll_release,
 	.getxattr = stfs_ll_getxattr,
 	.listxattr = stfs_ll_listxattr,
 	.statfs = stfs_ll_statfs,
@@ -635,68 +586,38 @@ static int cmp_fs_meta(const void *a, const void *b)
 		      ((const struct stfs_fs_meta *)b)->xname);
 }
 
-/* Is (key, value) in h's metadata?  (sorted by key, so a search) */
-static int has_meta(const struct stfs_header *h, const struct stfs_meta *m)
-{
-	size_t lo = 0, hi = stfs_header_meta_count(h);
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		const struct stfs_meta *x = stfs_header_meta(h, mid);
-		int c = memcmp(x->key, m->key, x->key_len < m->key_len ?
-			       x->key_len : m->key_len);
-		if (!c)
-			c = x->key_len < m->key_len ? -1 :
-			    x->key_len > m->key_len;
-		if (!c)
-			return x->value_len == m->value_len &&
-			       memcmp(x->value, m->value, m->value_len) == 0;
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return 0;
-}
-
 /*
- * The root's xattrs: each __metadata__ entry of the source.  For shards,
- * the entries that every shard carries with the same value.
+ * The mount's times (the newest source's), its size for statfs, and the
+ * root's xattrs: each shared __metadata__ entry, under its key escaped as
+ * a path component.
  */
 int stfs_fs_init(struct stfs_fs *fs)
 {
 	const struct stfs_model *m = fs->model;
-	const struct stfs_header *h0;
+	size_t nmeta = stfs_model_meta_count(m);
 
-	fs->header_ino = (fuse_ino_t)m->tree.nnodes + 1;
-	for (size_t i = 0; i < m->nentries; i++)
-		fs->total_bytes += m->entries[i].t->end - m->entries[i].t->begin;
-	if (m->nfiles == 0)
-		return 0;
-	for (size_t i = 0; i < m->nfiles; i++) {
-		const struct stfs_file *f = m->files[i];
+	for (size_t i = 0; i < stfs_model_tensor_count(m); i++) {
+		const struct stfs_tensor *t = stfs_model_tensor(m, i);
+		fs->total_bytes += t->end - t->begin;
+	}
+	for (size_t i = 0; i < stfs_model_file_count(m); i++) {
+		struct stfs_source_info si;
 
-		if (i == 0 || f->mtime_sec > fs->mtime.tv_sec ||
-		    (f->mtime_sec == fs->mtime.tv_sec &&
-		     f->mtime_nsec > fs->mtime.tv_nsec)) {
-			fs->mtime.tv_sec = (time_t)f->mtime_sec;
-			fs->mtime.tv_nsec = f->mtime_nsec;
+		stfs_source_info(stfs_file_source(stfs_model_file(m, i)), &si);
+		if (i == 0 || si.mtime_sec > fs->mtime.tv_sec ||
+		    (si.mtime_sec == fs->mtime.tv_sec &&
+		     si.mtime_nsec > fs->mtime.tv_nsec)) {
+			fs->mtime.tv_sec = (time_t)si.mtime_sec;
+			fs->mtime.tv_nsec = si.mtime_nsec;
 		}
 	}
-	h0 = m->files[0]->header;
-	fs->meta = calloc(stfs_header_meta_count(h0) + 1, sizeof(*fs->meta));
+	fs->meta = calloc(nmeta + 1, sizeof(*fs->meta));
 	if (!fs->meta)
 		return -ENOMEM;
-	for (size_t k = 0; k < stfs_header_meta_count(h0); k++) {
-		const struct stfs_meta *e = stfs_header_meta(h0, k);
+	for (size_t k = 0; k < nmeta; k++) {
+		const struct stfs_meta *e = stfs_model_meta(m, k);
 		char esc[STFS_NAME_MAX + 1];
-		size_t i;
 
-		for (i = 1; i < m->nfiles; i++)
-			if (!has_meta(m->files[i]->header, e))
-				break;
-		if (i < m->nfiles)
-			continue;
 		stfs_name_component(e->key, e->key_len, 0, esc);
 		if (asprintf(&fs->meta[fs->nmeta].xname, "%s%s", META_PREFIX,
 			     esc) < 0)

@@ -15,8 +15,10 @@
  * (`a.b` beside `a.b.c`); and, should the path still be taken (only a
  * collision of the 64-bit hash of an over-long component can do that), with
  * a "%nK" suffix, K = 2, 3, ...  So every tensor has exactly one path.
- * Pass 3 adds each tensor's views (.npy, .f32) beside it, after every
- * tensor is placed, so a view never takes a tensor's name.
+ * Pass 3 adds each name's extra files (the model's views: .npy, .f32)
+ * beside it, after every name is placed, so an extra never takes a
+ * name's place.  Literal names (the model's header file) go to the root
+ * as they are, before anything else.
  *
  * A temporary hash table on (parent, name) finds nodes while building; it
  * is freed afterwards.  Memory is about 32 bytes per node plus the names.
@@ -28,7 +30,8 @@
 #include <string.h>
 
 #include "stfs/stfs.h"
-#include "internal.h"
+#include "format.h"
+#include "tree.h"
 
 struct builder {
 	struct stfs_tree *t;
@@ -154,6 +157,8 @@ static int walk_components(struct builder *b, const struct stfs_name *nm,
 	size_t start = 0, depth = 0;
 	int rc;
 
+	if (nm->literal)
+		return fn(b, ctx, nm->s, nm->len, 1);
 	if (flags & STFS_TREE_FLAT) {
 		size_t n = stfs_name_component(nm->s, nm->len, 0, buf);
 		return fn(b, ctx, buf, n, 1);
@@ -254,7 +259,7 @@ static int place(struct builder *b, void *ctx, const char *c, size_t len,
  * beside "w") gets "%vK" before the suffix, K = 1, 2, ...
  */
 static int place_views(struct builder *b, uint32_t raw, uint32_t entry,
-		       unsigned views)
+		       unsigned views, const char *const *suffixes)
 {
 	const struct stfs_node *r = &b->t->nodes[raw];
 	uint32_t dir = r->parent;
@@ -262,14 +267,15 @@ static int place_views(struct builder *b, uint32_t raw, uint32_t entry,
 	size_t blen = r->name_len;
 
 	memcpy(base, bname(b, raw), blen);
-	for (unsigned v = 1; v < STFS_VIEW_COUNT; v++) {
-		const char *sfx = stfs_view_suffix((enum stfs_view)v);
-		size_t sl = strlen(sfx), len, slot;
+	for (unsigned v = 1; v < STFS_TREE_SUFFIX_MAX; v++) {
+		const char *sfx;
+		size_t sl, len, slot;
 		uint32_t n;
 		int rc;
 
-		if (!(views & (1u << v)))
+		if (!(views & (1u << v)) || !(sfx = suffixes[v]))
 			continue;
+		sl = strlen(sfx);
 		for (unsigned k = 0;; k++) {
 			char tag[40] = "";
 			size_t tl = 0, keep = blen;
@@ -296,7 +302,7 @@ static int place_views(struct builder *b, uint32_t raw, uint32_t entry,
 		}
 		if ((rc = add_node(b, dir, name, len, entry, &n)))
 			return rc;
-		b->t->nodes[n].view = (uint16_t)v;
+		b->t->nodes[n].extra = (uint16_t)v;
 	}
 	return 0;
 }
@@ -369,7 +375,8 @@ static int finish(struct builder *b)
 }
 
 int stfs_tree_build(struct stfs_tree *t, const struct stfs_name *names,
-		    size_t n, unsigned flags, struct stfs_error *err)
+		    size_t n, unsigned flags, const char *const *suffixes,
+		    struct stfs_error *err)
 {
 	struct builder b = { .t = t };
 	uint32_t *order = NULL;
@@ -412,8 +419,19 @@ int stfs_tree_build(struct stfs_tree *t, const struct stfs_name *names,
 					  &w)))
 			goto out;
 	}
+	for (size_t i = 0; i < n; i++) {      /* literal names first */
+		struct walk w = { .dir = 0, .entry = order[i] };
+		if (!names[order[i]].literal)
+			continue;
+		if ((rc = walk_components(&b, &names[order[i]], flags, place,
+					  &w)))
+			goto out;
+		t->entry_node[order[i]] = t->nnodes - 1;
+	}
 	for (size_t i = 0; i < n; i++) {
 		struct walk w = { .dir = 0, .entry = order[i] };
+		if (names[order[i]].literal)
+			continue;
 		if ((rc = walk_components(&b, &names[order[i]], flags, place,
 					  &w)))
 			goto out;
@@ -421,9 +439,9 @@ int stfs_tree_build(struct stfs_tree *t, const struct stfs_name *names,
 	}
 	for (size_t i = 0; i < n; i++) {
 		uint32_t e = order[i];
-		if (names[e].views &&
+		if (names[e].extras &&
 		    (rc = place_views(&b, t->entry_node[e], e,
-				      names[e].views)))
+				      names[e].extras, suffixes)))
 			goto out;
 	}
 	rc = finish(&b);

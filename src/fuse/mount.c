@@ -1,7 +1,7 @@
 /*
- * main.c: the stfs command: `stfs mount`, `stfs inspect`, `stfs umount`,
- * and the mount-helper form `stfs SOURCE MOUNTPOINT -o OPTS` that
- * mount.fuse3 (and so fstab and systemd) calls.
+ * mount.c: `stfs mount` and the mount-helper form `stfs SOURCE MOUNTPOINT
+ * -o OPTS` that mount.fuse3 (and so fstab and systemd) calls: the options,
+ * and the life of a mount from opening the model to unmounting.
  *
  * A mount validates everything before anything is mounted: the options
  * (libfuse's own included, by creating the session first), the mountpoint,
@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "fs.h"
-#include "cli.h"
+#include "mount.h"
 
 struct stfs_opts {
 	char *source;
@@ -118,6 +118,12 @@ void stfs_usage(FILE *out)
 "\n"
 "Exit status: 0 success, 1 invalid source or failed mount, 2 usage error.\n"
 "See stfs(1).\n", STFS_HEADER_FILE, STFS_DEFAULT_THREADS, STFS_DEFAULT_READAHEAD);
+}
+
+/* A model warning on stderr; ctx is the SOURCE string. */
+static void warn_stderr(void *ctx, const char *text)
+{
+	fprintf(stderr, "stfs: %s: warning: %s\n", (const char *)ctx, text);
 }
 
 static int opt_proc(void *data, const char *arg, int key,
@@ -254,14 +260,32 @@ static int check_mountpoint(const char *src, const char *mnt)
 	return 0;
 }
 
-static int do_mount(int argc, char **argv)
+/* A session over a copy of args, to check them. */
+static struct fuse_session *session_of_copy(const struct fuse_args *args,
+					    struct stfs_fs *fs)
+{
+	struct fuse_args copy = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_session *se = NULL;
+	int i;
+
+	for (i = 0; i < args->argc; i++)
+		if (fuse_opt_add_arg(&copy, args->argv[i]))
+			break;
+	if (i == args->argc)
+		se = fuse_session_new(&copy, &stfs_ll_ops, sizeof(stfs_ll_ops),
+				      fs);
+	fuse_opt_free_args(&copy);
+	return se;
+}
+
+int stfs_mount_main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct stfs_opts o = { 0 };
 	struct stfs_fs fs = { 0 };
 	struct fuse_session *se = NULL;
 	struct stfs_error err;
-	char *abs = NULL, *fsname = NULL, *mopts = NULL;
+	char *fsname = NULL, *mopts = NULL;
 	const char *src;
 	unsigned ra_now = 0, threads = 1;
 	int ret = 1, rc;
@@ -301,38 +325,37 @@ static int do_mount(int argc, char **argv)
 		ret = 2;
 		goto out_args;
 	}
-	abs = realpath(o.source, NULL);
-	if (!abs) {
-		fprintf(stderr, "stfs: %s: %s\n", src, strerror(errno));
-		goto out_args;
-	}
-	/* The mount shows the source as its device, read-only. */
-	if (asprintf(&fsname, "fsname=%s", abs) < 0 ||
-	    fuse_opt_add_opt(&mopts, "ro,subtype=stfs") ||
-	    fuse_opt_add_opt_escaped(&mopts, fsname) ||
-	    fuse_opt_add_arg(&args, "-o") || fuse_opt_add_arg(&args, mopts)) {
-		fprintf(stderr, "stfs: out of memory\n");
-		goto out_args;
-	}
-
-	/* Options first (libfuse rejects what it does not know here)... */
-	se = fuse_session_new(&args, &stfs_ll_ops, sizeof(stfs_ll_ops), &fs);
-	if (!se) {
+	/* Options first (libfuse rejects what it does not know here, and
+	 * takes what it knows out of the arguments, so it checks a copy)... */
+	if (!(se = session_of_copy(&args, &fs))) {
 		fprintf(stderr, "stfs: %s: invalid mount options (see stfs "
 			"--help)\n", src);
 		ret = 2;
 		goto out_args;
 	}
+	fuse_session_destroy(se);
+	se = NULL;
 	/* ...then the mountpoint, then the whole source. */
 	if (check_mountpoint(src, o.mountpoint))
 		goto out_session;
-	rc = stfs_model_open(abs, (o.flat ? STFS_TREE_FLAT : 0) |
+	rc = stfs_model_open(src, (o.flat ? STFS_TREE_FLAT : 0) |
 			     (o.npy ? STFS_TREE_NPY : 0) |
-			     (o.convert ? STFS_TREE_F32 : 0), stfs_warn_stderr,
+			     (o.convert ? STFS_TREE_F32 : 0), warn_stderr,
 			     (void *)src, &fs.model, &err);
 	if (rc) {
 		fprintf(stderr, "stfs: %s: %s\n", src, err.msg);
 		goto out_session;
+	}
+	/* The mount shows the source as its device, read-only. */
+	if (asprintf(&fsname, "fsname=%s", stfs_model_canonical(fs.model)) < 0 ||
+	    fuse_opt_add_opt(&mopts, "ro,subtype=stfs") ||
+	    fuse_opt_add_opt_escaped(&mopts, fsname) ||
+	    fuse_opt_add_arg(&args, "-o") || fuse_opt_add_arg(&args, mopts) ||
+	    !(se = fuse_session_new(&args, &stfs_ll_ops, sizeof(stfs_ll_ops),
+				    &fs))) {
+		fprintf(stderr, "stfs: %s: cannot start the FUSE session\n",
+			src);
+		goto out_model;
 	}
 	fs.timeout = 86400.0;
 	if (o.debug)
@@ -375,9 +398,9 @@ out_model:
 	stfs_fs_destroy(&fs);
 	stfs_model_close(fs.model);
 out_session:
-	fuse_session_destroy(se);
+	if (se)
+		fuse_session_destroy(se);
 out_args:
-	free(abs);
 	free(fsname);
 	free(mopts);
 	free(o.source);
@@ -392,46 +415,4 @@ out_args:
 	free(o.max_read);
 	fuse_opt_free_args(&args);
 	return ret;
-}
-
-static int do_umount(int argc, char **argv)
-{
-	const char *lazy = NULL, *mnt = NULL;
-
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "-z") == 0)
-			lazy = "-z";
-		else if (!mnt)
-			mnt = argv[i];
-		else
-			mnt = NULL, i = argc;
-	}
-	if (!mnt) {
-		fprintf(stderr, "usage: stfs umount [-z] MOUNTPOINT\n");
-		return 2;
-	}
-	if (lazy)
-		execlp("fusermount3", "fusermount3", "-u", lazy, mnt,
-		       (char *)NULL);
-	else
-		execlp("fusermount3", "fusermount3", "-u", mnt, (char *)NULL);
-	fprintf(stderr, "stfs: cannot run fusermount3: %s\n", strerror(errno));
-	return 1;
-}
-
-int main(int argc, char **argv)
-{
-	if (argc < 2) {
-		stfs_usage(stderr);
-		return 2;
-	}
-	if (strcmp(argv[1], "inspect") == 0)
-		return stfs_inspect_main(argc - 1, argv + 1);
-	if (strcmp(argv[1], "umount") == 0 || strcmp(argv[1], "unmount") == 0)
-		return do_umount(argc - 1, argv + 1);
-	if (strcmp(argv[1], "mount") == 0) {
-		argv[1] = argv[0];
-		return do_mount(argc - 1, argv + 1);
-	}
-	return do_mount(argc, argv);
 }

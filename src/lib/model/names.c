@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "stfs/stfs.h"
-#include "internal.h"
+#include "format.h"
 
 /* Leave room for "%h" + 16 hex digits and a "%nK" collision suffix. */
 #define KEEP_MAX 200

@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <sys/mman.h>
 
-#include "internal.h"
+#include "format.h"
 
 #define HUGE_PAGE (2u << 20)
 

@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "cli.h"
+#include "fs.h"
 
 #define RECENT 8                             /* streams remembered */
 #define NEAR (16u << 20)                     /* bytes: same stream */

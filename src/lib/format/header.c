@@ -33,7 +33,7 @@
 #include <string.h>
 
 #include "stfs/stfs.h"
-#include "internal.h"
+#include "format.h"
 
 struct stfs_header {
 	struct stfs_tensor *tensors;
@@ -782,19 +782,11 @@ static int parse_top(struct parser *P)
 	return 0;
 }
 
-static int cmp_bytes(const char *a, size_t al, const char *b, size_t bl)
-{
-	int c = memcmp(a, b, al < bl ? al : bl);
-
-	if (c)
-		return c;
-	return al < bl ? -1 : al > bl;
-}
 
 static int cmp_rec_name(const void *x, const void *y)
 {
 	const struct rec *a = x, *b = y;
-	int c = cmp_bytes(a->t.name, a->t.name_len, b->t.name, b->t.name_len);
+	int c = stfs_bytes_cmp(a->t.name, a->t.name_len, b->t.name, b->t.name_len);
 
 	if (c)
 		return c;
@@ -809,13 +801,13 @@ static int cmp_rec_offsets(const void *x, const void *y)
 		return a->t.begin < b->t.begin ? -1 : 1;
 	if (a->t.end != b->t.end)
 		return a->t.end < b->t.end ? -1 : 1;
-	return cmp_bytes(a->t.name, a->t.name_len, b->t.name, b->t.name_len);
+	return stfs_bytes_cmp(a->t.name, a->t.name_len, b->t.name, b->t.name_len);
 }
 
 static int cmp_meta(const void *x, const void *y)
 {
 	const struct mrec *a = x, *b = y;
-	int c = cmp_bytes(a->m.key, a->m.key_len, b->m.key, b->m.key_len);
+	int c = stfs_bytes_cmp(a->m.key, a->m.key_len, b->m.key, b->m.key_len);
 
 	if (c)
 		return c;
@@ -831,7 +823,7 @@ static size_t last_wins_recs(struct rec *r, size_t n)
 		qsort(r, n, sizeof(*r), cmp_rec_name);
 	for (size_t i = 0; i < n; i++) {
 		if (i + 1 < n &&
-		    cmp_bytes(r[i].t.name, r[i].t.name_len, r[i + 1].t.name,
+		    stfs_bytes_cmp(r[i].t.name, r[i].t.name_len, r[i + 1].t.name,
 			      r[i + 1].t.name_len) == 0)
 			continue;
 		r[o] = r[i];
@@ -848,7 +840,7 @@ static size_t last_wins_meta(struct mrec *m, size_t n)
 	if (n > 1)
 		qsort(m, n, sizeof(*m), cmp_meta);
 	for (size_t i = 0; i < n; i++) {
-		if (i + 1 < n && cmp_bytes(m[i].m.key, m[i].m.key_len,
+		if (i + 1 < n && stfs_bytes_cmp(m[i].m.key, m[i].m.key_len,
 					   m[i + 1].m.key,
 					   m[i + 1].m.key_len) == 0)
 			continue;

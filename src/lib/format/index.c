@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "format.h"
 #include "index.h"
 
 #define QMAX 160

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "stfs/stfs.h"
+#include "content.h"
 
 static const char *const suffixes[STFS_VIEW_COUNT] = {
 	"", ".npy", ".f32", ".f32.npy",

@@ -1,0 +1,10 @@
+/*
+ * cli.h: the pieces of the stfs command line outside main.c.
+ */
+#ifndef STFS_CLI_H
+#define STFS_CLI_H
+
+/* inspect.c: `stfs inspect`; argv[0] is "inspect". */
+int stfs_inspect_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,62 @@
+/*
+ * fs.h: the FUSE side of stfs: the low-level operations over a model
+ * (fs.c), the request loop (serve.c) and the daemon's life (daemon.c).
+ * It sees libstfs only through its public header: it knows nothing of
+ * JSON, of the format, or of where the bytes come from.
+ */
+#ifndef STFS_FS_H
+#define STFS_FS_H
+
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+#include <sys/types.h>
+
+#include "stfs/stfs.h"
+
+#define STFS_DEFAULT_THREADS 4
+#define STFS_DEFAULT_READAHEAD 1024
+
+/* Per-mount state, reached through fuse_req_userdata(). */
+struct stfs_fs {
+	struct stfs_model *model;
+	uid_t uid;
+	gid_t gid;
+	mode_t umask;
+	double timeout;           /* attr and entry cache, seconds */
+	unsigned readahead_kb;    /* what to ask of the kernel at INIT */
+	unsigned max_read;        /* the max_read= option, or 0 */
+	int initialized;          /* INIT has reached .init */
+	struct timespec mtime;    /* the newest of the sources' */
+	uint64_t total_bytes;     /* of all tensors, for statfs */
+	/* root xattrs: shared __metadata__ under escaped names, sorted */
+	struct stfs_fs_meta *meta;
+	size_t nmeta;
+};
+
+struct stfs_fs_meta {
+	char *xname;              /* "user.safetensors.metadata.<key>" */
+	const struct stfs_meta *m;
+};
+
+extern const struct fuse_lowlevel_ops stfs_ll_ops;
+
+/* Fill the derived fields of fs from fs->model: 0 or -ENOMEM. */
+int stfs_fs_init(struct stfs_fs *fs);
+void stfs_fs_destroy(struct stfs_fs *fs);
+
+/* daemon.c */
+/* Set the kernel readahead of the FUSE mount at mnt to kb KiB: 0, or -errno
+ * (-EACCES when not root: only root may write a backing device's
+ * read_ahead_kb).  *cur gets the value before, or 0 if unknown. */
+int stfs_set_readahead(const char *mnt, unsigned kb, unsigned *cur);
+/* Go to the background unless foreground; log to syslog or log_file. */
+int stfs_daemonize(int foreground, const char *log_file, const char *src);
+
+/* serve.c: answer requests up to the kernel's INIT, until *initialized is
+ * set (by .init): 0, or -errno if the session ended instead. */
+int stfs_serve_init(struct fuse_session *se, const int *initialized);
+/* serve.c: serve requests with up to threads threads until unmount or a
+ * signal: 0, or -1 on error. */
+int stfs_serve(struct fuse_session *se, unsigned threads);
+
+#endif

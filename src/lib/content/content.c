@@ -1,0 +1,437 @@
+/*
+ * content.c: a file of the mount as a list of segments, and the one read
+ * loop over them.
+ *
+ * A read of [off, off + size) finds its first segment by binary search
+ * and walks the segments it covers, making one iovec each:
+ *   - inline bytes: a pointer into them;
+ *   - a range of a source that has a map: a pointer into the map, so the
+ *     bytes go from the page cache of the source to the reader with no
+ *     copy in userspace (a local file);
+ *   - a range of a source with no map: an asynchronous read into the
+ *     read's buffer;
+ *   - a converted range: an asynchronous read of the raw elements, which
+ *     are converted to float32 in place once they are in.
+ * When every read has completed, the callback gets the iovecs.  Local
+ * sources complete at once, so a local read finishes before
+ * stfs_content_read() returns; a remote one may finish later, on another
+ * thread, and the caller's request loop never waits for it.
+ *
+ * The state of a read (its iovecs and buffers) comes from a small pool,
+ * so buffers are reused: a fresh megabyte per request costs more in page
+ * faults than the reading.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "format.h"
+#include "source.h"
+#include "content.h"
+
+#define POOL_MAX 16         /* idle read states kept */
+#define IOV_LIMIT 512       /* more iovecs than this are flattened */
+
+/* ---- building ---------------------------------------------------------- */
+
+struct stfs_content *stfs_content_new(void)
+{
+	struct stfs_content *c = calloc(1, sizeof(*c));
+
+	if (c) {
+		c->seg = c->small;
+		c->cap = sizeof(c->small) / sizeof(c->small[0]);
+	}
+	return c;
+}
+
+void stfs_content_free(struct stfs_content *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->nseg; i++)
+		free(c->seg[i].own);
+	if (c->seg != c->small)
+		free(c->seg);
+	free(c);
+}
+
+uint64_t stfs_content_size(const struct stfs_content *c)
+{
+	return c->size;
+}
+
+static struct stfs_seg *add(struct stfs_content *c, enum stfs_seg_kind k,
+			    uint64_t len)
+{
+	struct stfs_seg *s;
+
+	if (len > UINT64_MAX - c->size)
+		return NULL;
+	if (c->nseg == c->cap) {
+		size_t cap = c->cap * 2;
+		struct stfs_seg *p = c->seg == c->small ? NULL : c->seg;
+
+		if (!(p = realloc(p, cap * sizeof(*p))))
+			return NULL;
+		if (c->seg == c->small)
+			memcpy(p, c->small, sizeof(c->small));
+		c->seg = p;
+		c->cap = cap;
+	}
+	s = &c->seg[c->nseg++];
+	memset(s, 0, sizeof(*s));
+	s->kind = k;
+	s->at = c->size;
+	s->len = len;
+	c->size += len;
+	return s;
+}
+
+int stfs_content_add_inline(struct stfs_content *c, const char *bytes,
+			    size_t len, int own)
+{
+	struct stfs_seg *s = add(c, STFS_SEG_INLINE, len);
+
+	if (!s) {
+		if (own)
+			free((char *)bytes);
+		return -ENOMEM;
+	}
+	s->bytes = bytes;
+	if (own)
+		s->own = (char *)bytes;
+	return 0;
+}
+
+int stfs_content_add_range(struct stfs_content *c, struct stfs_source *src,
+			   uint64_t off, uint64_t len)
+{
+	struct stfs_seg *s = add(c, STFS_SEG_RANGE, len);
+
+	if (!s)
+		return -ENOMEM;
+	s->src = src;
+	s->off = off;
+	return 0;
+}
+
+int stfs_content_add_f32(struct stfs_content *c, struct stfs_source *src,
+			 uint64_t off, enum stfs_dtype dtype, uint64_t nel)
+{
+	struct stfs_seg *s;
+
+	if (!stfs_dtype_to_f32(dtype) || nel > UINT64_MAX / 4)
+		return -EINVAL;
+	if (!(s = add(c, STFS_SEG_F32, nel * 4)))
+		return -ENOMEM;
+	s->src = src;
+	s->off = off;
+	s->dtype = dtype;
+	return 0;
+}
+
+/* ---- reading ----------------------------------------------------------- */
+
+struct conv {                   /* a converted range, done at the end */
+	enum stfs_dtype dtype;
+	const void *raw;
+	float *out;
+	size_t nel;
+};
+
+struct rd {
+	stfs_read_done done;
+	void *arg;
+	atomic_int pending;
+	atomic_int err;
+	struct iovec *iov;
+	size_t niov, iovcap;
+	struct conv *conv;
+	size_t nconv, convcap;
+	char *buf;                  /* copied and converted bytes */
+	size_t bufcap;
+	char *flat;                 /* IOV_LIMIT fallback */
+	size_t flatcap;
+	struct rd *next;            /* in the pool */
+};
+
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct rd *pool;
+static unsigned pool_n;
+
+static struct rd *rd_get(void)
+{
+	struct rd *r;
+
+	pthread_mutex_lock(&pool_mu);
+	r = pool;
+	if (r) {
+		pool = r->next;
+		pool_n--;
+	}
+	pthread_mutex_unlock(&pool_mu);
+	if (!r)
+		r = calloc(1, sizeof(*r));
+	return r;
+}
+
+static void rd_free(struct rd *r)
+{
+	free(r->iov);
+	free(r->conv);
+	free(r->buf);
+	free(r->flat);
+	free(r);
+}
+
+static void rd_put(struct rd *r)
+{
+	pthread_mutex_lock(&pool_mu);
+	if (pool_n < POOL_MAX) {
+		r->next = pool;
+		pool = r;
+		pool_n++;
+		r = NULL;
+	}
+	pthread_mutex_unlock(&pool_mu);
+	if (r)
+		rd_free(r);
+}
+
+static int reserve(void **p, size_t *cap, size_t need, size_t elem)
+{
+	void *q;
+
+	if (need <= *cap)
+		return 0;
+	if (!(q = malloc(need * elem)))
+		return -ENOMEM;
+	free(*p);
+	*p = q;
+	*cap = need;
+	return 0;
+}
+
+/* Copy the iovecs into one buffer, safely (a map may have lost pages). */
+static int flatten(struct rd *r)
+{
+	size_t total = 0, at = 0;
+
+	for (size_t i = 0; i < r->niov; i++)
+		total += r->iov[i].iov_len;
+	if (reserve((void **)&r->flat, &r->flatcap, total ? total : 1, 1))
+		return -ENOMEM;
+	for (size_t i = 0; i < r->niov; i++) {
+		struct iovec local = { r->flat + at, r->iov[i].iov_len };
+		if (process_vm_readv(getpid(), &local, 1, &r->iov[i], 1, 0) !=
+		    (ssize_t)r->iov[i].iov_len)
+			return -EIO;
+		at += r->iov[i].iov_len;
+	}
+	r->iov[0] = (struct iovec){ r->flat, total };
+	r->niov = 1;
+	return 0;
+}
+
+static void finish(struct rd *r)
+{
+	int err = atomic_load(&r->err);
+
+	if (!err)
+		for (size_t i = 0; i < r->nconv; i++)
+			stfs_convert_f32(r->conv[i].dtype, r->conv[i].raw,
+					 r->conv[i].nel, r->conv[i].out);
+	if (!err && r->niov > IOV_LIMIT)
+		err = flatten(r);
+	if (err)
+		r->done(r->arg, NULL, 0, err);
+	else
+		r->done(r->arg, r->iov, (int)r->niov, 0);
+	rd_put(r);
+}
+
+static void one_done(void *arg, int err)
+{
+	struct rd *r = arg;
+
+	if (err) {
+		int none = 0;
+		atomic_compare_exchange_strong(&r->err, &none, err);
+	}
+	if (atomic_fetch_sub(&r->pending, 1) == 1)
+		finish(r);
+}
+
+static size_t first_seg(const struct stfs_content *c, uint64_t off)
+{
+	size_t lo = 0, hi = c->nseg;
+
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (c->seg[mid].at <= off)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* What a segment's part [lo, lo + n) needs of the buffer, 8-aligned. */
+static size_t buf_need(const struct stfs_seg *s, uint64_t lo, size_t n)
+{
+	if (s->kind == STFS_SEG_RANGE && !stfs_source_map(s->src))
+		return (n + 7) & ~(size_t)7;
+	if (s->kind == STFS_SEG_F32) {
+		size_t nel = (size_t)((lo + n + 3) / 4 - lo / 4);
+		size_t eb = stfs_dtype_bits(s->dtype) / 8;
+		return ((nel * 4 + 7) & ~(size_t)7) + ((nel * eb + 7) &
+						       ~(size_t)7);
+	}
+	return 0;
+}
+
+void stfs_content_read(const struct stfs_content *c, uint64_t off,
+		       size_t size, stfs_read_done done, void *arg)
+{
+	size_t first, nseg = 0, need = 0, at = 0, nconv = 0;
+	uint64_t end;
+	struct rd *r;
+
+	if (off >= c->size || size == 0) {
+		done(arg, NULL, 0, 0);
+		return;
+	}
+	if (size > c->size - off)
+		size = (size_t)(c->size - off);
+	end = off + size;
+	first = first_seg(c, off);
+	/* pass 1: how many iovecs, how much buffer */
+	for (size_t i = first; i < c->nseg && c->seg[i].at < end; i++) {
+		const struct stfs_seg *s = &c->seg[i];
+		uint64_t lo = off > s->at ? off - s->at : 0;
+		uint64_t hi = end - s->at < s->len ? end - s->at : s->len;
+
+		if (hi <= lo)
+			continue;
+		nseg++;
+		need += buf_need(s, lo, (size_t)(hi - lo));
+		nconv += s->kind == STFS_SEG_F32;
+	}
+	r = rd_get();
+	if (!r || reserve((void **)&r->iov, &r->iovcap, nseg + 1,
+			  sizeof(*r->iov)) ||
+	    reserve((void **)&r->conv, &r->convcap, nconv + 1,
+		    sizeof(*r->conv)) ||
+	    reserve((void **)&r->buf, &r->bufcap, need + 8, 1)) {
+		if (r)
+			rd_put(r);
+		done(arg, NULL, 0, -ENOMEM);
+		return;
+	}
+	r->done = done;
+	r->arg = arg;
+	r->niov = r->nconv = 0;
+	atomic_store(&r->err, 0);
+	atomic_store(&r->pending, 1);
+	/* pass 2: the iovecs, and the reads */
+	for (size_t i = first; i < c->nseg && c->seg[i].at < end; i++) {
+		const struct stfs_seg *s = &c->seg[i];
+		uint64_t lo = off > s->at ? off - s->at : 0;
+		uint64_t hi = end - s->at < s->len ? end - s->at : s->len;
+		size_t n = (size_t)(hi - lo);
+		struct iovec *v = &r->iov[r->niov];
+		const char *map;
+
+		if (hi <= lo)
+			continue;
+		r->niov++;
+		switch (s->kind) {
+		case STFS_SEG_INLINE:
+			*v = (struct iovec){ (char *)s->bytes + lo, n };
+			break;
+		case STFS_SEG_RANGE:
+			map = stfs_source_map(s->src);
+			if (map) {
+				*v = (struct iovec){ (char *)map + s->off + lo,
+						     n };
+				break;
+			}
+			*v = (struct iovec){ r->buf + at, n };
+			at += buf_need(s, lo, n);
+			atomic_fetch_add(&r->pending, 1);
+			stfs_source_read_async(s->src, v->iov_base, n,
+					       s->off + lo, one_done, r);
+			break;
+		case STFS_SEG_F32: {
+			uint64_t e0 = lo / 4, e1 = (hi + 3) / 4;
+			size_t nel = (size_t)(e1 - e0);
+			size_t eb = stfs_dtype_bits(s->dtype) / 8;
+			float *out = (float *)(void *)(r->buf + at);
+			char *raw = r->buf + at + ((nel * 4 + 7) &
+						   ~(size_t)7);
+
+			*v = (struct iovec){ (char *)out + (lo - e0 * 4), n };
+			at += buf_need(s, lo, n);
+			r->conv[r->nconv++] = (struct conv){ s->dtype, raw,
+							      out, nel };
+			atomic_fetch_add(&r->pending, 1);
+			stfs_source_read_async(s->src, raw, nel * eb,
+					       s->off + e0 * eb, one_done, r);
+			break;
+		}
+		}
+	}
+	one_done(r, 0);
+}
+
+/* ---- reading into a buffer ------------------------------------------- */
+
+struct sync_read {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int done;
+	ssize_t result;
+	char *buf;
+};
+
+static void sync_done(void *arg, const struct iovec *iov, int n, int err)
+{
+	struct sync_read *s = arg;
+	size_t at = 0;
+
+	for (int i = 0; i < n && !err; i++) {
+		struct iovec local = { s->buf + at, iov[i].iov_len };
+		if (process_vm_readv(getpid(), &local, 1, &iov[i], 1, 0) !=
+		    (ssize_t)iov[i].iov_len)
+			err = -EIO;
+		at += iov[i].iov_len;
+	}
+	pthread_mutex_lock(&s->mu);
+	s->result = err ? err : (ssize_t)at;
+	s->done = 1;
+	pthread_cond_signal(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+}
+
+ssize_t stfs_content_pread(const struct stfs_content *c, void *buf,
+			   size_t size, uint64_t off)
+{
+	struct sync_read s = { .buf = buf };
+
+	pthread_mutex_init(&s.mu, NULL);
+	pthread_cond_init(&s.cv, NULL);
+	stfs_content_read(c, off, size, sync_done, &s);
+	pthread_mutex_lock(&s.mu);
+	while (!s.done)
+		pthread_cond_wait(&s.cv, &s.mu);
+	pthread_mutex_unlock(&s.mu);
+	pthread_cond_destroy(&s.cv);
+	pthread_mutex_destroy(&s.mu);
+	return s.result;
+}

@@ -1,0 +1,53 @@
+/*
+ * content.h: the content layer's declarations for the model above it
+ * (never installed): building a file's list of segments.
+ */
+#ifndef STFS_CONTENT_H
+#define STFS_CONTENT_H
+
+#include "stfs/stfs.h"
+
+enum stfs_seg_kind {
+	STFS_SEG_INLINE,    /* bytes in memory */
+	STFS_SEG_RANGE,     /* a range of a source */
+	STFS_SEG_F32,       /* a range of a source, converted to float32 */
+};
+
+struct stfs_seg {
+	uint64_t at;                 /* its first byte's offset in the file */
+	uint64_t len;                /* bytes it gives */
+	enum stfs_seg_kind kind;
+	const char *bytes;           /* INLINE */
+	char *own;                   /* INLINE bytes the content frees */
+	struct stfs_source *src;     /* RANGE, F32 */
+	uint64_t off;                /* RANGE, F32: first source byte */
+	enum stfs_dtype dtype;       /* F32: the source's dtype */
+};
+
+struct stfs_content {
+	uint64_t size;
+	size_t nseg, cap;
+	struct stfs_seg *seg;
+	struct stfs_seg small[2];
+};
+
+struct stfs_content *stfs_content_new(void);
+/* Append len bytes; with own, the content takes over bytes (malloc'd),
+ * and frees them, even when this fails. */
+int stfs_content_add_inline(struct stfs_content *c, const char *bytes,
+			    size_t len, int own);
+int stfs_content_add_range(struct stfs_content *c, struct stfs_source *src,
+			   uint64_t off, uint64_t len);
+/* nel elements of dtype (stfs_dtype_to_f32) at off, as float32. */
+int stfs_content_add_f32(struct stfs_content *c, struct stfs_source *src,
+			 uint64_t off, enum stfs_dtype dtype, uint64_t nel);
+
+/* The content of view v of tensor t, whose bytes start at off in src. */
+int stfs_content_view(const struct stfs_tensor *t, enum stfs_view v,
+		      struct stfs_source *src, uint64_t off,
+		      struct stfs_content **out);
+/* The NPY header of view v (NPY or F32_NPY) of t; as stfs_npy_header. */
+size_t stfs_view_npy_header(const struct stfs_tensor *t, enum stfs_view v,
+			    char *out, size_t outsz);
+
+#endif

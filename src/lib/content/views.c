@@ -1,0 +1,44 @@
+/*
+ * views.c: the segments of a tensor's views (docs/views.md).  A tensor is
+ * one range of its shard; an .npy view is an inline NPY header and that
+ * range; an .f32 view is the range converted; an .f32.npy view is a
+ * header and the converted range.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "content.h"
+
+int stfs_content_view(const struct stfs_tensor *t, enum stfs_view v,
+		      struct stfs_source *src, uint64_t off,
+		      struct stfs_content **out)
+{
+	struct stfs_content *c = stfs_content_new();
+	uint64_t head;
+	char *hdr = NULL;
+	int rc = 0;
+
+	*out = NULL;
+	if (!c)
+		return -ENOMEM;
+	stfs_view_size(t, v, &head);
+	if (head) {
+		if (!(hdr = malloc(head))) {
+			stfs_content_free(c);
+			return -ENOMEM;
+		}
+		stfs_view_npy_header(t, v, hdr, head);
+		rc = stfs_content_add_inline(c, hdr, head, 1);
+	}
+	if (!rc && stfs_view_dtype(t, v) == t->dtype)
+		rc = stfs_content_add_range(c, src, off, t->end - t->begin);
+	else if (!rc)
+		rc = stfs_content_add_f32(c, src, off, t->dtype,
+					  stfs_tensor_elements(t));
+	if (rc) {
+		stfs_content_free(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}

@@ -1,0 +1,456 @@
+/*
+ * model.c: what a mount shows, independent of FUSE and of where the bytes
+ * come from.
+ *
+ * A model is one or more validated safetensors files (shards) found by the
+ * locator, the list of all their tensors ("entries", sorted by name), the
+ * tree those names make (tree.c) with the reserved header file at its
+ * root, and for every file of the tree its content: a list of segments
+ * (content layer).  The header file of a single file is its header bytes,
+ * a range of the file; shards (shards.c) get a generated merged index.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format.h"
+#include "content.h"
+#include "model.h"
+
+#define QMAX 160
+
+static int nomem(struct stfs_error *err)
+{
+	return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET, "out of memory");
+}
+
+static int cmp_entry(const void *x, const void *y)
+{
+	const struct stfs_entry *a = x, *b = y;
+	int c = stfs_bytes_cmp(a->t->name, a->t->name_len, b->t->name,
+			       b->t->name_len);
+
+	if (c)
+		return c;
+	return a->file < b->file ? -1 : a->file > b->file;
+}
+
+int stfs_model_add_file(struct stfs_model *m, const char *name,
+			struct stfs_error *err)
+{
+	struct stfs_source *src;
+	struct stfs_file *f, **files;
+	char **names, msg[sizeof(err->msg)];
+	int rc;
+
+	rc = stfs_location_open(m->loc, name, &src, err);
+	if (!rc)
+		rc = stfs_file_open_source(src, &f, err);
+	if (rc) {
+		if (err && m->sharded) {
+			memcpy(msg, err->msg, sizeof(msg));
+			snprintf(err->msg, sizeof(err->msg), "shard %.200s: "
+				 "%.300s", name, msg);
+		}
+		return rc;
+	}
+	files = realloc(m->files, (m->nfiles + 1) * sizeof(*files));
+	if (files)
+		m->files = files;
+	names = files ? realloc(m->file_names,
+				(m->nfiles + 1) * sizeof(*names)) : NULL;
+	if (names)
+		m->file_names = names;
+	if (!files || !names || !(names[m->nfiles] = strdup(name))) {
+		stfs_file_close(f);
+		return nomem(err);
+	}
+	files[m->nfiles++] = f;
+	return 0;
+}
+
+int stfs_model_collect(struct stfs_model *m, struct stfs_error *err)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < m->nfiles; i++)
+		n += stfs_header_count(m->files[i]->header);
+	if (n >= (1u << 31))
+		return stfs_fail(err, -EOVERFLOW, NULL, STFS_NO_OFFSET,
+				 "too many tensors (%zu)", n);
+	m->entries = calloc(n ? n : 1, sizeof(*m->entries));
+	if (!m->entries)
+		return nomem(err);
+	/* in name order within each file: one file needs no sort */
+	for (size_t i = 0; i < m->nfiles; i++) {
+		const struct stfs_header *h = m->files[i]->header;
+		for (size_t k = 0; k < stfs_header_count(h); k++) {
+			m->entries[m->nentries].t =
+				stfs_header_tensor_by_name(h, k);
+			m->entries[m->nentries++].file = (uint32_t)i;
+		}
+	}
+	if (m->nfiles > 1)
+		stfs_model_sort(m);
+	return 0;
+}
+
+void stfs_model_sort(struct stfs_model *m)
+{
+	for (size_t i = 1; i < m->nentries; i++) {
+		if (cmp_entry(&m->entries[i - 1], &m->entries[i]) > 0) {
+			qsort(m->entries, m->nentries, sizeof(*m->entries),
+			      cmp_entry);
+			return;
+		}
+	}
+}
+
+int stfs_model_unique(const struct stfs_model *m, struct stfs_error *err)
+{
+	for (size_t i = 1; i < m->nentries; i++) {
+		const struct stfs_entry *a = &m->entries[i - 1];
+		const struct stfs_entry *b = &m->entries[i];
+		char q[QMAX];
+
+		if (stfs_bytes_cmp(a->t->name, a->t->name_len, b->t->name,
+				   b->t->name_len) == 0)
+			return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET,
+					 "tensor \"%s\" is in two shards: %s "
+					 "and %s",
+					 stfs_quote(a->t->name, a->t->name_len,
+						    q, QMAX),
+					 m->file_names[a->file],
+					 m->file_names[b->file]);
+	}
+	return 0;
+}
+
+static const char *const view_suffixes[STFS_TREE_SUFFIX_MAX] = {
+	NULL, ".npy", ".f32", ".f32.npy",
+};
+
+/* The tree over the entries, the header file, and each entry's views. */
+static int build_tree(struct stfs_model *m, unsigned flags,
+		      struct stfs_error *err)
+{
+	struct stfs_name *names;
+	struct stfs_tree *t = &m->tree;
+	int rc;
+
+	names = calloc(m->nentries + 1, sizeof(*names));
+	if (!names)
+		return nomem(err);
+	for (size_t i = 0; i < m->nentries; i++) {
+		names[i].s = m->entries[i].t->name;
+		names[i].len = m->entries[i].t->name_len;
+		names[i].extras = stfs_views_for(m->entries[i].t->dtype,
+						 flags);
+	}
+	names[m->nentries].s = STFS_HEADER_FILE;
+	names[m->nentries].len = strlen(STFS_HEADER_FILE);
+	names[m->nentries].literal = 1;
+	rc = stfs_tree_build(t, names, m->nentries + 1, flags, view_suffixes,
+			     err);
+	free(names);
+	if (rc || !(flags & (STFS_TREE_NPY | STFS_TREE_F32)))
+		return rc;
+	m->first_view = malloc((m->nentries + 1) * sizeof(*m->first_view));
+	if (!m->first_view)
+		return nomem(err);
+	memset(m->first_view, 0xff, (m->nentries + 1) * sizeof(uint32_t));
+	for (uint32_t k = 0; k < t->nnodes; k++)
+		if (t->nodes[k].extra &&
+		    m->first_view[t->nodes[k].entry] == UINT32_MAX)
+			m->first_view[t->nodes[k].entry] = k;
+	return 0;
+}
+
+/* Is (key, value) in h's metadata?  (sorted by key, so a search) */
+static int has_meta(const struct stfs_header *h, const struct stfs_meta *m)
+{
+	size_t lo = 0, hi = stfs_header_meta_count(h);
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct stfs_meta *x = stfs_header_meta(h, mid);
+		int c = stfs_bytes_cmp(x->key, x->key_len, m->key, m->key_len);
+
+		if (!c)
+			return x->value_len == m->value_len &&
+			       memcmp(x->value, m->value, m->value_len) == 0;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return 0;
+}
+
+/* The __metadata__ entries every file carries with the same value. */
+static int shared_meta(struct stfs_model *m, struct stfs_error *err)
+{
+	const struct stfs_header *h0;
+
+	if (m->nfiles == 0)
+		return 0;
+	h0 = m->files[0]->header;
+	m->meta = calloc(stfs_header_meta_count(h0) + 1, sizeof(*m->meta));
+	if (!m->meta)
+		return nomem(err);
+	for (size_t k = 0; k < stfs_header_meta_count(h0); k++) {
+		const struct stfs_meta *e = stfs_header_meta(h0, k);
+		size_t i = 1;
+
+		while (i < m->nfiles && has_meta(m->files[i]->header, e))
+			i++;
+		if (i == m->nfiles)
+			m->meta[m->nmeta++] = e;
+	}
+	return 0;
+}
+
+int stfs_model_open(const char *source, unsigned flags,
+		    void (*warn)(void *ctx, const char *text), void *ctx,
+		    struct stfs_model **out, struct stfs_error *err)
+{
+	struct stfs_model *m;
+	int rc;
+
+	*out = NULL;
+	if (err)
+		memset(err, 0, sizeof(*err));
+	if (!(m = calloc(1, sizeof(*m))))
+		return nomem(err);
+	if ((rc = stfs_locate(source, &m->loc, err)))
+		goto fail;
+	m->sharded = m->loc->kind != STFS_LOC_FILE;
+	switch (m->loc->kind) {
+	case STFS_LOC_FILE:
+		if (!(rc = stfs_model_add_file(m, m->loc->name, err)))
+			rc = stfs_model_collect(m, err);
+		break;
+	case STFS_LOC_DIR:
+		for (size_t i = 0; !rc && i < m->loc->nnames; i++)
+			rc = stfs_model_add_file(m, m->loc->names[i], err);
+		if (!rc && !(rc = stfs_model_collect(m, err)))
+			rc = stfs_model_unique(m, err);
+		break;
+	case STFS_LOC_INDEX:
+		rc = stfs_shards_open_index(m, warn, ctx, err);
+		break;
+	}
+	if (rc || (rc = build_tree(m, flags, err)) ||
+	    (rc = shared_meta(m, err)))
+		goto fail;
+	if (m->loc->kind == STFS_LOC_DIR &&
+	    (rc = stfs_model_index_json(m, NULL, 0, err)))
+		goto fail;
+	*out = m;
+	return 0;
+fail:
+	stfs_model_close(m);
+	return rc;
+}
+
+void stfs_model_close(struct stfs_model *m)
+{
+	if (!m)
+		return;
+	for (size_t i = 0; i < m->nfiles; i++) {
+		stfs_file_close(m->files[i]);
+		free(m->file_names[i]);
+	}
+	free(m->files);
+	free(m->file_names);
+	free(m->entries);
+	stfs_tree_free(&m->tree);
+	free(m->first_view);
+	free(m->index);
+	free(m->meta);
+	stfs_location_free(m->loc);
+	free(m);
+}
+
+/* ---- accessors ---------------------------------------------------------- */
+
+const char *stfs_model_source(const struct stfs_model *m)
+{
+	return m->loc->arg;
+}
+
+const char *stfs_model_canonical(const struct stfs_model *m)
+{
+	return m->loc->canonical;
+}
+
+int stfs_model_sharded(const struct stfs_model *m)
+{
+	return m->sharded;
+}
+
+size_t stfs_model_file_count(const struct stfs_model *m)
+{
+	return m->nfiles;
+}
+
+const struct stfs_file *stfs_model_file(const struct stfs_model *m,
+					size_t i)
+{
+	return i < m->nfiles ? m->files[i] : NULL;
+}
+
+const char *stfs_model_file_name(const struct stfs_model *m, size_t i)
+{
+	return i < m->nfiles ? m->file_names[i] : NULL;
+}
+
+size_t stfs_model_tensor_count(const struct stfs_model *m)
+{
+	return m->nentries;
+}
+
+const struct stfs_tensor *stfs_model_tensor(const struct stfs_model *m,
+					    size_t i)
+{
+	return i < m->nentries ? m->entries[i].t : NULL;
+}
+
+size_t stfs_model_tensor_file(const struct stfs_model *m, size_t i)
+{
+	return m->entries[i].file;
+}
+
+uint64_t stfs_model_tensor_offset(const struct stfs_model *m, size_t i)
+{
+	const struct stfs_entry *e = &m->entries[i];
+
+	return m->files[e->file]->data_start + e->t->begin;
+}
+
+char *stfs_model_tensor_path(const struct stfs_model *m, size_t i)
+{
+	return stfs_tree_path(&m->tree, m->tree.entry_node[i]);
+}
+
+size_t stfs_model_meta_count(const struct stfs_model *m)
+{
+	return m->nmeta;
+}
+
+const struct stfs_meta *stfs_model_meta(const struct stfs_model *m,
+					size_t i)
+{
+	return i < m->nmeta ? m->meta[i] : NULL;
+}
+
+uint32_t stfs_model_node_count(const struct stfs_model *m)
+{
+	return m->tree.nnodes;
+}
+
+int stfs_model_node(const struct stfs_model *m, uint32_t node,
+		    struct stfs_node_info *out)
+{
+	const struct stfs_node *n;
+
+	if (node >= m->tree.nnodes)
+		return -ENOENT;
+	n = &m->tree.nodes[node];
+	memset(out, 0, sizeof(*out));
+	out->parent = n->parent;
+	out->name = n->name;
+	out->name_len = n->name_len;
+	if (n->entry == STFS_NODE_DIR) {
+		out->kind = STFS_NODE_KIND_DIR;
+		out->children = n->count;
+		out->subdirs = n->subdirs;
+	} else if (n->entry == m->nentries) {
+		out->kind = STFS_NODE_KIND_HEADER;
+		out->size = m->index ? m->index_len : m->files[0]->header_len;
+	} else {
+		out->kind = STFS_NODE_KIND_TENSOR;
+		out->tensor = n->entry;
+		out->view = (enum stfs_view)n->extra;
+		out->size = stfs_view_size(m->entries[n->entry].t, out->view,
+					   NULL);
+	}
+	return 0;
+}
+
+int64_t stfs_model_child(const struct stfs_model *m, uint32_t dir,
+			 uint32_t k)
+{
+	const struct stfs_node *d;
+
+	if (dir >= m->tree.nnodes)
+		return -ENOENT;
+	d = &m->tree.nodes[dir];
+	if (d->entry != STFS_NODE_DIR || k >= d->count)
+		return -ENOENT;
+	return m->tree.children[d->first + k];
+}
+
+int64_t stfs_model_lookup(const struct stfs_model *m, uint32_t dir,
+			  const char *name, size_t len)
+{
+	return stfs_tree_lookup(&m->tree, dir, name, len);
+}
+
+size_t stfs_model_tensor_views(const struct stfs_model *m, size_t i,
+			       uint32_t *nodes)
+{
+	const struct stfs_tree *t = &m->tree;
+	size_t n = 0;
+
+	if (!m->first_view || i >= m->nentries)
+		return 0;
+	for (uint32_t k = m->first_view[i]; k < t->nnodes &&
+	     t->nodes[k].entry == i && t->nodes[k].extra; k++)
+		nodes[n++] = k;
+	return n;
+}
+
+char *stfs_model_node_path(const struct stfs_model *m, uint32_t node)
+{
+	return stfs_tree_path(&m->tree, node);
+}
+
+int stfs_model_content(const struct stfs_model *m, uint32_t node,
+		       struct stfs_content **out)
+{
+	struct stfs_node_info ni;
+	const struct stfs_entry *e;
+	const struct stfs_file *f;
+	struct stfs_content *c;
+	int rc;
+
+	*out = NULL;
+	if ((rc = stfs_model_node(m, node, &ni)))
+		return rc;
+	switch (ni.kind) {
+	case STFS_NODE_KIND_DIR:
+		return -EISDIR;
+	case STFS_NODE_KIND_HEADER:
+		if (!(c = stfs_content_new()))
+			return -ENOMEM;
+		f = m->files[0];
+		rc = m->index ?
+		     stfs_content_add_inline(c, m->index, m->index_len, 0) :
+		     stfs_content_add_range(c, f->src, 8, f->header_len);
+		if (rc) {
+			stfs_content_free(c);
+			return rc;
+		}
+		*out = c;
+		return 0;
+	case STFS_NODE_KIND_TENSOR:
+		break;
+	}
+	e = &m->entries[ni.tensor];
+	f = m->files[e->file];
+	return stfs_content_view(e->t, ni.view, f->src,
+				 f->data_start + e->t->begin, out);
+}

@@ -1,0 +1,60 @@
+/*
+ * model.h: the model layer's private declarations, shared by file.c,
+ * model.c, shards.c and index_json.c (never installed).
+ */
+#ifndef STFS_MODEL_H
+#define STFS_MODEL_H
+
+#include "stfs/stfs.h"
+#include "source.h"
+#include "tree.h"
+
+struct stfs_file {
+	struct stfs_source *src;
+	uint64_t header_len;      /* N */
+	uint64_t data_start;      /* 8 + N */
+	struct stfs_header *header;
+};
+
+/* One tensor of the model and the file it lives in. */
+struct stfs_entry {
+	const struct stfs_tensor *t;
+	uint32_t file;            /* index into model->files */
+};
+
+struct stfs_model {
+	struct stfs_location *loc;
+	size_t nfiles;
+	struct stfs_file **files;
+	char **file_names;        /* relative to the location */
+	int sharded;              /* a directory or an index */
+	size_t nentries;
+	struct stfs_entry *entries; /* sorted by name bytes */
+	struct stfs_tree tree;    /* entries, then the header file */
+	uint32_t *first_view;     /* per entry: its first view node, or NULL */
+	char *index;              /* the merged index of shards, or NULL */
+	size_t index_len;
+	const struct stfs_meta **meta;  /* shared __metadata__, by key */
+	size_t nmeta;
+};
+
+/* Open file `name` of the location and add it to the model; errors name
+ * the shard when the model is sharded. */
+int stfs_model_add_file(struct stfs_model *m, const char *name,
+			struct stfs_error *err);
+/* Make every tensor of every file an entry, sorted by name. */
+int stfs_model_collect(struct stfs_model *m, struct stfs_error *err);
+/* Sort the entries by name (then file). */
+void stfs_model_sort(struct stfs_model *m);
+/* Refuse a name found in two files (entries sorted by name). */
+int stfs_model_unique(const struct stfs_model *m, struct stfs_error *err);
+/* Open the shards an index names (shards.c). */
+int stfs_shards_open_index(struct stfs_model *m,
+			   void (*warn)(void *, const char *), void *ctx,
+			   struct stfs_error *err);
+/* The merged index shown as the header file of a sharded mount
+ * (index_json.c); index_meta is the index's "metadata" as JSON, or NULL. */
+int stfs_model_index_json(struct stfs_model *m, const char *index_meta,
+			  size_t meta_len, struct stfs_error *err);
+
+#endif

@@ -1,0 +1,191 @@
+/*
+ * locate.c: the locator.  It turns the SOURCE argument into a location:
+ * one file, an index file with its shards beside it, or a directory of
+ * shards with no index.  It is the only place that looks at the argument
+ * itself (stat, realpath, the directory listing); everything above opens
+ * files by name through stfs_location_open().
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "format.h"
+#include "source.h"
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t a = strlen(s), b = strlen(suffix);
+
+	return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int nomem(struct stfs_error *err)
+{
+	return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET, "out of memory");
+}
+
+static int push(char ***list, size_t *n, const char *s)
+{
+	char **p = realloc(*list, (*n + 1) * sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	*list = p;
+	if (!(p[*n] = strdup(s)))
+		return -ENOMEM;
+	(*n)++;
+	return 0;
+}
+
+static void free_list(char **list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(list[i]);
+	free(list);
+}
+
+/* A directory: its one index, or its *.safetensors files. */
+static int list_dir(struct stfs_location *loc, struct stfs_error *err)
+{
+	DIR *d = opendir(loc->base);
+	struct dirent *de;
+	char **indexes = NULL;
+	size_t nindexes = 0;
+	int rc = 0;
+
+	if (!d)
+		return stfs_fail(err, -errno, NULL, STFS_NO_OFFSET,
+				 "cannot open directory: %s", strerror(errno));
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		if (ends_with(de->d_name, ".safetensors.index.json"))
+			rc = push(&indexes, &nindexes, de->d_name);
+		else if (ends_with(de->d_name, ".safetensors"))
+			rc = push(&loc->names, &loc->nnames, de->d_name);
+		if (rc) {
+			rc = nomem(err);
+			goto out;
+		}
+	}
+	qsort(indexes, nindexes, sizeof(*indexes), cmp_str);
+	qsort(loc->names, loc->nnames, sizeof(*loc->names), cmp_str);
+	if (nindexes > 1) {
+		char names[400] = "";
+		for (size_t i = 0; i < nindexes; i++) {
+			size_t l = strlen(names);
+			snprintf(names + l, sizeof(names) - l, "%s%s",
+				 i ? ", " : "", indexes[i]);
+		}
+		rc = stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET,
+			       "several index files, give one of them as "
+			       "the source: %s", names);
+	} else if (nindexes == 1) {
+		loc->kind = STFS_LOC_INDEX;
+		loc->name = indexes[0];
+		indexes[0] = NULL;
+	} else if (loc->nnames == 0) {
+		rc = stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET,
+			       "no *.safetensors files in this directory");
+	}
+out:
+	closedir(d);
+	free_list(indexes, nindexes);
+	return rc;
+}
+
+int stfs_locate(const char *arg, struct stfs_location **out,
+		struct stfs_error *err)
+{
+	struct stfs_location *loc;
+	const char *slash;
+	struct stat st;
+	int rc;
+
+	*out = NULL;
+	loc = calloc(1, sizeof(*loc));
+	if (!loc || !(loc->arg = strdup(arg))) {
+		free(loc);
+		return nomem(err);
+	}
+	loc->canonical = realpath(arg, NULL);
+	if (!loc->canonical) {
+		rc = stfs_fail(err, -errno, NULL, STFS_NO_OFFSET, "%s",
+			       strerror(errno));
+		goto fail;
+	}
+	if (stat(loc->canonical, &st) == 0 && S_ISDIR(st.st_mode)) {
+		loc->kind = STFS_LOC_DIR;
+		if (!(loc->base = strdup(arg))) {
+			rc = nomem(err);
+			goto fail;
+		}
+		if ((rc = list_dir(loc, err)))
+			goto fail;
+		*out = loc;
+		return 0;
+	}
+	/* a file: its directory as given, and its name */
+	loc->kind = ends_with(arg, ".index.json") ? STFS_LOC_INDEX :
+		    STFS_LOC_FILE;
+	slash = strrchr(arg, '/');
+	if (!slash)
+		loc->base = strdup(".");
+	else if (slash == arg)
+		loc->base = strdup("/");
+	else
+		loc->base = strndup(arg, (size_t)(slash - arg));
+	loc->name = strdup(slash ? slash + 1 : arg);
+	if (!loc->base || !loc->name) {
+		rc = nomem(err);
+		goto fail;
+	}
+	*out = loc;
+	return 0;
+fail:
+	stfs_location_free(loc);
+	return rc;
+}
+
+void stfs_location_free(struct stfs_location *loc)
+{
+	if (!loc)
+		return;
+	free_list(loc->names, loc->nnames);
+	free(loc->arg);
+	free(loc->canonical);
+	free(loc->base);
+	free(loc->name);
+	free(loc);
+}
+
+int stfs_location_open(const struct stfs_location *loc, const char *name,
+		       struct stfs_source **out, struct stfs_error *err)
+{
+	char *path;
+	int rc;
+
+	*out = NULL;
+	if (!*name || strchr(name, '/'))
+		return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET,
+				 "not a plain file name");
+	/* the file itself keeps the name it was given */
+	if (loc->kind == STFS_LOC_FILE && strcmp(name, loc->name) == 0)
+		return stfs_source_open_file(loc->arg, out, err);
+	if (asprintf(&path, "%s%s%s", loc->base,
+		     ends_with(loc->base, "/") ? "" : "/", name) < 0)
+		return nomem(err);
+	rc = stfs_source_open_file(path, out, err);
+	free(path);
+	return rc;
+}

@@ -1,0 +1,81 @@
+/*
+ * source.c: what every byte source shares: the public calls, which
+ * dispatch to the kind's operations, the asynchronous read with its
+ * synchronous fallback, and reading a small source whole.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "format.h"
+#include "source.h"
+
+void stfs_source_close(struct stfs_source *s)
+{
+	if (s)
+		s->ops->close(s);
+}
+
+void stfs_source_info(const struct stfs_source *s,
+		      struct stfs_source_info *out)
+{
+	*out = s->info;
+}
+
+const char *stfs_source_name(const struct stfs_source *s)
+{
+	return s->name;
+}
+
+const void *stfs_source_map(const struct stfs_source *s)
+{
+	return s->map;
+}
+
+static int in_range(const struct stfs_source *s, size_t len, uint64_t off)
+{
+	return off <= s->info.size && len <= s->info.size - off;
+}
+
+int stfs_source_read(struct stfs_source *s, void *buf, size_t len,
+		     uint64_t off)
+{
+	if (!in_range(s, len, off))
+		return -EIO;
+	if (len == 0)
+		return 0;
+	return s->ops->read(s, buf, len, off);
+}
+
+void stfs_source_read_async(struct stfs_source *s, void *buf, size_t len,
+			    uint64_t off, stfs_source_done done, void *arg)
+{
+	if (!in_range(s, len, off) || len == 0 || !s->ops->read_async) {
+		done(arg, in_range(s, len, off) ?
+		     (len ? s->ops->read(s, buf, len, off) : 0) : -EIO);
+		return;
+	}
+	s->ops->read_async(s, buf, len, off, done, arg);
+}
+
+int stfs_source_slurp(struct stfs_source *s, uint64_t max, char **out,
+		      size_t *len)
+{
+	uint64_t n = s->info.size;
+	char *buf;
+	int rc;
+
+	*out = NULL;
+	*len = 0;
+	if (n > max)
+		return -EFBIG;
+	if (!(buf = malloc((size_t)n + 1)))
+		return -ENOMEM;
+	if ((rc = stfs_source_read(s, buf, (size_t)n, 0))) {
+		free(buf);
+		return rc;
+	}
+	buf[n] = '\0';
+	*out = buf;
+	*len = (size_t)n;
+	return 0;
+}

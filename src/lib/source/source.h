@@ -1,0 +1,75 @@
+/*
+ * source.h: the byte-source layer's declarations for the layers above it
+ * (never installed): the operations a kind of source implements, the
+ * asynchronous read, and the locator that turns a SOURCE argument into
+ * named sources.
+ */
+#ifndef STFS_SOURCE_H
+#define STFS_SOURCE_H
+
+#include "stfs/stfs.h"
+
+/* Completion of an asynchronous read: err is 0 or a negative errno. */
+typedef void (*stfs_source_done)(void *arg, int err);
+
+struct stfs_source_ops {
+	void (*close)(struct stfs_source *s);
+	/* Read exactly len bytes at off (within the size): 0 or -errno. */
+	int (*read)(struct stfs_source *s, void *buf, size_t len,
+		    uint64_t off);
+	/* Start such a read and call done exactly once, now or later, from
+	 * any thread.  NULL: read() then done(), before returning. */
+	void (*read_async)(struct stfs_source *s, void *buf, size_t len,
+			   uint64_t off, stfs_source_done done, void *arg);
+};
+
+/* What every kind of source shares; kinds embed it first. */
+struct stfs_source {
+	const struct stfs_source_ops *ops;
+	char *name;
+	struct stfs_source_info info;
+	const void *map;            /* info.size bytes, or NULL */
+};
+
+/* Read [off, off + len) of s asynchronously (see read_async).  Reads past
+ * the size complete with -EIO. */
+void stfs_source_read_async(struct stfs_source *s, void *buf, size_t len,
+			    uint64_t off, stfs_source_done done, void *arg);
+
+/* Read the whole of s (at most max bytes, else -EFBIG) into a new buffer,
+ * NUL-terminated: 0 or -errno. */
+int stfs_source_slurp(struct stfs_source *s, uint64_t max, char **out,
+		      size_t *len);
+
+/* ---- the locator ------------------------------------------------------ */
+
+enum stfs_loc_kind {
+	STFS_LOC_FILE,      /* one safetensors file: name */
+	STFS_LOC_INDEX,     /* an index file: name, shards beside it */
+	STFS_LOC_DIR,       /* shards with no index: names */
+};
+
+/*
+ * Where a model's bytes are: its kind, and the names of its files, which
+ * stfs_location_open() turns into sources.  Names are plain file names
+ * relative to the location (no '/').
+ */
+struct stfs_location {
+	enum stfs_loc_kind kind;
+	char *arg;          /* SOURCE as given */
+	char *canonical;    /* its absolute form (the mount's device) */
+	char *base;         /* the directory names are relative to */
+	char *name;         /* FILE and INDEX: that file's name */
+	char **names;       /* DIR: the *.safetensors files, sorted */
+	size_t nnames;
+};
+
+/* Find what SOURCE names; errors say what is wrong with it. */
+int stfs_locate(const char *arg, struct stfs_location **out,
+		struct stfs_error *err);
+void stfs_location_free(struct stfs_location *loc);
+/* Open the file called name at loc. */
+int stfs_location_open(const struct stfs_location *loc, const char *name,
+		       struct stfs_source **out, struct stfs_error *err);
+
+#endif
