@@ -13,12 +13,33 @@ bash scripts/deps.sh || exit 1
 passed=0
 failed=0
 
-count() {   # add up meson's testlog: each test is one pass or fail
+# Add up test cases, not suites: Check's checks of the unit suite, and
+# each test function of a mount test file (from its own closing line); a
+# suite that crashed or failed with no such line counts one failure more.
+count() {   # meson's testlog.json
 	local p f
-	read -r p f < <(python3 -c 'import json, sys
-r = [json.loads(l)["result"] for l in open(sys.argv[1])]
-print(r.count("OK"), sum(x not in ("OK", "SKIP") for x in r))' "$1" ||
-		echo "0 1")
+	read -r p f < <(/usr/bin/python3 - "$1" <<'PY' || echo "0 1"
+import json, re, sys
+p = f = 0
+for line in open(sys.argv[1]):
+    t = json.loads(line)
+    out = t.get("stdout") or ""
+    m = re.findall(r"^(\d+) passed, (\d+) failed$", out, re.M)
+    c = re.findall(r"Checks: (\d+), Failures: (\d+), Errors: (\d+)", out)
+    if m:
+        tp, tf = map(int, m[-1])
+    elif c:
+        n, fl, er = map(int, c[-1])
+        tp, tf = n - fl - er, fl + er
+    else:
+        tp, tf = (1, 0) if t["result"] == "OK" else (0, 1)
+    if t["result"] not in ("OK", "SKIP") and tf == 0:
+        tf = 1
+    p += tp
+    f += tf
+print(p, f)
+PY
+)
 	passed=$((passed + p))
 	failed=$((failed + f))
 }
@@ -62,12 +83,14 @@ if run_build build-asan -Db_sanitize=address,undefined -Db_lundef=false \
 	count build-asan/meson-logs/testlog.json
 fi
 
-if [ -x tests/fuzz/run-fuzz.sh ]; then
-	if bash tests/fuzz/run-fuzz.sh "${STFS_FUZZ_SECONDS:-60}"; then
-		passed=$((passed + 1))
-	else
-		failed=$((failed + 1))
-	fi
+if [ -x tests/fuzz/run-fuzz.sh ]; then   # one case per harness
+	out=$(bash tests/fuzz/run-fuzz.sh "${STFS_FUZZ_SECONDS:-60}" 2>&1)
+	echo "$out"
+	p=$(echo "$out" | grep -cE "^fuzz: fuzz_[a-z]+ exit 0$")
+	f=$(echo "$out" | grep -cE "^fuzz: fuzz_[a-z]+ exit [1-9]")
+	[ $((p + f)) -gt 0 ] || f=1     # it did not even build
+	passed=$((passed + p))
+	failed=$((failed + f))
 fi
 
 echo "$passed passed, $failed failed"

@@ -11,5 +11,6 @@ Suite *dtype_suite(void);
 Suite *file_suite(void);
 Suite *names_suite(void);
 Suite *views_suite(void);
+Suite *model_suite(void);
 
 #endif

@@ -15,7 +15,8 @@
 - sources that are a device or unreadable give a clear error, nothing
   mounted;
 - a header of 1,000,000 tensors: mount time, daemon memory bounded by a
-  small multiple of the header size, O(log n) lookups.
+  small multiple of the header size, O(log n) lookups;
+- out of memory while opening a source: a message that says so.
 """
 import hashlib
 import json
@@ -557,6 +558,42 @@ def test_million_tensors(d, mnt):
     assert T.wait_gone(mnt)
 
 
+def test_out_of_memory(d, mnt):
+    """Out of memory while opening a source: a message that says so, exit
+    1, nothing mounted.  The release build runs under an address-space
+    limit; under ASan (which reserves terabytes of shadow) allocations
+    above 8 MB fail instead."""
+    src = os.path.join(d, "many.safetensors")
+    hlen = T.make_many(src, 200000)
+    env = dict(os.environ)
+    limits = [None]
+    if os.environ.get("STFS_SANITIZED"):
+        env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + \
+            ":allocator_may_return_null=1:max_allocation_size_mb=8"
+    else:
+        # from too little to map the file up to enough to parse it: every
+        # allocation on the way fails once
+        limits = [hlen + (k << 20) for k in range(4, 72, 4)]
+    seen = set()
+    for lim in limits:
+        pre = ["prlimit", "--as=%d" % lim] if lim else []
+        for cmd in (["inspect"], ["mount"]):
+            args = pre + [T.STFS] + cmd + [src] + \
+                ([mnt] if cmd == ["mount"] else [])
+            r = subprocess.run(args, capture_output=True, timeout=60,
+                               env=env)
+            err = r.stderr.decode(errors="replace")
+            assert not T.is_mount(mnt) and not T.daemons_for(mnt)
+            if r.returncode == 0:
+                continue
+            assert r.returncode == 1, (lim, cmd, r.returncode, err)
+            assert re.match(r"stfs: %s: \S.*memory" % re.escape(src),
+                            err, re.I), (lim, cmd, err)
+            seen.add(err.split(": ", 2)[2].strip())
+    assert seen, "no limit made stfs run out of memory"
+    print("     messages: %s" % sorted(seen))
+
+
 def main():
     return T.run_tests([
         test_concurrent_readers,
@@ -566,6 +603,7 @@ def main():
         test_source_kinds,
         test_user_mount,
         test_million_tensors,
+        test_out_of_memory,
     ])
 
 

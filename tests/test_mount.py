@@ -15,6 +15,7 @@ import json
 import mmap
 import os
 import random
+import shutil
 import stat
 import subprocess
 import sys
@@ -688,6 +689,16 @@ def test_shard_refusals(d, mnt):
     shard(c, "b.safetensors", ["y"])
     cases.append((c, 'tensor "y" is in two shards: a.safetensors and '
                   'b.safetensors'))
+    # one real shard copied twice, no index: every name is in both, and
+    # names of one shard do not sort next to each other (bool_3 and
+    # bool_35 lie between the two copies of bool_3)
+    c = os.path.join(d, "copies")
+    os.makedirs(c)
+    real = os.path.join(T.REAL, "jl-sharded",
+                        "model-00001-of-00006.safetensors")
+    for n in ("a.safetensors", "b.safetensors"):
+        shutil.copy(real, os.path.join(c, n))
+    cases.append((c, "is in two shards: a.safetensors and b.safetensors"))
     c = os.path.join(d, "badjson")
     shard(c, "a.safetensors", ["x"])
     index(c, None, text='{"weight_map": {"x": "a.safetensors",}')

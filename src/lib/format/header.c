@@ -963,7 +963,8 @@ int stfs_header_parse(const char *buf, size_t len, uint64_t data_len,
 				 base + bad);
 	P.arena = malloc(len + 1);
 	if (!P.arena)
-		return -ENOMEM;
+		return stfs_fail(P.err, -ENOMEM, NULL, STFS_NO_OFFSET,
+				 "out of memory for a %zu-byte header", len);
 	stfs_hint_huge(P.arena, len + 1, 0);
 	if ((rc = parse_top(&P)))
 		goto fail;
