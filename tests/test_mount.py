@@ -345,6 +345,68 @@ def test_readahead(d, mnt):
     assert 8 <= reads <= 12, "%d READ requests for 8 MiB" % reads
 
 
+def count_reads(src, mnt, opts, size):
+    """Read the whole tensor w through a -d mount: (READ requests, bdi
+    readahead, sha256 of the bytes)."""
+    p = subprocess.Popen([T.STFS, "mount", "-d"] + opts + [src, mnt],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    T._procs.append(p)
+    T._mounts.append(mnt)
+    assert T.wait_mount(mnt, p)
+    ra = bdi_readahead(mnt)
+    with open(os.path.join(mnt, "w"), "rb") as f:
+        h = hashlib.sha256(f.read()).hexdigest()
+    T.unmount(mnt)
+    err = p.communicate(timeout=30)[1].decode(errors="replace")
+    return err.count("opcode: READ (15)"), ra, h
+
+
+def test_max_request(d, mnt):
+    """max_request= (and the default) ask the kernel at INIT for read
+    requests larger than libfuse's 1 MiB, as far as the kernel's
+    fs.fuse.max_pages_limit allows; an explicit value raises that limit
+    (root).  The readahead follows unless readahead= is given."""
+    limit_path = "/proc/sys/fs/fuse/max_pages_limit"
+    data = os.urandom(64 << 20)
+    want = hashlib.sha256(data).hexdigest()
+    src = T.write_st(os.path.join(d, "r.safetensors"),
+                     [("w", "U8", [len(data)], data)])
+    with open(limit_path) as f:
+        old = f.read().strip()
+    try:
+        with open(limit_path, "w") as f:
+            f.write("256\n")
+        # the kernel's default limit: libfuse's 1 MiB requests
+        reads, ra, h = count_reads(src, mnt, [], len(data))
+        assert h == want and ra == 1024 and 60 <= reads <= 72, (reads, ra)
+        # asked for: the limit is raised, 8 MiB requests
+        reads, ra, h = count_reads(src, mnt, ["-o", "max_request=8192"],
+                                   len(data))
+        assert h == want and ra == 8192 and 7 <= reads <= 12, (reads, ra)
+        with open(limit_path) as f:
+            assert f.read().strip() == "2048"
+        # a limit someone raised: the default asks for up to 16 MiB
+        reads, ra, h = count_reads(src, mnt, [], len(data))
+        assert h == want and ra == 8192 and 7 <= reads <= 12, (reads, ra)
+        with open(limit_path, "w") as f:
+            f.write("8192\n")
+        reads, ra, h = count_reads(src, mnt, [], len(data))
+        assert h == want and ra == 16384 and 3 <= reads <= 6, (reads, ra)
+        # readahead= wins over the request size
+        reads, ra, h = count_reads(src, mnt, ["-o", "readahead=1024"],
+                                   len(data))
+        assert h == want and ra == 1024 and 60 <= reads <= 72, (reads, ra)
+    finally:
+        with open(limit_path, "w") as f:
+            f.write(old + "\n")
+    for bad in ("0", "3", "262141", "1k", "-4", ""):
+        r = subprocess.run([T.STFS, "mount", "-o", "max_request=" + bad,
+                            src, mnt], capture_output=True, timeout=30)
+        assert r.returncode == 2 and b"max_request=" in r.stderr and \
+            b"give 4 to 262140 (KiB)" in r.stderr, (bad, r)
+        assert not T.is_mount(mnt)
+
+
 def test_background_and_helper(d, mnt):
     src, tensors = sample(d)
     # stfs mount returns once the mount is live
@@ -799,6 +861,7 @@ def main():
         test_contract,
         test_flat_and_owner,
         test_readahead,
+        test_max_request,
         test_background_and_helper,
         test_errors_leave_nothing,
         test_lazy_sparse,

@@ -15,6 +15,8 @@
 
 #define STFS_DEFAULT_THREADS 4
 #define STFS_DEFAULT_READAHEAD 1024
+/* KiB: the largest read request asked for unless -o max_request= */
+#define STFS_DEFAULT_MAX_REQUEST 16384
 
 /* Per-mount state, reached through fuse_req_userdata(). */
 struct stfs_fs {
@@ -25,7 +27,11 @@ struct stfs_fs {
 	double timeout;           /* attr and entry cache, seconds */
 	unsigned readahead_kb;    /* what to ask of the kernel at INIT */
 	unsigned max_read;        /* the max_read= option, or 0 */
+	unsigned max_pages;       /* read request size to ask for at INIT */
 	int initialized;          /* INIT has reached .init */
+	int init_replied;         /* io.c has reshaped the INIT reply */
+	uint64_t init_unique;     /* the INIT request, for io.c */
+	char init_out[128];       /* io.c's copy of the INIT reply */
 	struct timespec mtime;    /* the newest of the sources' */
 	uint64_t total_bytes;     /* of all tensors, for statfs */
 	/* root xattrs: shared __metadata__ under escaped names, sorted */
@@ -51,6 +57,15 @@ void stfs_fs_destroy(struct stfs_fs *fs);
 int stfs_set_readahead(const char *mnt, unsigned kb, unsigned *cur);
 /* Go to the background unless foreground; log to syslog or log_file. */
 int stfs_daemonize(int foreground, const char *log_file, const char *src);
+
+/* io.c: the channel to the kernel: plain read/writev on the session's
+ * fd, with the INIT reply asking for fs->max_pages pages per request.
+ * Call after fuse_session_mount(): 0 or -errno. */
+int stfs_io_install(struct fuse_session *se);
+/* /proc/sys/fs/fuse/max_pages_limit: read it (0 or -errno), raise it
+ * (root only: 0 or -errno). */
+int stfs_max_pages_limit(unsigned *out);
+int stfs_raise_max_pages_limit(unsigned pages);
 
 /* serve.c: answer requests up to the kernel's INIT, until *initialized is
  * set (by .init): 0, or -errno if the session ended instead. */

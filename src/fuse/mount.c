@@ -37,7 +37,7 @@ struct stfs_opts {
 	int version;
 	int single;
 	/* number options, as given; checked by number_opts() */
-	char *uid, *gid, *umask, *threads, *readahead, *max_read;
+	char *uid, *gid, *umask, *threads, *readahead, *max_read, *max_request;
 	char *log;
 };
 
@@ -62,6 +62,7 @@ static const struct fuse_opt stfs_opt_spec[] = {
 	STFS_OPT("umask=%s", umask, 0),
 	STFS_OPT("threads=%s", threads, 0),
 	STFS_OPT("readahead=%s", readahead, 0),
+	STFS_OPT("max_request=%s", max_request, 0),
 	STFS_OPT("log=%s", log, 0),
 	FUSE_OPT_KEY("max_read=", KEY_MAX_READ),   /* libfuse's, and ours */
 	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
@@ -111,13 +112,18 @@ void stfs_usage(FILE *out)
 "  -o umask=OOO       clear these bits from 0444 files / 0555 directories\n"
 "  -o threads=N       up to N threads; more than one only while several\n"
 "                     reads go on at once (default %d)\n"
-"  -o readahead=KB    kernel readahead for the mount (default %d)\n"
+"  -o readahead=KB    kernel readahead for the mount (default %d, or\n"
+"                     max_request if that is larger)\n"
+"  -o max_request=KB  largest read request to ask the kernel for (default:\n"
+"                     up to %d, as far as fs.fuse.max_pages_limit allows;\n"
+"                     given, root raises that limit)\n"
 "  -o log=FILE        where a background daemon logs (default: syslog)\n"
 "  -o allow_other, default_permissions, max_read=N, ... : as for any\n"
 "                     FUSE filesystem (see mount.fuse3(8)); ro is implied\n"
 "\n"
 "Exit status: 0 success, 1 invalid source or failed mount, 2 usage error.\n"
-"See stfs(1).\n", STFS_HEADER_FILE, STFS_DEFAULT_THREADS, STFS_DEFAULT_READAHEAD);
+"See stfs(1).\n", STFS_HEADER_FILE, STFS_DEFAULT_THREADS, STFS_DEFAULT_READAHEAD,
+	STFS_DEFAULT_MAX_REQUEST);
 }
 
 /* A model warning on stderr; ctx is the SOURCE string. */
@@ -205,7 +211,7 @@ static int number_opts(const struct stfs_opts *o, const char *src,
 {
 	unsigned long uid = getuid(), gid = getgid(), umask = 0,
 		      th = STFS_DEFAULT_THREADS, ra = STFS_DEFAULT_READAHEAD,
-		      max_read = 0;
+		      max_read = 0, max_req = 0;
 
 	if (number_opt(src, "uid", o->uid, 10, 0, 4294967294UL,
 		       "a user id, 0 to 4294967294", &uid) ||
@@ -218,8 +224,11 @@ static int number_opts(const struct stfs_opts *o, const char *src,
 	    number_opt(src, "readahead", o->readahead, 10, 1, 1048576,
 		       "1 to 1048576 (KiB)", &ra) ||
 	    number_opt(src, "max_read", o->max_read, 10, 0, UINT_MAX,
-		       "a size in bytes, 0 to 4294967295", &max_read))
+		       "a size in bytes, 0 to 4294967295", &max_read) ||
+	    number_opt(src, "max_request", o->max_request, 10, 4, 262140,
+		       "4 to 262140 (KiB)", &max_req))
 		return -1;
+	fs->max_pages = (unsigned)(max_req + 3) / 4;
 	fs->uid = (uid_t)uid;
 	fs->gid = (gid_t)gid;
 	fs->umask = (mode_t)umask;
@@ -227,6 +236,42 @@ static int number_opts(const struct stfs_opts *o, const char *src,
 	fs->max_read = (unsigned)max_read;
 	*threads = o->single ? 1 : (unsigned)th;
 	return 0;
+}
+
+/*
+ * The read request size to ask for at INIT (fs->max_pages), within what
+ * the kernel grants (fs.fuse.max_pages_limit): the default asks for up to
+ * STFS_DEFAULT_MAX_REQUEST and never touches the limit; an explicit
+ * max_request= raises the limit (root only) or says why it cannot.  The
+ * readahead follows, unless readahead= was given: requests are never
+ * larger than the readahead window.
+ */
+static void request_size(const struct stfs_opts *o, const char *src,
+			 struct stfs_fs *fs)
+{
+	unsigned limit = 0, want = fs->max_pages;
+	int rc;
+
+	if (stfs_max_pages_limit(&limit) < 0)
+		limit = 256;    /* before 6.13: FUSE_MAX_MAX_PAGES */
+	if (!want) {
+		want = STFS_DEFAULT_MAX_REQUEST / 4;
+		if (want > limit)
+			want = limit;
+	} else if (want > limit) {
+		rc = stfs_raise_max_pages_limit(want);
+		if (rc < 0) {
+			fprintf(stderr, "stfs: %s: max_request=%s: cannot raise "
+				"fs.fuse.max_pages_limit from %u pages (%s); "
+				"requests stay at most %u KiB\n", src,
+				o->max_request, limit, strerror(-rc),
+				limit * 4);
+			want = limit;
+		}
+	}
+	fs->max_pages = want;
+	if (!o->readahead && want * 4 > fs->readahead_kb)
+		fs->readahead_kb = want * 4;
 }
 
 /* Is path itself a mount point (or a dead FUSE mount)?  0, or -errno. */
@@ -358,12 +403,16 @@ int stfs_mount_main(int argc, char **argv)
 		goto out_model;
 	}
 	fs.timeout = 86400.0;
+	request_size(&o, src, &fs);
 	if (o.debug)
 		fprintf(stderr, "stfs: %s: flat=%d npy=%d convert=%s uid=%u "
-			"gid=%u umask=%03o threads=%u readahead=%u log=%s\n",
+			"gid=%u umask=%03o threads=%u readahead=%u "
+			"max_request=%s log=%s\n",
 			src, o.flat, o.npy, o.convert ? o.convert : "none",
 			(unsigned)fs.uid, (unsigned)fs.gid, (unsigned)fs.umask,
-			threads, fs.readahead_kb, o.log ? o.log : "syslog");
+			threads, fs.readahead_kb,
+			o.max_request ? o.max_request : "default",
+			o.log ? o.log : "syslog");
 	if (stfs_fs_init(&fs)) {
 		fprintf(stderr, "stfs: %s: out of memory\n", src);
 		goto out_model;
@@ -376,6 +425,11 @@ int stfs_mount_main(int argc, char **argv)
 		fprintf(stderr, "stfs: %s: cannot mount on %s\n", src,
 			o.mountpoint);
 		goto out_signals;
+	}
+	if (stfs_io_install(se) != 0) {
+		fprintf(stderr, "stfs: %s: cannot set up the FUSE channel\n",
+			src);
+		goto out_unmount;
 	}
 	if (stfs_serve_init(se, &fs.initialized) != 0) {
 		fprintf(stderr, "stfs: %s: the FUSE session did not start "
@@ -412,6 +466,7 @@ out_args:
 	free(o.umask);
 	free(o.threads);
 	free(o.readahead);
+	free(o.max_request);
 	free(o.max_read);
 	fuse_opt_free_args(&args);
 	return ret;
