@@ -102,7 +102,7 @@ static int64_t node_at(const struct stfs_model *m, const char *path)
 	return node;
 }
 
-/* The whole content of the file at path in m. */
+/* The whole content of the file at path in m, NUL-terminated. */
 static char *read_file(const struct stfs_model *m, const char *path,
 		       size_t *len)
 {
@@ -116,6 +116,7 @@ static char *read_file(const struct stfs_model *m, const char *path,
 	buf = malloc(*len + 1);
 	ck_assert_int_eq(stfs_content_pread(c, buf, *len + 1, 0),
 			 (ssize_t)*len);
+	buf[*len] = '\0';
 	stfs_content_free(c);
 	return buf;
 }

@@ -31,7 +31,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/uio.h>
 #include <sys/xattr.h>
+#include <pthread.h>
 
 #include "fs.h"
 
@@ -186,10 +188,52 @@ static void stfs_ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 	free(buf);
 }
 
+/*
+ * Open files.  A handle holds a file's content from open to release; the
+ * handles are listed, so that those still open when the session ends (no
+ * RELEASE comes after an unmount) are freed too.
+ */
+struct stfs_fs_handle {
+	struct stfs_content *content;
+	struct stfs_fs_handle *prev, *next;
+};
+
+static struct stfs_fs_handle *handle_new(struct stfs_fs *fs,
+					 struct stfs_content *c)
+{
+	struct stfs_fs_handle *h = calloc(1, sizeof(*h));
+
+	if (!h)
+		return NULL;
+	h->content = c;
+	pthread_mutex_lock(&fs->handles_mu);
+	h->next = fs->handles;
+	if (h->next)
+		h->next->prev = h;
+	fs->handles = h;
+	pthread_mutex_unlock(&fs->handles_mu);
+	return h;
+}
+
+static void handle_free(struct stfs_fs *fs, struct stfs_fs_handle *h)
+{
+	pthread_mutex_lock(&fs->handles_mu);
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		fs->handles = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	pthread_mutex_unlock(&fs->handles_mu);
+	stfs_content_free(h->content);
+	free(h);
+}
+
 static void stfs_ll_open(fuse_req_t req, fuse_ino_t ino,
 			 struct fuse_file_info *fi)
 {
-	struct stfs_content *c;
+	struct stfs_content *c = NULL;
+	struct stfs_fs_handle *h = NULL;
 	struct stfs_node_info ni;
 	int rc;
 
@@ -205,20 +249,21 @@ static void stfs_ll_open(fuse_req_t req, fuse_ino_t ino,
 		return;
 	}
 	rc = stfs_model_content(fs_of(req)->model, (uint32_t)(ino - 1), &c);
-	if (rc) {
-		fuse_reply_err(req, -rc);
+	if (rc || !(h = handle_new(fs_of(req), c))) {
+		stfs_content_free(c);
+		fuse_reply_err(req, rc ? -rc : ENOMEM);
 		return;
 	}
-	fi->fh = (uint64_t)(uintptr_t)c;
+	fi->fh = (uint64_t)(uintptr_t)h;
 	fi->keep_cache = 1;
 	if (fuse_reply_open(req, fi) != 0)
-		stfs_content_free(c);   /* interrupted: no release will come */
+		handle_free(fs_of(req), h);  /* interrupted: no release */
 }
 
 static void stfs_ll_release(fuse_req_t req, fuse_ino_t ino,
 			    struct fuse_file_info *fi)
 {
-	stfs_content_free((struct stfs_content *)(uintptr_t)fi->fh);
+	handle_free(fs_of(req), (struct stfs_fs_handle *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
 
@@ -242,7 +287,8 @@ static void read_done(void *arg, const struct iovec *iov, int n, int err)
 static void stfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size,
 			 off_t off, struct fuse_file_info *fi)
 {
-	const struct stfs_content *c = (void *)(uintptr_t)fi->fh;
+	const struct stfs_content *c =
+		((struct stfs_fs_handle *)(uintptr_t)fi->fh)->content;
 
 	if (off < 0) {
 		fuse_reply_err(req, EINVAL);
@@ -630,6 +676,8 @@ int stfs_fs_init(struct stfs_fs *fs)
 
 void stfs_fs_destroy(struct stfs_fs *fs)
 {
+	while (fs->handles)
+		handle_free(fs, fs->handles);
 	for (size_t i = 0; i < fs->nmeta; i++)
 		free(fs->meta[i].xname);
 	free(fs->meta);

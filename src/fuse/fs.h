@@ -9,6 +9,7 @@
 
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
+#include <pthread.h>
 #include <sys/types.h>
 
 #include "stfs/stfs.h"
@@ -34,6 +35,9 @@ struct stfs_fs {
 	char init_out[128];       /* io.c's copy of the INIT reply */
 	struct timespec mtime;    /* the newest of the sources' */
 	uint64_t total_bytes;     /* of all tensors, for statfs */
+	/* open files (fs.c), freed at the end even without a release */
+	struct stfs_fs_handle *handles;
+	pthread_mutex_t handles_mu;
 	/* root xattrs: shared __metadata__ under escaped names, sorted */
 	struct stfs_fs_meta *meta;
 	size_t nmeta;

@@ -327,7 +327,7 @@ int stfs_mount_main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct stfs_opts o = { 0 };
-	struct stfs_fs fs = { 0 };
+	struct stfs_fs fs = { .handles_mu = PTHREAD_MUTEX_INITIALIZER };
 	struct fuse_session *se = NULL;
 	struct stfs_error err;
 	char *fsname = NULL, *mopts = NULL;

@@ -78,8 +78,10 @@ static int list_dir(struct stfs_location *loc, struct stfs_error *err)
 			goto out;
 		}
 	}
-	qsort(indexes, nindexes, sizeof(*indexes), cmp_str);
-	qsort(loc->names, loc->nnames, sizeof(*loc->names), cmp_str);
+	if (nindexes > 1)
+		qsort(indexes, nindexes, sizeof(*indexes), cmp_str);
+	if (loc->nnames > 1)
+		qsort(loc->names, loc->nnames, sizeof(*loc->names), cmp_str);
 	if (nindexes > 1) {
 		char names[400] = "";
 		for (size_t i = 0; i < nindexes; i++) {
