@@ -312,11 +312,7 @@ static int cmp_idx(const void *x, const void *y, void *ctx)
 	const struct stfs_name *names = ctx;
 	const struct stfs_name *a = &names[*(const uint32_t *)x];
 	const struct stfs_name *b = &names[*(const uint32_t *)y];
-	int c = memcmp(a->s, b->s, a->len < b->len ? a->len : b->len);
-
-	if (c)
-		return c;
-	return a->len < b->len ? -1 : a->len > b->len;
+	return stfs_bytes_cmp(a->s, a->len, b->s, b->len);
 }
 
 static int cmp_child(const void *x, const void *y, void *ctx)
@@ -324,12 +320,7 @@ static int cmp_child(const void *x, const void *y, void *ctx)
 	const struct stfs_tree *t = ctx;
 	const struct stfs_node *a = &t->nodes[*(const uint32_t *)x];
 	const struct stfs_node *b = &t->nodes[*(const uint32_t *)y];
-	int c = memcmp(a->name, b->name,
-		       a->name_len < b->name_len ? a->name_len : b->name_len);
-
-	if (c)
-		return c;
-	return a->name_len < b->name_len ? -1 : a->name_len > b->name_len;
+	return stfs_bytes_cmp(a->name, a->name_len, b->name, b->name_len);
 }
 
 static int finish(struct builder *b)
@@ -483,11 +474,8 @@ int64_t stfs_tree_lookup(const struct stfs_tree *t, uint32_t dir,
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 		const struct stfs_node *c = &t->nodes[t->children[d->first + mid]];
-		int r = memcmp(c->name, name, c->name_len < len ? c->name_len :
-			       len);
+		int r = stfs_bytes_cmp(c->name, c->name_len, name, len);
 
-		if (!r)
-			r = c->name_len < len ? -1 : c->name_len > len;
 		if (!r)
 			return t->children[d->first + mid];
 		if (r < 0)
