@@ -82,10 +82,17 @@ int stfs_set_readahead(const char *mnt, unsigned kb, unsigned *cur)
 			*cur = 0;
 		fclose(f);
 	}
-	f = fopen(path, "we");
+	return stfs_write_number(path, kb);
+}
+
+int stfs_write_number(const char *path, unsigned v)
+{
+	FILE *f = fopen(path, "we");
+	int rc = 0;
+
 	if (!f)
 		return -errno;
-	if (fprintf(f, "%u\n", kb) < 0)
+	if (fprintf(f, "%u\n", v) < 0)
 		rc = -EIO;
 	if (fclose(f) != 0 && !rc)
 		rc = -errno;

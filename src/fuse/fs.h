@@ -59,6 +59,8 @@ void stfs_fs_destroy(struct stfs_fs *fs);
  * (-EACCES when not root: only root may write a backing device's
  * read_ahead_kb).  *cur gets the value before, or 0 if unknown. */
 int stfs_set_readahead(const char *mnt, unsigned kb, unsigned *cur);
+/* Write v and a newline to the sysfs or procfs file path: 0 or -errno. */
+int stfs_write_number(const char *path, unsigned v);
 /* Go to the background unless foreground; log to syslog or log_file. */
 int stfs_daemonize(int foreground, const char *log_file, const char *src);
 

@@ -82,14 +82,5 @@ int stfs_max_pages_limit(unsigned *out)
 
 int stfs_raise_max_pages_limit(unsigned pages)
 {
-	FILE *f = fopen(LIMIT_PATH, "we");
-	int rc = 0;
-
-	if (!f)
-		return -errno;
-	if (fprintf(f, "%u\n", pages) < 0)
-		rc = -EIO;
-	if (fclose(f) != 0 && !rc)
-		rc = -errno;
-	return rc;
+	return stfs_write_number(LIMIT_PATH, pages);
 }

@@ -15,46 +15,14 @@
 #define STFS_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #else
 #define STFS_PRINTF(a, b)
-/* Compare two length-counted byte strings as memcmp, shorter first. */
-int stfs_bytes_cmp(const char *a, size_t alen, const char *b, size_t blen);
-
-/*
- * A JSON writer into a growing buffer: always valid JSON out, whatever the
- * bytes in (control bytes and NUL escaped, invalid UTF-8 written as
- * U+FFFD).  Errors (no memory, nesting past 64) stick; stfs_jw_finish
- * then returns NULL.  pretty: two-space indents, one member a line.
- */
-struct stfs_jw {
-	char *buf;
-	size_t len, cap;
-	int failed;
-	int pretty;
-	int depth;
-	unsigned char first[64];   /* no member written yet at this depth */
-	int after_key;
-};
-
-void stfs_jw_init(struct stfs_jw *w, int pretty);
-void stfs_jw_begin(struct stfs_jw *w, char open);   /* '{' or '[' */
-void stfs_jw_end(struct stfs_jw *w, char close);    /* '}' or ']' */
-void stfs_jw_key(struct stfs_jw *w, const char *s, size_t len);
-void stfs_jw_str(struct stfs_jw *w, const char *s, size_t len);
-void stfs_jw_cstr(struct stfs_jw *w, const char *s);
-void stfs_jw_u64(struct stfs_jw *w, uint64_t v);
-void stfs_jw_bool(struct stfs_jw *w, int v);
-void stfs_jw_null(struct stfs_jw *w);
-void stfs_jw_u64s(struct stfs_jw *w, const uint64_t *v, size_t n);
-/* A value already written as JSON (len bytes of valid JSON text). */
-void stfs_jw_raw(struct stfs_jw *w, const char *json, size_t len);
-/* The text (NUL-terminated, *len bytes; the caller frees), or NULL if
- * anything failed (the buffer is freed then). */
-char *stfs_jw_finish(struct stfs_jw *w, size_t *len);
-
 #endif
 
 /* Fill err (if not NULL) and return code.  The rule is appended to msg. */
 int stfs_fail(struct stfs_error *err, int code, const char *rule,
 	      uint64_t offset, const char *fmt, ...) STFS_PRINTF(5, 6);
+
+/* The same for a failed system call: "what: strerror(-code)". */
+int stfs_fail_sys(struct stfs_error *err, int code, const char *what);
 
 /* Rule identifiers, as in RULES.md. */
 #define R1 "R1 size-field"

@@ -108,3 +108,9 @@ int stfs_bytes_cmp(const char *a, size_t alen, const char *b, size_t blen)
 		return c;
 	return alen < blen ? -1 : alen > blen;
 }
+
+int stfs_fail_sys(struct stfs_error *err, int code, const char *what)
+{
+	return stfs_fail(err, code, NULL, STFS_NO_OFFSET, "%s: %s", what,
+			 strerror(-code));
+}

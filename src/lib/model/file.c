@@ -15,12 +15,6 @@
 #include "format.h"
 #include "model.h"
 
-static int sys_fail(struct stfs_error *err, int rc, const char *what)
-{
-	return stfs_fail(err, rc, NULL, STFS_NO_OFFSET, "%s: %s", what,
-			 strerror(-rc));
-}
-
 int stfs_file_open_source(struct stfs_source *src, struct stfs_file **out,
 			  struct stfs_error *err)
 {
@@ -37,7 +31,7 @@ int stfs_file_open_source(struct stfs_source *src, struct stfs_file **out,
 		goto fail;
 	}
 	if ((rc = stfs_source_read(src, le, 8, 0))) {
-		sys_fail(err, rc, "cannot read");
+		stfs_fail_sys(err, rc, "cannot read");
 		goto fail;
 	}
 	n = 0;
@@ -59,11 +53,11 @@ int stfs_file_open_source(struct stfs_source *src, struct stfs_file **out,
 	stfs_hint_huge(hdr, n, 1);
 	f = calloc(1, sizeof(*f));
 	if (!hdr || !f) {
-		rc = sys_fail(err, -ENOMEM, "cannot allocate");
+		rc = stfs_fail_sys(err, -ENOMEM, "cannot allocate");
 		goto fail;
 	}
 	if ((rc = stfs_source_read(src, hdr, n, 8))) {
-		sys_fail(err, rc, "cannot read the header");
+		stfs_fail_sys(err, rc, "cannot read the header");
 		goto fail;
 	}
 	if ((rc = stfs_header_parse(hdr, n, size - 8 - n, 8, &f->header,

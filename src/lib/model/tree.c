@@ -410,23 +410,16 @@ int stfs_tree_build(struct stfs_tree *t, const struct stfs_name *names,
 					  &w)))
 			goto out;
 	}
-	for (size_t i = 0; i < n; i++) {      /* literal names first */
-		struct walk w = { .dir = 0, .entry = order[i] };
-		if (!names[order[i]].literal)
-			continue;
-		if ((rc = walk_components(&b, &names[order[i]], flags, place,
-					  &w)))
-			goto out;
-		t->entry_node[order[i]] = t->nnodes - 1;
-	}
-	for (size_t i = 0; i < n; i++) {
-		struct walk w = { .dir = 0, .entry = order[i] };
-		if (names[order[i]].literal)
-			continue;
-		if ((rc = walk_components(&b, &names[order[i]], flags, place,
-					  &w)))
-			goto out;
-		t->entry_node[order[i]] = t->nnodes - 1;
+	for (int literal = 1; literal >= 0; literal--) {   /* literals first */
+		for (size_t i = 0; i < n; i++) {
+			struct walk w = { .dir = 0, .entry = order[i] };
+			if (!names[order[i]].literal != !literal)
+				continue;
+			if ((rc = walk_components(&b, &names[order[i]], flags,
+						  place, &w)))
+				goto out;
+			t->entry_node[order[i]] = t->nnodes - 1;
+		}
 	}
 	for (size_t i = 0; i < n; i++) {
 		uint32_t e = order[i];

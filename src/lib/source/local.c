@@ -56,12 +56,6 @@ static const struct stfs_source_ops local_ops = {
 	.read = local_read,
 };
 
-static int sys_fail(struct stfs_error *err, int rc, const char *what)
-{
-	return stfs_fail(err, rc, NULL, STFS_NO_OFFSET, "%s: %s", what,
-			 strerror(-rc));
-}
-
 int stfs_source_open_file(const char *path, struct stfs_source **out,
 			  struct stfs_error *err)
 {
@@ -72,9 +66,9 @@ int stfs_source_open_file(const char *path, struct stfs_source **out,
 	*out = NULL;
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0)
-		return sys_fail(err, -errno, "cannot open");
+		return stfs_fail_sys(err, -errno, "cannot open");
 	if (fstat(fd, &st) < 0) {
-		rc = sys_fail(err, -errno, "cannot stat");
+		rc = stfs_fail_sys(err, -errno, "cannot stat");
 		goto fail;
 	}
 	if (S_ISDIR(st.st_mode)) {
@@ -89,7 +83,7 @@ int stfs_source_open_file(const char *path, struct stfs_source **out,
 	}
 	s = calloc(1, sizeof(*s));
 	if (!s || !(s->name = strdup(path))) {
-		rc = sys_fail(err, -ENOMEM, "cannot allocate");
+		rc = stfs_fail_sys(err, -ENOMEM, "cannot allocate");
 		goto fail;
 	}
 	s->ops = &local_ops;
@@ -100,7 +94,7 @@ int stfs_source_open_file(const char *path, struct stfs_source **out,
 		void *map = mmap(NULL, s->info.size, PROT_READ, MAP_SHARED,
 				 fd, 0);
 		if (map == MAP_FAILED) {
-			rc = sys_fail(err, -errno, "cannot map");
+			rc = stfs_fail_sys(err, -errno, "cannot map");
 			goto fail;
 		}
 		s->map = map;
