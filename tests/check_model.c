@@ -326,6 +326,70 @@ START_TEST(t_locate)
 }
 END_TEST
 
+/* The virtual files: found by name, not listed unless asked, and each a
+ * file the strict parser accepts, with the tensors' bytes. */
+START_TEST(t_virtual)
+{
+	const char *names[] = { "a.x", "a.y", "b" };
+	char *p = shard("v", "m.safetensors", names, 3, 3), *buf;
+	struct stfs_model_opts o = { .flags = STFS_TREE_F32 };
+	struct stfs_header *h;
+	struct stfs_node_info ni;
+	struct stfs_model *m;
+	struct stfs_error err;
+	uint64_t n = 0, size;
+	size_t len;
+
+	ck_assert_int_eq(stfs_model_open_opts(p, &o, &m, &err), 0);
+	ck_assert_int_ge(node_at(m, STFS_VIRTUAL_FULL), 0);
+	ck_assert_int_ge(node_at(m, "a/" STFS_VIRTUAL_STRIPPED), 0);
+	ck_assert_int_lt(node_at(m, STFS_VIRTUAL_STRIPPED), 0);
+	ck_assert_int_ge(node_at(m, STFS_VIRTUAL_F32), 0);
+	/* not among the root's children */
+	ck_assert_int_eq(stfs_model_node(m, 0, &ni), 0);
+	ck_assert_uint_eq(ni.children, 3);     /* a, b, %header.json */
+	buf = read_file(m, "a/" STFS_VIRTUAL_STRIPPED, &len);
+	ck_assert_int_eq(stfs_model_node_size(m, (uint32_t)node_at(m,
+				"a/" STFS_VIRTUAL_STRIPPED), &size), 0);
+	ck_assert_uint_eq(size, len);
+	for (int i = 7; i >= 0; i--)
+		n = n << 8 | (unsigned char)buf[i];
+	ck_assert_uint_eq(n % 8, 0);
+	ck_assert_uint_eq(8 + n + 6, len);
+	ck_assert_int_eq(stfs_header_parse(buf + 8, n, len - 8 - n, 8, &h,
+					   &err), 0);
+	ck_assert_uint_eq(stfs_header_count(h), 2);
+	ck_assert_str_eq(stfs_header_tensor(h, 0)->name, "x");
+	ck_assert_str_eq(stfs_header_tensor(h, 1)->name, "y");
+	ck_assert(memcmp(buf + 8 + n, "\1\1\1\2\2\2", 6) == 0);
+	/* __metadata__ carried over */
+	ck_assert_uint_eq(stfs_header_meta_count(h), 2);
+	stfs_header_free(h);
+	free(buf);
+	stfs_model_close(m);
+	/* listed when asked */
+	o.flags = STFS_TREE_LIST_VIRTUAL;
+	ck_assert_int_eq(stfs_model_open_opts(p, &o, &m, &err), 0);
+	ck_assert_int_eq(stfs_model_node(m, 0, &ni), 0);
+	ck_assert_uint_eq(ni.children, 4);
+	ck_assert_int_eq(stfs_model_node(m, (uint32_t)stfs_model_child(m, 0,
+					 3), &ni), 0);
+	ck_assert_int_eq(ni.kind, STFS_NODE_KIND_VIRTUAL);
+	ck_assert_str_eq(ni.name, STFS_VIRTUAL_FULL);
+	stfs_model_close(m);
+	/* a selection that selects nothing */
+	{
+		const char *inc[] = { "zzz*" };
+		o.include = inc;
+		o.ninclude = 1;
+		ck_assert_int_eq(stfs_model_open_opts(p, &o, &m, &err),
+				 -EINVAL);
+		ck_assert_str_eq(err.msg, "include=zzz* matches no tensor");
+	}
+	free(p);
+}
+END_TEST
+
 /* ---- content over a source with no map -------------------------------- */
 
 /* A source over a buffer that answers every read on a thread of its own,
@@ -523,6 +587,7 @@ Suite *model_suite(void)
 	tcase_add_test(tc, t_dir_duplicates);
 	tcase_add_test(tc, t_index);
 	tcase_add_test(tc, t_locate);
+	tcase_add_test(tc, t_virtual);
 	tcase_add_test(tc, t_content_segments);
 	tcase_add_test(tc, t_content_local_truncated);
 	tcase_add_test(tc, t_json_writer);

@@ -236,7 +236,22 @@ uint64_t stfs_file_data_start(const struct stfs_file *f);   /* 8 + N */
 /* Flags of stfs_model_open(). */
 #define STFS_TREE_FLAT 1u
 #define STFS_TREE_NPY 2u   /* add NAME.npy views (and .f32.npy with F32) */
-#define STFS_TREE_F32 4u   /* add NAME.f32 float32 views */
+#define STFS_TREE_F32 4u   /* add NAME.f32 float32 views (and a
+			    * STFS_VIRTUAL_F32 file in every directory) */
+#define STFS_TREE_LIST_VIRTUAL 8u  /* list the virtual files in directories
+				    * (they are always reachable by name) */
+
+/*
+ * Virtual safetensors files, in every directory (docs/virtual.md): the
+ * tensors under it as one valid safetensors file, generated on first use,
+ * its data served from the sources' ranges.  FULL keeps the tensors' full
+ * names; STRIPPED (not in the root) drops the directory's own components
+ * from them; F32 (with STFS_TREE_F32) is FULL with BF16, F16 and F8
+ * tensors converted to F32.
+ */
+#define STFS_VIRTUAL_FULL "%model.safetensors"
+#define STFS_VIRTUAL_STRIPPED "%model.stripped.safetensors"
+#define STFS_VIRTUAL_F32 "%model.f32.safetensors"
 
 /* Escape one component of a name into out (STFS_NAME_MAX + 1 bytes) and
  * return its length (1..255).  With esc_dots every '.' is escaped too. */
@@ -295,6 +310,25 @@ struct stfs_model;
 int stfs_model_open(const char *source, unsigned flags,
 		    void (*warn)(void *ctx, const char *text), void *ctx,
 		    struct stfs_model **out, struct stfs_error *err);
+
+/* What stfs_model_open_opts() takes. */
+struct stfs_model_opts {
+	unsigned flags;                 /* STFS_TREE_* */
+	/* Selection: shell globs (fnmatch(3), no special '/' or '.') on
+	 * tensor names.  A tensor is kept if it matches an include (or there
+	 * are none) and no exclude; a pattern that matches no tensor of the
+	 * source is an error. */
+	const char *const *include;
+	size_t ninclude;
+	const char *const *exclude;
+	size_t nexclude;
+	void (*warn)(void *ctx, const char *text);
+	void *ctx;
+};
+
+/* stfs_model_open() with a selection of tensors. */
+int stfs_model_open_opts(const char *source, const struct stfs_model_opts *o,
+			 struct stfs_model **out, struct stfs_error *err);
 void stfs_model_close(struct stfs_model *m);
 
 /* SOURCE as given, and its canonical form (an absolute path). */
@@ -337,6 +371,14 @@ enum stfs_node_kind {
 	STFS_NODE_KIND_DIR,
 	STFS_NODE_KIND_TENSOR,    /* a tensor, or one of its views */
 	STFS_NODE_KIND_HEADER,    /* STFS_HEADER_FILE */
+	STFS_NODE_KIND_VIRTUAL,   /* a virtual safetensors file */
+};
+
+enum stfs_virtual {
+	STFS_VIRTUAL_KIND_FULL,
+	STFS_VIRTUAL_KIND_STRIPPED,
+	STFS_VIRTUAL_KIND_F32,
+	STFS_VIRTUAL_KIND_COUNT
 };
 
 struct stfs_node_info {
@@ -348,13 +390,19 @@ struct stfs_node_info {
 	uint32_t subdirs;         /* dirs: how many of them are dirs */
 	size_t tensor;            /* TENSOR: index of the tensor */
 	enum stfs_view view;      /* TENSOR: RAW, or which view */
-	uint64_t size;            /* files: bytes */
+	enum stfs_virtual virt;   /* VIRTUAL: which one (parent: its dir) */
+	uint64_t size;            /* files but VIRTUAL: bytes */
 };
 
 uint32_t stfs_model_node_count(const struct stfs_model *m);
 /* Fill *out for node: 0, or -ENOENT for no such node. */
 int stfs_model_node(const struct stfs_model *m, uint32_t node,
 		    struct stfs_node_info *out);
+/* The size of a file node: 0 or -errno.  A virtual file's is known once
+ * its header is generated: the first call for one takes about 1 s per
+ * million tensors and may fail with -ENOMEM. */
+int stfs_model_node_size(const struct stfs_model *m, uint32_t node,
+			 uint64_t *size);
 /* Child k (0 <= k < children) of dir, in name order, or -ENOENT. */
 int64_t stfs_model_child(const struct stfs_model *m, uint32_t dir,
 			 uint32_t k);
@@ -380,10 +428,15 @@ char *stfs_model_node_path(const struct stfs_model *m, uint32_t node);
 struct stfs_content;
 struct iovec;
 
-/* The content of a file node (not a dir: -EISDIR). */
+/* The content of a file node (not a dir: -EISDIR; a virtual file whose
+ * header would be over STFS_HEADER_MAX: -EFBIG, see
+ * stfs_model_node_error()). */
 int stfs_model_content(const struct stfs_model *m, uint32_t node,
 		       struct stfs_content **out);
 void stfs_content_free(struct stfs_content *c);
+/* Why node cannot be opened, as text for a log line, into out. */
+void stfs_model_node_error(const struct stfs_model *m, uint32_t node,
+			   int code, char *out, size_t outsz);
 uint64_t stfs_content_size(const struct stfs_content *c);
 
 /*

@@ -197,9 +197,11 @@ static void warn_stderr(void *ctx, const char *text)
 
 int stfs_inspect_main(int argc, char **argv)
 {
-	struct stfs_model *m;
+	struct stfs_model_opts mo = { 0 };
+	struct stfs_model *m = NULL;
 	struct stfs_error err;
-	const char *src = NULL;
+	const char *src = NULL, **inc_v = NULL, **exc_v = NULL;
+	size_t ninc = 0, nexc = 0;
 	int json = 0, quiet = 0, rc = 0;
 	unsigned flags = 0;
 
@@ -215,37 +217,70 @@ int stfs_inspect_main(int argc, char **argv)
 			flags |= STFS_TREE_NPY;
 		} else if (strcmp(argv[i], "--convert=f32") == 0) {
 			flags |= STFS_TREE_F32;
+		} else if (strncmp(argv[i], "--include=", 10) == 0 ||
+			   strncmp(argv[i], "--exclude=", 10) == 0) {
+			int inc = argv[i][2] == 'i';
+			const char **p = realloc(inc ? inc_v : exc_v,
+				((inc ? ninc : nexc) + 1) * sizeof(*p));
+
+			if (!p) {
+				fprintf(stderr, "stfs: out of memory\n");
+				rc = 1;
+				goto out;
+			}
+			if (inc) {
+				inc_v = p;
+				inc_v[ninc++] = argv[i] + 10;
+			} else {
+				exc_v = p;
+				exc_v[nexc++] = argv[i] + 10;
+			}
 		} else if (strcmp(argv[i], "-h") == 0 ||
 			   strcmp(argv[i], "--help") == 0) {
 			stfs_usage(stdout);
-			return 0;
+			goto out;
 		} else if (argv[i][0] == '-' && argv[i][1]) {
 			fprintf(stderr, "stfs: inspect: unknown option %s\n",
 				argv[i]);
-			return 2;
+			rc = 2;
+			goto out;
 		} else if (!src) {
 			src = argv[i];
 		} else {
 			fprintf(stderr, "stfs: inspect: one SOURCE only\n");
-			return 2;
+			rc = 2;
+			goto out;
 		}
 	}
 	if (!src) {
 		fprintf(stderr, "usage: stfs inspect [--json | -q] [--flat] "
-			"[--npy] [--convert=f32] SOURCE\n");
-		return 2;
+			"[--npy] [--convert=f32] [--include=GLOB] "
+			"[--exclude=GLOB] SOURCE\n");
+		rc = 2;
+		goto out;
 	}
-	if (stfs_model_open(src, flags,
-			    quiet ? NULL : warn_stderr, (void *)src, &m,
-			    &err)) {
+	mo.flags = flags;
+	mo.include = inc_v;
+	mo.ninclude = ninc;
+	mo.exclude = exc_v;
+	mo.nexclude = nexc;
+	mo.warn = quiet ? NULL : warn_stderr;
+	mo.ctx = (void *)src;
+	if (stfs_model_open_opts(src, &mo, &m, &err)) {
 		if (!quiet)
 			fprintf(stderr, "stfs: %s: %s\n", src, err.msg);
-		return 1;
+		rc = 1;
+		goto out;
 	}
 	if (!quiet)
 		rc = json ? print_json(m, !!(flags & (STFS_TREE_NPY |
 						      STFS_TREE_F32))) :
 			    print_table(m);
+	if (fflush(stdout) != 0)
+		rc = 1;
+out:
 	stfs_model_close(m);
-	return fflush(stdout) == 0 ? rc : 1;
+	free(inc_v);
+	free(exc_v);
+	return rc;
 }

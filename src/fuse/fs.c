@@ -59,9 +59,14 @@ static int node_of(fuse_req_t req, fuse_ino_t ino, struct stfs_node_info *ni)
 	return 1;
 }
 
-static void fill_attr(const struct stfs_fs *fs, fuse_ino_t ino,
-		      const struct stfs_node_info *ni, struct stat *st)
+/* The attributes of ino: 0, or -errno (a virtual file's size needs its
+ * header, which may not fit in memory). */
+static int fill_attr(const struct stfs_fs *fs, fuse_ino_t ino,
+		     const struct stfs_node_info *ni, struct stat *st)
 {
+	uint64_t size = 0;
+	int rc;
+
 	memset(st, 0, sizeof(*st));
 	st->st_ino = ino;
 	st->st_uid = fs->uid;
@@ -71,12 +76,15 @@ static void fill_attr(const struct stfs_fs *fs, fuse_ino_t ino,
 	if (ni->kind == STFS_NODE_KIND_DIR) {
 		st->st_mode = S_IFDIR | (0555 & ~fs->umask);
 		st->st_nlink = 2 + ni->subdirs;
-		return;
+		return 0;
 	}
+	if ((rc = stfs_model_node_size(fs->model, (uint32_t)(ino - 1), &size)))
+		return rc;
 	st->st_mode = S_IFREG | (0444 & ~fs->umask);
 	st->st_nlink = 1;
-	st->st_size = (off_t)ni->size;
+	st->st_size = (off_t)size;
 	st->st_blocks = (st->st_size + 511) / 512;
+	return 0;
 }
 
 static void stfs_ll_lookup(fuse_req_t req, fuse_ino_t parent,
@@ -86,6 +94,7 @@ static void stfs_ll_lookup(fuse_req_t req, fuse_ino_t parent,
 	struct fuse_entry_param e;
 	struct stfs_node_info ni;
 	int64_t node;
+	int rc;
 
 	if (!node_of(req, parent, &ni))
 		return;
@@ -105,8 +114,10 @@ static void stfs_ll_lookup(fuse_req_t req, fuse_ino_t parent,
 	}
 	e.ino = (fuse_ino_t)node + 1;
 	stfs_model_node(fs->model, (uint32_t)node, &ni);
-	fill_attr(fs, e.ino, &ni, &e.attr);
-	fuse_reply_entry(req, &e);
+	if ((rc = fill_attr(fs, e.ino, &ni, &e.attr)))
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_entry(req, &e);
 }
 
 static void stfs_ll_getattr(fuse_req_t req, fuse_ino_t ino,
@@ -114,11 +125,14 @@ static void stfs_ll_getattr(fuse_req_t req, fuse_ino_t ino,
 {
 	struct stfs_node_info ni;
 	struct stat st;
+	int rc;
 
 	if (!node_of(req, ino, &ni))
 		return;
-	fill_attr(fs_of(req), ino, &ni, &st);
-	fuse_reply_attr(req, &st, fs_of(req)->timeout);
+	if ((rc = fill_attr(fs_of(req), ino, &ni, &st)))
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, fs_of(req)->timeout);
 }
 
 static void stfs_ll_opendir(fuse_req_t req, fuse_ino_t ino,
@@ -229,6 +243,18 @@ static void handle_free(struct stfs_fs *fs, struct stfs_fs_handle *h)
 	free(h);
 }
 
+/* A file that cannot be opened for a reason of its own: say why in the
+ * log (the reader sees only the errno). */
+static void log_refusal(const struct stfs_fs *fs, uint32_t node, int rc)
+{
+	char why[512], *path = stfs_model_node_path(fs->model, node);
+
+	stfs_model_node_error(fs->model, node, rc, why, sizeof(why));
+	fuse_log(FUSE_LOG_ERR, "stfs: %s: %s: %s\n",
+		 stfs_model_source(fs->model), path ? path : "?", why);
+	free(path);
+}
+
 static void stfs_ll_open(fuse_req_t req, fuse_ino_t ino,
 			 struct fuse_file_info *fi)
 {
@@ -249,6 +275,8 @@ static void stfs_ll_open(fuse_req_t req, fuse_ino_t ino,
 		return;
 	}
 	rc = stfs_model_content(fs_of(req)->model, (uint32_t)(ino - 1), &c);
+	if (rc == -EFBIG)
+		log_refusal(fs_of(req), (uint32_t)(ino - 1), rc);
 	if (rc || !(h = handle_new(fs_of(req), c))) {
 		stfs_content_free(c);
 		fuse_reply_err(req, rc ? -rc : ENOMEM);

@@ -32,6 +32,10 @@ struct stfs_opts {
 	int debug;
 	int flat;
 	int npy;
+	int show_virtual;
+	/* -o include=GLOB, exclude=GLOB, each repeatable */
+	char **include, **exclude;
+	size_t ninclude, nexclude;
 	char *convert;
 	int help;
 	int version;
@@ -49,6 +53,8 @@ enum {
 	KEY_SINGLE,
 	KEY_DISCARD,
 	KEY_MAX_READ,
+	KEY_INCLUDE,
+	KEY_EXCLUDE,
 };
 
 #define STFS_OPT(t, p, v) { t, offsetof(struct stfs_opts, p), v }
@@ -56,6 +62,9 @@ enum {
 static const struct fuse_opt stfs_opt_spec[] = {
 	STFS_OPT("flat", flat, 1),
 	STFS_OPT("npy", npy, 1),
+	STFS_OPT("show_virtual", show_virtual, 1),
+	FUSE_OPT_KEY("include=", KEY_INCLUDE),
+	FUSE_OPT_KEY("exclude=", KEY_EXCLUDE),
 	STFS_OPT("convert=%s", convert, 0),
 	STFS_OPT("uid=%s", uid, 0),
 	STFS_OPT("gid=%s", gid, 0),
@@ -92,7 +101,8 @@ void stfs_usage(FILE *out)
 	fprintf(out,
 "usage: stfs mount [-f] [-d] [-s] [-o OPT[,OPT...]] SOURCE MOUNTPOINT\n"
 "       stfs SOURCE MOUNTPOINT [-o OPT[,OPT...]]   (mount helper form)\n"
-"       stfs inspect [--json | -q] [--flat] [--npy] [--convert=f32] SOURCE\n"
+"       stfs inspect [--json | -q] [--flat] [--npy] [--convert=f32]\n"
+"                    [--include=GLOB] [--exclude=GLOB] SOURCE\n"
 "       stfs umount [-z] MOUNTPOINT\n"
 "       stfs --help | --version\n"
 "\n"
@@ -106,6 +116,9 @@ void stfs_usage(FILE *out)
 "  -d, -o debug       FUSE debug output (implies -f)\n"
 "  -s                 single-threaded (same as -o threads=1)\n"
 "  -o flat            every tensor at the root under its full name\n"
+"  -o include=GLOB    only tensors whose names match GLOB (repeatable)\n"
+"  -o exclude=GLOB    no tensor whose name matches GLOB (repeatable)\n"
+"  -o show_virtual    list the virtual %%model*.safetensors files too\n"
 "  -o npy             add NAME.npy views that numpy.load() reads\n"
 "  -o convert=f32     add NAME.f32 float32 views of BF16, F16 and F8 tensors\n"
 "  -o uid=N,gid=N     owner of every file (default: the mounting user)\n"
@@ -161,6 +174,20 @@ static int opt_proc(void *data, const char *arg, int key,
 	case KEY_SINGLE:
 		o->single = 1;
 		return 0;
+	case KEY_INCLUDE:
+	case KEY_EXCLUDE: {
+		char ***list = key == KEY_INCLUDE ? &o->include : &o->exclude;
+		size_t *n = key == KEY_INCLUDE ? &o->ninclude : &o->nexclude;
+		char **p = realloc(*list, (*n + 1) * sizeof(*p));
+
+		if (!p)
+			return -1;
+		*list = p;
+		if (!(p[*n] = strdup(strchr(arg, '=') + 1)))
+			return -1;
+		(*n)++;
+		return 0;
+	}
 	case KEY_MAX_READ:      /* keep it for libfuse, which checks it too */
 		free(o->max_read);
 		o->max_read = strdup(arg + strlen("max_read="));
@@ -330,6 +357,7 @@ int stfs_mount_main(int argc, char **argv)
 	struct stfs_fs fs = { .handles_mu = PTHREAD_MUTEX_INITIALIZER };
 	struct fuse_session *se = NULL;
 	struct stfs_error err;
+	struct stfs_model_opts mo = { 0 };
 	char *fsname = NULL, *mopts = NULL;
 	const char *src;
 	unsigned ra_now = 0, threads = 1;
@@ -383,10 +411,16 @@ int stfs_mount_main(int argc, char **argv)
 	/* ...then the mountpoint, then the whole source. */
 	if (check_mountpoint(src, o.mountpoint))
 		goto out_session;
-	rc = stfs_model_open(src, (o.flat ? STFS_TREE_FLAT : 0) |
-			     (o.npy ? STFS_TREE_NPY : 0) |
-			     (o.convert ? STFS_TREE_F32 : 0), warn_stderr,
-			     (void *)src, &fs.model, &err);
+	mo.flags = (o.flat ? STFS_TREE_FLAT : 0) | (o.npy ? STFS_TREE_NPY : 0) |
+		   (o.convert ? STFS_TREE_F32 : 0) |
+		   (o.show_virtual ? STFS_TREE_LIST_VIRTUAL : 0);
+	mo.include = (const char *const *)o.include;
+	mo.ninclude = o.ninclude;
+	mo.exclude = (const char *const *)o.exclude;
+	mo.nexclude = o.nexclude;
+	mo.warn = warn_stderr;
+	mo.ctx = (void *)src;
+	rc = stfs_model_open_opts(src, &mo, &fs.model, &err);
 	if (rc) {
 		fprintf(stderr, "stfs: %s: %s\n", src, err.msg);
 		goto out_session;
@@ -461,6 +495,12 @@ out_args:
 	free(o.mountpoint);
 	free(o.log);
 	free(o.convert);
+	for (size_t i = 0; i < o.ninclude; i++)
+		free(o.include[i]);
+	for (size_t i = 0; i < o.nexclude; i++)
+		free(o.exclude[i]);
+	free(o.include);
+	free(o.exclude);
 	free(o.uid);
 	free(o.gid);
 	free(o.umask);

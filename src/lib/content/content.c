@@ -54,8 +54,11 @@ void stfs_content_free(struct stfs_content *c)
 {
 	if (!c)
 		return;
-	for (size_t i = 0; i < c->nseg; i++)
+	for (size_t i = 0; i < c->nseg; i++) {
 		free(c->seg[i].own);
+		if (c->seg[i].release)
+			c->seg[i].release(c->seg[i].release_arg);
+	}
 	if (c->seg != c->small)
 		free(c->seg);
 	free(c);
@@ -106,6 +109,21 @@ int stfs_content_add_inline(struct stfs_content *c, const char *bytes,
 	s->bytes = bytes;
 	if (own)
 		s->own = (char *)bytes;
+	return 0;
+}
+
+int stfs_content_add_shared(struct stfs_content *c, const char *bytes,
+			    size_t len, void (*release)(void *), void *arg)
+{
+	struct stfs_seg *s = add(c, STFS_SEG_INLINE, len);
+
+	if (!s) {
+		release(arg);
+		return -ENOMEM;
+	}
+	s->bytes = bytes;
+	s->release = release;
+	s->release_arg = arg;
 	return 0;
 }
 

@@ -19,6 +19,8 @@ struct stfs_seg {
 	enum stfs_seg_kind kind;
 	const char *bytes;           /* INLINE */
 	char *own;                   /* INLINE bytes the content frees */
+	void (*release)(void *);     /* INLINE: called at free, if set */
+	void *release_arg;
 	struct stfs_source *src;     /* RANGE, F32 */
 	uint64_t off;                /* RANGE, F32: first source byte */
 	enum stfs_dtype dtype;       /* F32: the source's dtype */
@@ -36,6 +38,10 @@ struct stfs_content *stfs_content_new(void);
  * and frees them, even when this fails. */
 int stfs_content_add_inline(struct stfs_content *c, const char *bytes,
 			    size_t len, int own);
+/* Append len bytes that stay valid until release(arg) is called (when the
+ * content is freed; also when this fails). */
+int stfs_content_add_shared(struct stfs_content *c, const char *bytes,
+			    size_t len, void (*release)(void *), void *arg);
 int stfs_content_add_range(struct stfs_content *c, struct stfs_source *src,
 			   uint64_t off, uint64_t len);
 /* nel elements of dtype (stfs_dtype_to_f32) at off, as float32. */

@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,10 +213,77 @@ static int shared_meta(struct stfs_model *m, struct stfs_error *err)
 	return 0;
 }
 
+/* Keep the entries the include and exclude patterns select.  A pattern
+ * that selects nothing is most likely a typo: an error. */
+static int select_entries(struct stfs_model *m,
+			  const struct stfs_model_opts *o,
+			  struct stfs_error *err)
+{
+	size_t npat = o->ninclude + o->nexclude, k = 0;
+	char *hits, *name = NULL;
+	int rc = 0;
+
+	if (!npat)
+		return 0;
+	if (!(hits = calloc(npat, 1)))
+		return nomem(err);
+	for (size_t i = 0; i < m->nentries; i++) {
+		const struct stfs_tensor *t = m->entries[i].t;
+		int keep = o->ninclude == 0;
+		char *p = realloc(name, t->name_len + 1);
+
+		if (!p) {
+			rc = nomem(err);
+			goto out;
+		}
+		name = p;
+		memcpy(name, t->name, t->name_len);   /* fnmatch stops at NUL */
+		name[t->name_len] = '\0';
+		for (size_t j = 0; j < o->ninclude; j++)
+			if (fnmatch(o->include[j], name, 0) == 0)
+				keep = hits[j] = 1;
+		for (size_t j = 0; j < o->nexclude; j++)
+			if (fnmatch(o->exclude[j], name, 0) == 0) {
+				hits[o->ninclude + j] = 1;
+				keep = 0;
+			}
+		if (keep)
+			m->entries[k++] = m->entries[i];
+	}
+	m->nentries = k;
+	for (size_t j = 0; j < npat; j++) {
+		char q[QMAX];
+		const char *pat = j < o->ninclude ? o->include[j] :
+				  o->exclude[j - o->ninclude];
+
+		if (!hits[j]) {
+			rc = stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET,
+				       "%s=%s matches no tensor",
+				       j < o->ninclude ? "include" : "exclude",
+				       stfs_quote(pat, strlen(pat), q, QMAX));
+			goto out;
+		}
+	}
+out:
+	free(name);
+	free(hits);
+	return rc;
+}
+
 int stfs_model_open(const char *source, unsigned flags,
 		    void (*warn)(void *ctx, const char *text), void *ctx,
 		    struct stfs_model **out, struct stfs_error *err)
 {
+	struct stfs_model_opts o = { .flags = flags, .warn = warn,
+				     .ctx = ctx };
+
+	return stfs_model_open_opts(source, &o, out, err);
+}
+
+int stfs_model_open_opts(const char *source, const struct stfs_model_opts *o,
+			 struct stfs_model **out, struct stfs_error *err)
+{
+	unsigned flags = o->flags;
 	struct stfs_model *m;
 	int rc;
 
@@ -224,6 +292,8 @@ int stfs_model_open(const char *source, unsigned flags,
 		memset(err, 0, sizeof(*err));
 	if (!(m = calloc(1, sizeof(*m))))
 		return nomem(err);
+	m->flags = flags;
+	pthread_mutex_init(&m->vmu, NULL);
 	if ((rc = stfs_locate(source, &m->loc, err)))
 		goto fail;
 	m->sharded = m->loc->kind != STFS_LOC_FILE;
@@ -239,14 +309,14 @@ int stfs_model_open(const char *source, unsigned flags,
 			rc = stfs_model_unique(m, err);
 		break;
 	case STFS_LOC_INDEX:
-		rc = stfs_shards_open_index(m, warn, ctx, err);
+		rc = stfs_shards_open_index(m, o->warn, o->ctx, err);
 		break;
 	}
-	if (rc || (rc = build_tree(m, flags, err)) ||
-	    (rc = shared_meta(m, err)))
+	if (rc || (rc = select_entries(m, o, err)) ||
+	    (rc = build_tree(m, flags, err)) || (rc = shared_meta(m, err)))
 		goto fail;
-	if (m->loc->kind == STFS_LOC_DIR &&
-	    (rc = stfs_model_index_json(m, NULL, 0, err)))
+	if (m->sharded && (rc = stfs_model_index_json(m, m->index_meta,
+						     m->index_meta_len, err)))
 		goto fail;
 	*out = m;
 	return 0;
@@ -270,6 +340,14 @@ void stfs_model_close(struct stfs_model *m)
 	free(m->first_view);
 	free(m->index);
 	free(m->meta);
+	stfs_virtual_free(m);
+	pthread_mutex_destroy(&m->vmu);
+	free(m->index_meta);
+	for (size_t i = 0; i < m->nimeta; i++) {
+		free((char *)m->imeta[i].key);
+		free((char *)m->imeta[i].value);
+	}
+	free(m->imeta);
 	stfs_location_free(m->loc);
 	free(m);
 }
@@ -356,16 +434,27 @@ int stfs_model_node(const struct stfs_model *m, uint32_t node,
 {
 	const struct stfs_node *n;
 
+	uint32_t dir;
+	enum stfs_virtual kind;
+
+	memset(out, 0, sizeof(*out));
+	if (stfs_virtual_decode(m, node, &dir, &kind)) {
+		out->kind = STFS_NODE_KIND_VIRTUAL;
+		out->parent = dir;
+		out->virt = kind;
+		out->name = stfs_virtual_name(kind);
+		out->name_len = strlen(out->name);
+		return 0;
+	}
 	if (node >= m->tree.nnodes)
 		return -ENOENT;
 	n = &m->tree.nodes[node];
-	memset(out, 0, sizeof(*out));
 	out->parent = n->parent;
 	out->name = n->name;
 	out->name_len = n->name_len;
 	if (n->entry == STFS_NODE_DIR) {
 		out->kind = STFS_NODE_KIND_DIR;
-		out->children = n->count;
+		out->children = n->count + stfs_virtual_count(m, node);
 		out->subdirs = n->subdirs;
 	} else if (n->entry == m->nentries) {
 		out->kind = STFS_NODE_KIND_HEADER;
@@ -380,6 +469,21 @@ int stfs_model_node(const struct stfs_model *m, uint32_t node,
 	return 0;
 }
 
+int stfs_model_node_size(const struct stfs_model *m, uint32_t node,
+			 uint64_t *size)
+{
+	struct stfs_node_info ni;
+	int rc;
+
+	*size = 0;
+	if (node >= m->tree.nnodes)
+		return stfs_virtual_size((struct stfs_model *)m, node, size);
+	if ((rc = stfs_model_node(m, node, &ni)))
+		return rc;
+	*size = ni.size;
+	return 0;
+}
+
 int64_t stfs_model_child(const struct stfs_model *m, uint32_t dir,
 			 uint32_t k)
 {
@@ -388,15 +492,21 @@ int64_t stfs_model_child(const struct stfs_model *m, uint32_t dir,
 	if (dir >= m->tree.nnodes)
 		return -ENOENT;
 	d = &m->tree.nodes[dir];
-	if (d->entry != STFS_NODE_DIR || k >= d->count)
+	if (d->entry != STFS_NODE_DIR)
 		return -ENOENT;
+	if (k >= d->count)
+		return stfs_virtual_child(m, dir, k - d->count);
 	return m->tree.children[d->first + k];
 }
 
 int64_t stfs_model_lookup(const struct stfs_model *m, uint32_t dir,
 			  const char *name, size_t len)
 {
-	return stfs_tree_lookup(&m->tree, dir, name, len);
+	int64_t n = stfs_tree_lookup(&m->tree, dir, name, len);
+
+	if (n == -ENOENT && len > 1 && name[0] == '%')
+		return stfs_virtual_lookup(m, dir, name, len);
+	return n;
 }
 
 size_t stfs_model_tensor_views(const struct stfs_model *m, size_t i,
@@ -415,7 +525,25 @@ size_t stfs_model_tensor_views(const struct stfs_model *m, size_t i,
 
 char *stfs_model_node_path(const struct stfs_model *m, uint32_t node)
 {
-	return stfs_tree_path(&m->tree, node);
+	uint32_t dir;
+	enum stfs_virtual kind;
+	char *d, *p;
+
+	if (!stfs_virtual_decode(m, node, &dir, &kind))
+		return stfs_tree_path(&m->tree, node);
+	if (!(d = stfs_tree_path(&m->tree, dir)))
+		return NULL;
+	if (asprintf(&p, "%s%s%s", d, *d ? "/" : "",
+		     stfs_virtual_name(kind)) < 0)
+		p = NULL;
+	free(d);
+	return p;
+}
+
+void stfs_model_node_error(const struct stfs_model *m, uint32_t node,
+			   int code, char *out, size_t outsz)
+{
+	stfs_virtual_error(m, node, code, out, outsz);
 }
 
 int stfs_model_content(const struct stfs_model *m, uint32_t node,
@@ -428,11 +556,15 @@ int stfs_model_content(const struct stfs_model *m, uint32_t node,
 	int rc;
 
 	*out = NULL;
+	if (node >= m->tree.nnodes)
+		return stfs_virtual_content((struct stfs_model *)m, node, out);
 	if ((rc = stfs_model_node(m, node, &ni)))
 		return rc;
 	switch (ni.kind) {
 	case STFS_NODE_KIND_DIR:
 		return -EISDIR;
+	case STFS_NODE_KIND_VIRTUAL:
+		return -ENOENT;         /* not reached */
 	case STFS_NODE_KIND_HEADER:
 		if (!(c = stfs_content_new()))
 			return -ENOMEM;

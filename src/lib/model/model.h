@@ -5,6 +5,8 @@
 #ifndef STFS_MODEL_H
 #define STFS_MODEL_H
 
+#include <pthread.h>
+
 #include "stfs/stfs.h"
 #include "source.h"
 #include "tree.h"
@@ -36,6 +38,16 @@ struct stfs_model {
 	size_t index_len;
 	const struct stfs_meta **meta;  /* shared __metadata__, by key */
 	size_t nmeta;
+	unsigned flags;           /* STFS_TREE_* */
+	char *index_meta;         /* an index's "metadata", as JSON */
+	size_t index_meta_len;
+	struct stfs_meta *imeta;  /* the same as string pairs (virtual.c) */
+	size_t nimeta;
+	/* virtual files (virtual.c): sizes known so far, the last header */
+	pthread_mutex_t vmu;
+	struct stfs_vsize *vsizes;
+	size_t nvsizes, capvsizes;
+	struct stfs_vhdr *vlast;
 };
 
 /* Open file `name` of the location and add it to the model; errors name
@@ -52,6 +64,26 @@ int stfs_model_unique(const struct stfs_model *m, struct stfs_error *err);
 int stfs_shards_open_index(struct stfs_model *m,
 			   void (*warn)(void *, const char *), void *ctx,
 			   struct stfs_error *err);
+/* virtual.c: the virtual safetensors files of the tree. */
+/* Node of the virtual file called name in dir, or -ENOENT. */
+int64_t stfs_virtual_lookup(const struct stfs_model *m, uint32_t dir,
+			    const char *name, size_t len);
+/* How many dir lists (0 unless STFS_TREE_LIST_VIRTUAL), and the k-th. */
+uint32_t stfs_virtual_count(const struct stfs_model *m, uint32_t dir);
+int64_t stfs_virtual_child(const struct stfs_model *m, uint32_t dir,
+			   uint32_t k);
+/* If node is a virtual file: 1 and its dir and kind, else 0. */
+int stfs_virtual_decode(const struct stfs_model *m, uint32_t node,
+			uint32_t *dir, enum stfs_virtual *kind);
+const char *stfs_virtual_name(enum stfs_virtual kind);
+/* Its size (generating the header if need be): 0 or -errno. */
+int stfs_virtual_size(struct stfs_model *m, uint32_t node, uint64_t *size);
+int stfs_virtual_content(struct stfs_model *m, uint32_t node,
+			 struct stfs_content **out);
+void stfs_virtual_error(const struct stfs_model *m, uint32_t node, int code,
+			char *out, size_t outsz);
+void stfs_virtual_free(struct stfs_model *m);
+
 /* The merged index shown as the header file of a sharded mount
  * (index_json.c); index_meta is the index's "metadata" as JSON, or NULL. */
 int stfs_model_index_json(struct stfs_model *m, const char *index_meta,

@@ -122,14 +122,53 @@ static void warn_hidden(const struct stfs_model *m, const struct found *all,
 	warn(ctx, text);
 }
 
+/* The index's "metadata": as JSON for the merged index, and each entry as
+ * a string (a string's value, else its JSON) for virtual files. */
+static int keep_index_meta(struct stfs_model *m, json_object *meta,
+			   struct stfs_error *err)
+{
+	const char *s;
+	size_t len;
+
+	if (!meta)
+		return 0;
+	s = json_object_to_json_string_length(meta, JSON_C_TO_STRING_PLAIN |
+					      JSON_C_TO_STRING_NOSLASHESCAPE,
+					      &len);
+	m->imeta = calloc((size_t)json_object_object_length(meta) + 1,
+			  sizeof(*m->imeta));
+	if (!s || !m->imeta || !(m->index_meta = strndup(s, len)))
+		return nomem(err);
+	m->index_meta_len = len;
+	json_object_object_foreach(meta, key, val) {
+		struct stfs_meta *e = &m->imeta[m->nimeta];
+		const char *v = json_object_is_type(val, json_type_string) ?
+			json_object_get_string(val) :
+			json_object_to_json_string_ext(val,
+				JSON_C_TO_STRING_PLAIN |
+				JSON_C_TO_STRING_NOSLASHESCAPE);
+
+		e->key = strdup(key);
+		e->value = v ? strdup(v) : NULL;
+		if (!e->key || !e->value) {
+			free((char *)e->key);
+			free((char *)e->value);
+			return nomem(err);
+		}
+		e->key_len = strlen(e->key);
+		e->value_len = strlen(e->value);
+		m->nimeta++;
+	}
+	return 0;
+}
+
 int stfs_shards_open_index(struct stfs_model *m,
 			   void (*warn)(void *, const char *), void *ctx,
 			   struct stfs_error *err)
 {
 	struct stfs_index ix;
 	struct found *all = NULL;
-	const char *meta = NULL;
-	size_t total = 0, meta_len = 0;
+	size_t total = 0;
 	char q[QMAX], q2[QMAX];
 	int rc;
 
@@ -177,11 +216,7 @@ int stfs_shards_open_index(struct stfs_model *m,
 	}
 	warn_hidden(m, all, total, warn, ctx);
 	stfs_model_sort(m);
-	if (ix.meta)
-		meta = json_object_to_json_string_length(ix.meta,
-			JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE,
-			&meta_len);
-	rc = stfs_model_index_json(m, meta, meta_len, err);
+	rc = keep_index_meta(m, ix.meta, err);
 out:
 	free(all);
 	stfs_index_free(&ix);
