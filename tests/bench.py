@@ -113,11 +113,28 @@ def make_data(work):
                                        "model.safetensors.index.json")):
         os.makedirs(shards, exist_ok=True)
         T.make_405b(shards)
+    # four 256 MiB shards of random bytes and their index
+    sh4 = os.path.join(work, "shards4")
+    if not os.path.exists(os.path.join(sh4, "model.safetensors.index.json")):
+        os.makedirs(sh4, exist_ok=True)
+        rng = np.random.default_rng(2)
+        wm = {}
+        for k in range(4):
+            name = "model-%05d-of-00004.safetensors" % (k + 1)
+            tensors = [("layers.%d.w%d" % (k, i), "U8", [64 * MiB],
+                        rng.integers(0, 256, 64 * MiB,
+                                     dtype=np.uint8).tobytes())
+                       for i in range(4)]
+            T.write_st(os.path.join(sh4, name), tensors)
+            wm.update({t[0]: name for t in tensors})
+        with open(os.path.join(sh4, "model.safetensors.index.json"),
+                  "w") as f:
+            json.dump({"metadata": {}, "weight_map": wm}, f)
     many = os.path.join(work, "many.safetensors")
     if not os.path.exists(many):
         T.make_many(many + ".tmp")
         os.rename(many + ".tmp", many)
-    return src, offs, img, shards, many
+    return src, offs, img, shards, many, sh4
 
 
 # ---- primitives -------------------------------------------------------------
@@ -318,7 +335,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     mnt = os.path.join(work, "mnt")
     os.makedirs(mnt, exist_ok=True)
-    src, offs, img, shards, many = make_data(work)
+    src, offs, img, shards, many, sh4 = make_data(work)
     boff, bsize = offs["big"]
     R = {}
 
@@ -457,6 +474,77 @@ def main():
         return one
     paired(R, rounds, [("conv_raw", conv("")), ("conv_f32", conv(".f32"))])
 
+    print("bench: virtual files", flush=True)
+    names = ["big", "r0", "r1", "r2", "r3", "conv"]
+
+    def virtual_whole():
+        with Mount(mnt, src) as m:
+            return read_range(os.path.join(m, "%model.safetensors"))
+
+    def tensors_in_turn():
+        with Mount(mnt, src) as m:
+            paths = [os.path.join(m, k) for k in names]
+            total = sum(os.path.getsize(p) for p in paths)
+            prime_memory()
+            t = time.perf_counter()
+            for p in paths:
+                read_range(p, prime=False)
+            return total / (time.perf_counter() - t)
+
+    out_file = os.path.join(work, "copy.out")
+
+    def timed_shell(cmd, nbytes):
+        prime_memory()
+        t = time.perf_counter()
+        subprocess.run(cmd, shell=True, check=True)
+        el = time.perf_counter() - t
+        os.unlink(out_file)
+        return nbytes / el
+
+    shard_files = sorted(os.path.join(sh4, f) for f in os.listdir(sh4)
+                         if f.endswith(".safetensors"))
+    sh_bytes = sum(os.path.getsize(f) for f in shard_files)
+    pin4 = Pin(*shard_files)
+
+    def cp_virtual():
+        with Mount(mnt, sh4) as m:
+            return timed_shell("cp '%s/%%model.safetensors' '%s'" % (
+                m, out_file), sh_bytes)
+
+    def cat_shards():
+        return timed_shell("cat %s > '%s'" % (" ".join(
+            "'%s'" % f for f in shard_files), out_file), sh_bytes)
+    paired(R, rounds, [("virtual_whole", virtual_whole),
+                       ("tensors_in_turn", tensors_in_turn),
+                       ("cp_virtual", cp_virtual),
+                       ("cat_shards", cat_shards)])
+    pin4.release()
+
+    def virtual_stat(k):
+        p = T.mount_fg(many, mnt)
+        try:
+            pid = p.pid
+            before = T.rss_kb(pid)
+            t = time.perf_counter()
+            os.stat(os.path.join(mnt, "%model.safetensors"))
+            st_ms = (time.perf_counter() - t) * 1000
+            after_stat = T.rss_kb(pid)
+            with open(os.path.join(mnt, "%model.safetensors"), "rb") as f:
+                f.read(1 << 20)
+                open_rss = T.rss_kb(pid)
+            # another directory's file replaces the kept header
+            os.stat(os.path.join(mnt, "model/layers/7/%model.safetensors"))
+            closed = T.rss_kb(pid)
+            return st_ms, before, after_stat, open_rss, closed
+        finally:
+            T.stop_fg(p, mnt)
+    vs = [virtual_stat(k) for k in range(rounds)]
+    R["virtual_stat_many"] = {
+        "median": statistics.median(v[0] for v in vs),
+        "rss_kb": [statistics.median(v[i] for v in vs) for i in
+                   range(1, 5)], "rounds": rounds,
+        "values": [v[0] for v in vs]}
+
     print("bench: mounts", flush=True)
     pin.release()
 
@@ -550,6 +638,12 @@ def report(R):
          gbs("mmap_direct"), ratio("mmap", "mmap_direct")),
         ("convert=f32 view, output (GB/s)", gbs("conv_f32"), "raw %.2f" %
          gbs("conv_raw"), ratio("conv_f32", "conv_raw")),
+        ("root virtual file, start to end (GB/s)", gbs("virtual_whole"),
+         "its tensors in turn %.2f" % gbs("tensors_in_turn"),
+         ratio("virtual_whole", "tensors_in_turn")),
+        ("cp of a 4-shard model's virtual file (GB/s)", gbs("cp_virtual"),
+         "cat of the shards %.2f" % gbs("cat_shards"),
+         ratio("cp_virtual", "cat_shards")),
     ]
     targets = [
         ("first read >= 0.35x direct", ratio("first", "direct"), 0.35),
@@ -579,6 +673,15 @@ def report(R):
                    mm["median"] <= 2000))
     rss_x = mm["rss_kb"] * 1024 / R["many_header"]
     checks.append(("1M-tensor RSS <= 4x header", rss_x, 4.0, rss_x <= 4.0))
+    for name, a, b, t in (
+            ("virtual file >= 0.9x its tensors in turn", "virtual_whole",
+             "tensors_in_turn", 0.9),
+            ("cp virtual >= 0.9x cat of the shards", "cp_virtual",
+             "cat_shards", 0.9)):
+        checks.append((name, ratio(a, b), t, ratio(a, b) >= t))
+    vst = R["virtual_stat_many"]
+    checks.append(("first stat of the 1M-tensor virtual file <= 2 s",
+                   vst["median"] / 1000, 2.0, vst["median"] <= 2000))
 
     out = ["| measurement (primed; median of %d; ratio: median of per-round "
            "ratios) | stfs | baseline | ratio |" %
@@ -644,6 +747,14 @@ def report(R):
                    R["many_header"] / 1e6, mm["median"],
                    mm["rss_kb"] / 1024, rss_x, mm["ls_ms"],
                    mm["getfattr_ms"]))
+    out.append("")
+    r = vst["rss_kb"]
+    out.append("The root virtual file of the 1,000,000-tensor file: first "
+               "stat %.0f ms (median of %d); daemon RSS %.0f MiB after the "
+               "mount, %.0f after the stat, %.0f with the file open, %.0f "
+               "once closed and another directory's file looked up." % (
+                   vst["median"], vst["rounds"], r[0] / 1024, r[1] / 1024,
+                   r[2] / 1024, r[3] / 1024))
     out.append("")
     out.append("| target | measured | met |")
     out.append("|---|---|---|")

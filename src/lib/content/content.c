@@ -55,9 +55,11 @@ void stfs_content_free(struct stfs_content *c)
 	if (!c)
 		return;
 	for (size_t i = 0; i < c->nseg; i++) {
-		free(c->seg[i].own);
-		if (c->seg[i].release)
-			c->seg[i].release(c->seg[i].release_arg);
+		if (c->seg[i].kind != STFS_SEG_INLINE)
+			continue;
+		free(c->seg[i].u.in.own);
+		if (c->seg[i].u.in.release)
+			c->seg[i].u.in.release(c->seg[i].u.in.release_arg);
 	}
 	if (c->seg != c->small)
 		free(c->seg);
@@ -106,9 +108,9 @@ int stfs_content_add_inline(struct stfs_content *c, const char *bytes,
 			free((char *)bytes);
 		return -ENOMEM;
 	}
-	s->bytes = bytes;
+	s->u.in.bytes = bytes;
 	if (own)
-		s->own = (char *)bytes;
+		s->u.in.own = (char *)bytes;
 	return 0;
 }
 
@@ -121,9 +123,9 @@ int stfs_content_add_shared(struct stfs_content *c, const char *bytes,
 		release(arg);
 		return -ENOMEM;
 	}
-	s->bytes = bytes;
-	s->release = release;
-	s->release_arg = arg;
+	s->u.in.bytes = bytes;
+	s->u.in.release = release;
+	s->u.in.release_arg = arg;
 	return 0;
 }
 
@@ -134,8 +136,8 @@ int stfs_content_add_range(struct stfs_content *c, struct stfs_source *src,
 
 	if (!s)
 		return -ENOMEM;
-	s->src = src;
-	s->off = off;
+	s->u.r.src = src;
+	s->u.r.off = off;
 	return 0;
 }
 
@@ -148,8 +150,8 @@ int stfs_content_add_f32(struct stfs_content *c, struct stfs_source *src,
 		return -EINVAL;
 	if (!(s = add(c, STFS_SEG_F32, nel * 4)))
 		return -ENOMEM;
-	s->src = src;
-	s->off = off;
+	s->u.r.src = src;
+	s->u.r.off = off;
 	s->dtype = dtype;
 	return 0;
 }
@@ -303,7 +305,7 @@ static size_t first_seg(const struct stfs_content *c, uint64_t off)
 /* What a segment's part [lo, lo + n) needs of the buffer, 8-aligned. */
 static size_t buf_need(const struct stfs_seg *s, uint64_t lo, size_t n)
 {
-	if (s->kind == STFS_SEG_RANGE && !stfs_source_map(s->src))
+	if (s->kind == STFS_SEG_RANGE && !stfs_source_map(s->u.r.src))
 		return (n + 7) & ~(size_t)7;
 	if (s->kind == STFS_SEG_F32) {
 		size_t nel = (size_t)((lo + n + 3) / 4 - lo / 4);
@@ -371,20 +373,20 @@ void stfs_content_read(const struct stfs_content *c, uint64_t off,
 		r->niov++;
 		switch (s->kind) {
 		case STFS_SEG_INLINE:
-			*v = (struct iovec){ (char *)s->bytes + lo, n };
+			*v = (struct iovec){ (char *)s->u.in.bytes + lo, n };
 			break;
 		case STFS_SEG_RANGE:
-			map = stfs_source_map(s->src);
+			map = stfs_source_map(s->u.r.src);
 			if (map) {
-				*v = (struct iovec){ (char *)map + s->off + lo,
-						     n };
+				*v = (struct iovec){ (char *)map + s->u.r.off +
+						     lo, n };
 				break;
 			}
 			*v = (struct iovec){ r->buf + at, n };
 			at += buf_need(s, lo, n);
 			atomic_fetch_add(&r->pending, 1);
-			stfs_source_read_async(s->src, v->iov_base, n,
-					       s->off + lo, one_done, r);
+			stfs_source_read_async(s->u.r.src, v->iov_base, n,
+					       s->u.r.off + lo, one_done, r);
 			break;
 		case STFS_SEG_F32: {
 			uint64_t e0 = lo / 4, e1 = (hi + 3) / 4;
@@ -399,8 +401,9 @@ void stfs_content_read(const struct stfs_content *c, uint64_t off,
 			r->conv[r->nconv++] = (struct conv){ s->dtype, raw,
 							      out, nel };
 			atomic_fetch_add(&r->pending, 1);
-			stfs_source_read_async(s->src, raw, nel * eb,
-					       s->off + e0 * eb, one_done, r);
+			stfs_source_read_async(s->u.r.src, raw, nel * eb,
+					       s->u.r.off + e0 * eb, one_done,
+					       r);
 			break;
 		}
 		}

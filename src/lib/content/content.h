@@ -17,13 +17,19 @@ struct stfs_seg {
 	uint64_t at;                 /* its first byte's offset in the file */
 	uint64_t len;                /* bytes it gives */
 	enum stfs_seg_kind kind;
-	const char *bytes;           /* INLINE */
-	char *own;                   /* INLINE bytes the content frees */
-	void (*release)(void *);     /* INLINE: called at free, if set */
-	void *release_arg;
-	struct stfs_source *src;     /* RANGE, F32 */
-	uint64_t off;                /* RANGE, F32: first source byte */
 	enum stfs_dtype dtype;       /* F32: the source's dtype */
+	union {
+		struct {             /* INLINE */
+			const char *bytes;
+			char *own;           /* freed with the content */
+			void (*release)(void *); /* called then, if set */
+			void *release_arg;
+		} in;
+		struct {             /* RANGE, F32 */
+			struct stfs_source *src;
+			uint64_t off;        /* first source byte */
+		} r;
+	} u;
 };
 
 struct stfs_content {
