@@ -3,6 +3,8 @@
  * the index's own "metadata" (or the total size), the weight_map, every
  * tensor with its file, dtype, shape and offsets, and each shard's size
  * and __metadata__.  Written with the one JSON writer (format layer).
+ * Also the header file of a single file when a selection is active: its
+ * header with only the selected tensors, their offsets as stored.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -91,6 +93,42 @@ int stfs_model_index_json(struct stfs_model *m, const char *index_meta,
 	if (!(s = stfs_jw_finish(&w, &len)))
 		return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET,
 				 "out of memory writing the merged index");
+	m->index = s;
+	m->index_len = len;
+	return 0;
+}
+
+int stfs_model_header_selected(struct stfs_model *m, struct stfs_error *err)
+{
+	const struct stfs_header *h = m->files[0]->header;
+	struct stfs_jw w;
+	size_t len;
+	char *s;
+
+	stfs_jw_init(&w, 0);
+	stfs_jw_begin(&w, '{');
+	if (stfs_header_has_metadata(h)) {
+		stfs_jw_key(&w, "__metadata__", 12);
+		meta_obj(&w, h);
+	}
+	for (size_t i = 0; i < m->nentries; i++) {
+		const struct stfs_tensor *t = m->entries[i].t;
+		uint64_t off[2] = { t->begin, t->end };
+
+		stfs_jw_key(&w, t->name, t->name_len);
+		stfs_jw_begin(&w, '{');
+		stfs_jw_key(&w, "dtype", 5);
+		stfs_jw_cstr(&w, stfs_dtype_name(t->dtype));
+		stfs_jw_key(&w, "shape", 5);
+		stfs_jw_u64s(&w, t->shape, t->rank);
+		stfs_jw_key(&w, "data_offsets", 12);
+		stfs_jw_u64s(&w, off, 2);
+		stfs_jw_end(&w, '}');
+	}
+	stfs_jw_end(&w, '}');
+	if (!(s = stfs_jw_finish(&w, &len)))
+		return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET,
+				 "out of memory writing the header file");
 	m->index = s;
 	m->index_len = len;
 	return 0;

@@ -7,7 +7,8 @@
  * tree those names make (tree.c) with the reserved header file at its
  * root, and for every file of the tree its content: a list of segments
  * (content layer).  The header file of a single file is its header bytes,
- * a range of the file; shards (shards.c) get a generated merged index.
+ * a range of the file (under a selection: those tensors' entries); shards
+ * get a generated merged index (index_json.c).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -317,6 +318,9 @@ int stfs_model_open_opts(const char *source, const struct stfs_model_opts *o,
 		goto fail;
 	if (m->sharded && (rc = stfs_model_index_json(m, m->index_meta,
 						     m->index_meta_len, err)))
+		goto fail;
+	if (!m->sharded && o->ninclude + o->nexclude &&
+	    (rc = stfs_model_header_selected(m, err)))
 		goto fail;
 	*out = m;
 	return 0;

@@ -88,5 +88,8 @@ void stfs_virtual_free(struct stfs_model *m);
  * (index_json.c); index_meta is the index's "metadata" as JSON, or NULL. */
 int stfs_model_index_json(struct stfs_model *m, const char *index_meta,
 			  size_t meta_len, struct stfs_error *err);
+/* The header file of one file under a selection: its header with the
+ * selected tensors only (index_json.c). */
+int stfs_model_header_selected(struct stfs_model *m, struct stfs_error *err);
 
 #endif
