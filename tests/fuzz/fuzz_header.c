@@ -2,9 +2,12 @@
  * fuzz_header.c: libFuzzer harness for the header parser and the name
  * mapping.  The input is the N header bytes.  Whatever it is, the parser
  * must not crash, leak or read out of bounds; when it accepts, the header
- * re-written as JSON must parse to the same tensors (the parser agrees with
- * itself), and every tensor must be found again at its path in the tree,
- * with its .npy and .f32 views beside it, each under a legal name.
+ * re-written as JSON by libstfs's own writer (jsonw.c, which writes the
+ * merged index, inspect --json and the virtual files' headers) must parse
+ * to the same tensors, compact and pretty (writer and parser agree on
+ * every name and value), and every tensor must be found again at its path
+ * in the tree, with its .npy and .f32 views beside it, each under a legal
+ * name.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -12,52 +15,8 @@
 #include <string.h>
 
 #include "stfs/stfs.h"
+#include "format.h"
 #include "tree.h"
-
-struct buf {
-	char *p;
-	size_t n, cap;
-};
-
-static void put(struct buf *b, const char *s, size_t n)
-{
-	if (b->n + n + 1 > b->cap) {
-		b->cap = (b->n + n + 1) * 2;
-		b->p = realloc(b->p, b->cap);
-		if (!b->p)
-			abort();
-	}
-	memcpy(b->p + b->n, s, n);
-	b->n += n;
-}
-
-static void put_str(struct buf *b, const char *s, size_t n)
-{
-	put(b, "\"", 1);
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		char e[8];
-
-		if (c == '"' || c == '\\') {
-			e[0] = '\\';
-			e[1] = (char)c;
-			put(b, e, 2);
-		} else if (c < 0x20) {
-			snprintf(e, sizeof(e), "\\u%04x", c);
-			put(b, e, 6);
-		} else {
-			put(b, (const char *)&c, 1);
-		}
-	}
-	put(b, "\"", 1);
-}
-
-static void put_u64(struct buf *b, uint64_t v)
-{
-	char s[24];
-	int n = snprintf(s, sizeof(s), "%llu", (unsigned long long)v);
-	put(b, s, (size_t)n);
-}
 
 static void check_same(const struct stfs_header *a,
 		       const struct stfs_header *b)
@@ -149,7 +108,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct stfs_header *h, *h2;
 	struct stfs_error err;
-	struct buf b = { 0 };
 
 	if (stfs_header_parse((const char *)data, size, STFS_DATA_LEN_ANY, 8,
 			      &h, &err) != 0) {
@@ -157,49 +115,50 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		return 0;
 	}
-	put(&b, "{", 1);
-	if (stfs_header_has_metadata(h)) {
-		put(&b, "\"__metadata__\":{", 16);
-		for (size_t i = 0; i < stfs_header_meta_count(h); i++) {
-			const struct stfs_meta *m = stfs_header_meta(h, i);
-			if (i)
-				put(&b, ",", 1);
-			put_str(&b, m->key, m->key_len);
-			put(&b, ":", 1);
-			put_str(&b, m->value, m->value_len);
-		}
-		put(&b, "}", 1);
-	}
-	for (size_t i = 0; i < stfs_header_count(h); i++) {
-		const struct stfs_tensor *t = stfs_header_tensor(h, i);
-		const char *dt = stfs_dtype_name(t->dtype);
+	for (int pretty = 0; pretty < 2; pretty++) {
+		struct stfs_jw w;
+		size_t len;
+		char *text;
 
-		if (i || stfs_header_has_metadata(h))
-			put(&b, ",", 1);
-		put_str(&b, t->name, t->name_len);
-		put(&b, ":{\"dtype\":", 10);
-		put_str(&b, dt, strlen(dt));
-		put(&b, ",\"shape\":[", 10);
-		for (size_t k = 0; k < t->rank; k++) {
-			if (k)
-				put(&b, ",", 1);
-			put_u64(&b, t->shape[k]);
+		stfs_jw_init(&w, pretty);
+		stfs_jw_begin(&w, '{');
+		if (stfs_header_has_metadata(h)) {
+			stfs_jw_key(&w, "__metadata__", 12);
+			stfs_jw_begin(&w, '{');
+			for (size_t i = 0; i < stfs_header_meta_count(h); i++) {
+				const struct stfs_meta *m =
+					stfs_header_meta(h, i);
+				stfs_jw_key(&w, m->key, m->key_len);
+				stfs_jw_str(&w, m->value, m->value_len);
+			}
+			stfs_jw_end(&w, '}');
 		}
-		put(&b, "],\"data_offsets\":[", 18);
-		put_u64(&b, t->begin);
-		put(&b, ",", 1);
-		put_u64(&b, t->end);
-		put(&b, "]}", 2);
+		for (size_t i = 0; i < stfs_header_count(h); i++) {
+			const struct stfs_tensor *t = stfs_header_tensor(h, i);
+			uint64_t off[2] = { t->begin, t->end };
+
+			stfs_jw_key(&w, t->name, t->name_len);
+			stfs_jw_begin(&w, '{');
+			stfs_jw_key(&w, "dtype", 5);
+			stfs_jw_cstr(&w, stfs_dtype_name(t->dtype));
+			stfs_jw_key(&w, "shape", 5);
+			stfs_jw_u64s(&w, t->shape, t->rank);
+			stfs_jw_key(&w, "data_offsets", 12);
+			stfs_jw_u64s(&w, off, 2);
+			stfs_jw_end(&w, '}');
+		}
+		stfs_jw_end(&w, '}');
+		if (!(text = stfs_jw_finish(&w, &len)))
+			abort();
+		if (stfs_header_parse(text, len, stfs_header_data_len(h), 8,
+				      &h2, &err) != 0)
+			abort();
+		free(text);
+		check_same(h, h2);
+		stfs_header_free(h2);
 	}
-	put(&b, "}", 1);
-	if (stfs_header_parse(b.p, b.n, stfs_header_data_len(h), 8, &h2,
-			      &err) != 0)
-		abort();
-	check_same(h, h2);
-	stfs_header_free(h2);
 	check_tree(h, 0);
 	check_tree(h, STFS_TREE_FLAT);
 	stfs_header_free(h);
-	free(b.p);
 	return 0;
 }
