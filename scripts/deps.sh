@@ -3,12 +3,13 @@
 # installed yet: for `demo`, what building stfs and running the demo need;
 # for `test` (the default), everything the full test suite uses as well
 # (Check, clang for the fuzzers, numpy, torch and R for the reading
-# examples, the packaging tools).  Quiet when everything is there.
+# examples, the packaging tools, nginx for the remote tests).  Quiet when
+# everything is there.
 set -euo pipefail
 base=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
-      libjson-c-dev attr python3 python3-numpy)
+      libjson-c-dev libcurl4-openssl-dev attr python3 python3-numpy)
 full=(check clang libclang-rt-14-dev python3-torch r-base-core debhelper
-      dpkg-dev fakeroot rpm)
+      dpkg-dev fakeroot rpm nginx)
 case "${1:-test}" in
 demo) pkgs=("${base[@]}") ;;
 test) pkgs=("${base[@]}" "${full[@]}") ;;
@@ -25,4 +26,12 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
+# nginx is for the tests, which start their own on loopback: its package
+# must not start the system's (policy-rc.d 101: no service starts)
+rc_d=/usr/sbin/policy-rc.d
+if [ ! -e $rc_d ]; then
+	printf '#!/bin/sh\nexit 101\n' | $SUDO tee $rc_d >/dev/null
+	$SUDO chmod +x $rc_d
+	trap '$SUDO rm -f $rc_d' EXIT
+fi
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

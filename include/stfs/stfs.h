@@ -168,7 +168,22 @@ struct stfs_source_info {
 	int64_t mtime_sec;      /* modification time at open, or 0 */
 	long mtime_nsec;
 	const char *etag;       /* an opaque version tag, or NULL */
+	const char *url;        /* a remote source's URL, or NULL */
 };
+
+/* Remote sources (http:// and https://): how long to wait and how many
+ * times to try, for every HTTP source opened after the call. */
+struct stfs_http_opts {
+	unsigned connect_timeout_ms;   /* per attempt (default 10000) */
+	unsigned stall_timeout_ms;     /* no byte for this long (30000) */
+	unsigned retries;              /* after the first attempt (3) */
+	unsigned connections;          /* parallel reads (8) */
+};
+void stfs_http_set_opts(const struct stfs_http_opts *o);
+
+/* Where libstfs reports what goes wrong after open (a remote read that
+ * failed, and why): one line each.  Default: nowhere. */
+void stfs_set_log(void (*fn)(const char *line));
 
 /* Open the local file at path (regular files only; a FIFO or device is
  * refused without blocking on it).  No data is read. */

@@ -327,16 +327,28 @@ static void stfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size,
 
 /* ---- extended attributes -------------------------------------------- */
 
-enum { X_DTYPE, X_SHAPE, X_OFFSETS, X_FILE_OFFSET, X_NAME, X_FILE, X_VIEW,
-       X_SOURCE_DTYPE, X_DATA_START, X_COUNT };
+enum { X_DTYPE, X_SHAPE, X_OFFSETS, X_FILE_OFFSET, X_NAME, X_FILE, X_URL,
+       X_VIEW, X_SOURCE_DTYPE, X_DATA_START, X_COUNT };
 
 static const char *const xnames[X_COUNT] = {
 	XATTR_PREFIX "dtype",       XATTR_PREFIX "shape",
 	XATTR_PREFIX "data_offsets", XATTR_PREFIX "file_offset",
 	XATTR_PREFIX "name",        XATTR_PREFIX "file",
-	XATTR_PREFIX "view",        XATTR_PREFIX "source_dtype",
+	XATTR_PREFIX "url",         XATTR_PREFIX "view",        XATTR_PREFIX "source_dtype",
 	XATTR_PREFIX "data_start",
 };
+
+/* The URL of the object a tensor is in, or NULL for a local file. */
+static const char *url_of(const struct stfs_fs *fs,
+			  const struct stfs_node_info *ni)
+{
+	const struct stfs_file *f = stfs_model_file(fs->model,
+		stfs_model_tensor_file(fs->model, ni->tensor));
+	struct stfs_source_info si;
+
+	stfs_source_info(stfs_file_source(f), &si);
+	return si.url;
+}
 
 /* The xattrs a tensor node has, in listing order, into out; their count.
  * Offsets describe the tensor's own bytes, so views do not have them. */
@@ -354,6 +366,8 @@ static int xattrs_of(const struct stfs_fs *fs, const struct stfs_node_info *ni,
 	out[k++] = X_NAME;
 	if (stfs_model_sharded(fs->model))
 		out[k++] = X_FILE;
+	if (url_of(fs, ni))
+		out[k++] = X_URL;
 	if (!raw) {
 		out[k++] = X_VIEW;
 		out[k++] = X_SOURCE_DTYPE;
@@ -438,6 +452,10 @@ static void tensor_xattr(fuse_req_t req, const struct stfs_fs *fs,
 	case X_FILE:
 		file = stfs_model_file_name(m, stfs_model_tensor_file(m,
 								ni->tensor));
+		reply_value(req, file, strlen(file), size);
+		return;
+	case X_URL:
+		file = url_of(fs, ni);
 		reply_value(req, file, strlen(file), size);
 		return;
 	}

@@ -42,6 +42,7 @@ struct stfs_opts {
 	int single;
 	/* number options, as given; checked by number_opts() */
 	char *uid, *gid, *umask, *threads, *readahead, *max_read, *max_request;
+	char *connect_timeout, *stall_timeout, *retries, *connections;
 	char *log;
 };
 
@@ -72,6 +73,10 @@ static const struct fuse_opt stfs_opt_spec[] = {
 	STFS_OPT("threads=%s", threads, 0),
 	STFS_OPT("readahead=%s", readahead, 0),
 	STFS_OPT("max_request=%s", max_request, 0),
+	STFS_OPT("connect_timeout=%s", connect_timeout, 0),
+	STFS_OPT("stall_timeout=%s", stall_timeout, 0),
+	STFS_OPT("retries=%s", retries, 0),
+	STFS_OPT("connections=%s", connections, 0),
 	STFS_OPT("log=%s", log, 0),
 	FUSE_OPT_KEY("max_read=", KEY_MAX_READ),   /* libfuse's, and ours */
 	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
@@ -106,8 +111,9 @@ void stfs_usage(FILE *out)
 "       stfs umount [-z] MOUNTPOINT\n"
 "       stfs --help | --version\n"
 "\n"
-"SOURCE is a .safetensors file, a directory of shards, or a\n"
-"*.safetensors.index.json file.  Each tensor becomes a read-only file;\n"
+"SOURCE is a .safetensors file, a directory of shards, a\n"
+"*.safetensors.index.json file, or an http(s):// URL of one of these (a\n"
+"directory URL ends in /).  Each tensor becomes a read-only file;\n"
 "dtype, shape and offsets are user.safetensors.* extended attributes, and\n"
 "the header is the file %s at the root.\n"
 "\n"
@@ -131,6 +137,10 @@ void stfs_usage(FILE *out)
 "                     up to %d, as far as fs.fuse.max_pages_limit allows;\n"
 "                     given, root raises that limit)\n"
 "  -o log=FILE        where a background daemon logs (default: syslog)\n"
+"  -o connect_timeout=S, stall_timeout=S, retries=N, connections=N\n"
+"                     for URL sources: seconds to connect (default 10),\n"
+"                     seconds without a byte (30), retries (3), parallel\n"
+"                     requests (8)\n"
 "  -o allow_other, default_permissions, max_read=N, ... : as for any\n"
 "                     FUSE filesystem (see mount.fuse3(8)); ro is implied\n"
 "\n"
@@ -230,6 +240,34 @@ static int number_opt(const char *src, const char *name, const char *text,
 	}
 	*out = v;
 	return 0;
+}
+
+/* The options of URL sources: 0, or -1 after saying what is wrong. */
+static int http_opts(const struct stfs_opts *o, const char *src)
+{
+	unsigned long ct = 10, st = 30, re = 3, co = 8;
+	struct stfs_http_opts h;
+
+	if (number_opt(src, "connect_timeout", o->connect_timeout, 10, 1,
+		       3600, "1 to 3600 (seconds)", &ct) ||
+	    number_opt(src, "stall_timeout", o->stall_timeout, 10, 1, 3600,
+		       "1 to 3600 (seconds)", &st) ||
+	    number_opt(src, "retries", o->retries, 10, 0, 100, "0 to 100",
+		       &re) ||
+	    number_opt(src, "connections", o->connections, 10, 1, 256,
+		       "1 to 256", &co))
+		return -1;
+	h.connect_timeout_ms = (unsigned)ct * 1000;
+	h.stall_timeout_ms = (unsigned)st * 1000;
+	h.retries = (unsigned)re;
+	h.connections = (unsigned)co;
+	stfs_http_set_opts(&h);
+	return 0;
+}
+
+static void log_line(const char *line)
+{
+	fuse_log(FUSE_LOG_ERR, "%s\n", line);
 }
 
 /* Check the number options into fs and *threads: 0, or -1. */
@@ -388,7 +426,7 @@ int stfs_mount_main(int argc, char **argv)
 		goto out_args;
 	}
 	src = o.source;
-	if (number_opts(&o, src, &fs, &threads)) {
+	if (number_opts(&o, src, &fs, &threads) || http_opts(&o, src)) {
 		ret = 2;
 		goto out_args;
 	}
@@ -420,6 +458,7 @@ int stfs_mount_main(int argc, char **argv)
 	mo.nexclude = o.nexclude;
 	mo.warn = warn_stderr;
 	mo.ctx = (void *)src;
+	stfs_set_log(log_line);
 	rc = stfs_model_open_opts(src, &mo, &fs.model, &err);
 	if (rc) {
 		fprintf(stderr, "stfs: %s: %s\n", src, err.msg);
@@ -507,6 +546,10 @@ out_args:
 	free(o.threads);
 	free(o.readahead);
 	free(o.max_request);
+	free(o.connect_timeout);
+	free(o.stall_timeout);
+	free(o.retries);
+	free(o.connections);
 	free(o.max_read);
 	fuse_opt_free_args(&args);
 	return ret;

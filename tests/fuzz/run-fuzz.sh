@@ -3,7 +3,8 @@
 # UBSan) and fuzz each for SECONDS (default 60):
 #   fuzz_header  the header parser and the name mapping, seeded with the
 #                header of every file in shared/data/real and examples/;
-#   fuzz_index   the index.json reader, seeded with every *.index.json there.
+#   fuzz_index   the index.json reader, seeded with every *.index.json there;
+#   fuzz_http    the HTTP response-header parser of remote sources.
 # Inputs in tests/fuzz/regressions/<harness>/ are replayed first; crashes
 # are written there too, for review, and become regression inputs.
 set -euo pipefail
@@ -19,11 +20,12 @@ build() {   # harness, extra sources/flags...
 	clang -g -O1 -fsanitize=fuzzer,address,undefined \
 		-fno-sanitize-recover=all $incs \
 		$(pkg-config --cflags json-c) $lib "$@" tests/fuzz/"$h".c \
-		$(pkg-config --libs json-c) -lm -pthread -o "$out/$h"
+		$(pkg-config --libs json-c libcurl) -lm -pthread -o "$out/$h"
 }
 mkdir -p "$out"/{corpus,seeds}-{header,index}
 build fuzz_header
 build fuzz_index
+build fuzz_http
 python3 - "$out" "$shared/data/real" examples <<'PY'
 import os, struct, sys
 out, *srcs = sys.argv[1:]
@@ -52,7 +54,12 @@ for src in srcs:
 print("fuzz: %d seed headers, %d seed indexes" % (n, m))
 PY
 rc=0
-for h in header index; do
+mkdir -p "$out"/{corpus,seeds}-http
+printf 'HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-1048575/2415919632\r\nETag: "6921b5a0-8fffff90"\r\nLast-Modified: Sun, 22 Nov 2026 08:00:00 GMT\r\nRetry-After: 5\r\n' \
+	> "$out/seeds-http/seed000"
+printf 'HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */0\r\n' \
+	> "$out/seeds-http/seed001"
+for h in header index http; do
 	reg=tests/fuzz/regressions/$h
 	mkdir -p "$reg"
 	echo "fuzz: fuzz_$h for $secs s"

@@ -14,8 +14,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <curl/curl.h>
+
 #include "format.h"
 #include "source.h"
+
+#define REMOTE_INDEX "model.safetensors.index.json"
 
 static int ends_with(const char *s, const char *suffix)
 {
@@ -23,6 +27,35 @@ static int ends_with(const char *s, const char *suffix)
 
 	return a >= b && strcmp(s + a - b, suffix) == 0;
 }
+
+/* A URL: one file, an index, or a "directory" (ending in '/'). */
+static int locate_url(struct stfs_location *loc, struct stfs_error *err)
+{
+	const char *arg = loc->arg, *slash = strrchr(arg, '/');
+	const char *host = strstr(arg, "://") + 3;
+
+	loc->remote = 1;
+	if (!(loc->canonical = strdup(arg)))
+		return -ENOMEM;
+	if (!*host || slash < host)
+		return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "a URL "
+				 "needs a path: http://HOST/PATH/NAME."
+				 "safetensors, or one ending in / for shards");
+	if (strchr(arg, '?') || strchr(arg, '#'))
+		return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "URLs "
+				 "with a query or fragment are not supported");
+	loc->base = strndup(arg, (size_t)(slash - arg));
+	if (!slash[1]) {
+		loc->kind = STFS_LOC_INDEX;
+		loc->name = strdup(REMOTE_INDEX);
+	} else {
+		loc->kind = ends_with(arg, ".index.json") ? STFS_LOC_INDEX :
+			    STFS_LOC_FILE;
+		loc->name = strdup(slash + 1);
+	}
+	return loc->base && loc->name ? 0 : -ENOMEM;
+}
+
 
 static int cmp_str(const void *a, const void *b)
 {
@@ -120,6 +153,15 @@ int stfs_locate(const char *arg, struct stfs_location **out,
 		free(loc);
 		return nomem(err);
 	}
+	if (stfs_is_url(arg)) {
+		if ((rc = locate_url(loc, err))) {
+			if (rc == -ENOMEM)
+				nomem(err);
+			goto fail;
+		}
+		*out = loc;
+		return 0;
+	}
 	loc->canonical = realpath(arg, NULL);
 	if (!loc->canonical) {
 		rc = stfs_fail(err, -errno, NULL, STFS_NO_OFFSET, "%s",
@@ -183,7 +225,19 @@ int stfs_location_open(const struct stfs_location *loc, const char *name,
 				 "not a plain file name");
 	/* the file itself keeps the name it was given */
 	if (loc->kind == STFS_LOC_FILE && strcmp(name, loc->name) == 0)
-		return stfs_source_open_file(loc->arg, out, err);
+		return loc->remote ? stfs_source_open_http(loc->arg, out, err) :
+		       stfs_source_open_file(loc->arg, out, err);
+	if (loc->remote) {
+		char *esc = curl_easy_escape(NULL, name, 0);
+		if (!esc || asprintf(&path, "%s/%s", loc->base, esc) < 0) {
+			curl_free(esc);
+			return nomem(err);
+		}
+		curl_free(esc);
+		rc = stfs_source_open_http(path, out, err);
+		free(path);
+		return rc;
+	}
 	if (asprintf(&path, "%s%s%s", loc->base,
 		     ends_with(loc->base, "/") ? "" : "/", name) < 0)
 		return nomem(err);

@@ -41,6 +41,33 @@ void stfs_source_read_async(struct stfs_source *s, void *buf, size_t len,
 int stfs_source_slurp(struct stfs_source *s, uint64_t max, char **out,
 		      size_t *len);
 
+/* ---- HTTP (http.c, httphdr.c) ----------------------------------------- */
+
+/* What stfs takes from a response's header lines. */
+struct stfs_http_resp {
+	int has_range;          /* Content-Range: bytes FIRST-LAST/TOTAL */
+	int has_total;          /* ... or bytes * /TOTAL */
+	uint64_t range_first, range_last, total;
+	char etag[256];         /* "" if none (or unusable) */
+	char last_modified[64];
+	unsigned retry_after_s; /* 0 if none */
+};
+
+/* Take one header line (with or without its CRLF) into r.  A status line
+ * ("HTTP/...") starts a new response.  Never fails: what does not parse
+ * is left out. */
+void stfs_http_header_line(const char *line, size_t len,
+			   struct stfs_http_resp *r);
+
+/* Is arg an http:// or https:// URL? */
+int stfs_is_url(const char *arg);
+/* A byte source for the object at url: fetches its first block, which
+ * gives its size and version (ETag, Last-Modified): 0, or -errno with err
+ * saying why (HTTP status, connection error, a server that ignores
+ * ranges). */
+int stfs_source_open_http(const char *url, struct stfs_source **out,
+			  struct stfs_error *err);
+
 /* ---- the locator ------------------------------------------------------ */
 
 enum stfs_loc_kind {
@@ -62,6 +89,7 @@ struct stfs_location {
 	char *name;         /* FILE and INDEX: that file's name */
 	char **names;       /* DIR: the *.safetensors files, sorted */
 	size_t nnames;
+	int remote;         /* base is a URL prefix */
 };
 
 /* Find what SOURCE names; errors say what is wrong with it. */

@@ -1,0 +1,554 @@
+/*
+ * http.c: the byte source of an object behind an http:// or https:// URL,
+ * read with range requests (libcurl).
+ *
+ * Opening fetches the first block (STFS_HTTP_FIRST bytes, enough for most
+ * headers), which gives the object's size (Content-Range) and version
+ * (ETag, else Last-Modified), and keeps it: the header is then read from
+ * memory.  Every later read asks for exactly its range, with If-Match on
+ * the ETag seen at open, and checks that the answer is a 206 for those
+ * bytes of an object of that size and version: a server that ignores
+ * ranges, an object that changed, a short or overlong body is an error,
+ * never bytes of two versions mixed.
+ *
+ * Failures that may pass (no connection, a stall, 5xx, 429) are retried
+ * with exponential backoff and jitter, honouring Retry-After; then the
+ * read fails with EIO.  401/403 are EACCES, 404/410 ENOENT.  Connect and
+ * stall timeouts bound every attempt, so a read ends in bounded time:
+ * at most (retries + 1) x (connect + stall timeout) plus the backoffs.
+ *
+ * Asynchronous reads go to a pool of worker threads, one connection
+ * (a libcurl easy handle, kept alive) each, started on first use so that
+ * they belong to the daemon after it has gone to the background.  The
+ * request loop never waits for the network.  Synchronous reads (opening,
+ * headers) use one shared handle.  Credentials are never sent to another
+ * host on a redirect (libcurl's default, kept), TLS is verified (libcurl's
+ * default, with the usual CA variables), and the usual proxy variables
+ * apply.
+ */
+#define _GNU_SOURCE
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "format.h"
+#include "source.h"
+
+#define STFS_HTTP_FIRST (1u << 20)
+
+static struct stfs_http_opts cfg = {
+	.connect_timeout_ms = 10000,
+	.stall_timeout_ms = 30000,
+	.retries = 3,
+	.connections = 8,
+};
+
+void stfs_http_set_opts(const struct stfs_http_opts *o)
+{
+	cfg = *o;
+	if (!cfg.connections)
+		cfg.connections = 1;
+}
+
+int stfs_is_url(const char *arg)
+{
+	return strncmp(arg, "http://", 7) == 0 ||
+	       strncmp(arg, "https://", 8) == 0;
+}
+
+struct http_src {
+	struct stfs_source base;
+	char *url;
+	char etag[256];
+	char last_modified[64];
+	char *head;                 /* the first block */
+	size_t head_len;
+	unsigned inflight;          /* asynchronous reads not done */
+	pthread_cond_t idle;
+};
+
+/* ---- one request --------------------------------------------------------- */
+
+static const char *reason(long status)
+{
+	switch (status) {
+	case 400: return " (Bad Request)";
+	case 401: return " (Unauthorized)";
+	case 403: return " (Forbidden)";
+	case 404: return " (Not Found)";
+	case 410: return " (Gone)";
+	case 416: return " (Range Not Satisfiable)";
+	case 429: return " (Too Many Requests)";
+	case 500: return " (Internal Server Error)";
+	case 502: return " (Bad Gateway)";
+	case 503: return " (Service Unavailable)";
+	case 504: return " (Gateway Timeout)";
+	default: return "";
+	}
+}
+
+struct xfer {
+	CURL *h;
+	char *buf;
+	size_t len, got;
+	int overflow;
+	int not_partial;            /* a body that is not a 206's: dropped */
+	struct stfs_http_resp r;
+};
+
+static size_t on_data(char *p, size_t sz, size_t n, void *ud)
+{
+	struct xfer *x = ud;
+	size_t k = sz * n;
+	long status = 0;
+
+	curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
+	if (status != 206) {
+		/* an error page, or a whole object for a range: stop now */
+		x->not_partial = 1;
+		return 0;
+	}
+	if (k > x->len - x->got) {
+		x->overflow = 1;
+		return 0;               /* more than asked for: stop */
+	}
+	memcpy(x->buf + x->got, p, k);
+	x->got += k;
+	return k;
+}
+
+static size_t on_header(char *p, size_t sz, size_t n, void *ud)
+{
+	stfs_http_header_line(p, sz * n, &((struct xfer *)ud)->r);
+	return sz * n;
+}
+
+/* The first ETag is a strong one we can send in If-Match. */
+static int strong(const char *etag)
+{
+	return etag[0] == '"';
+}
+
+static CURLcode perform(CURL *h, const char *url, const char *etag,
+			uint64_t off, size_t len, struct xfer *x, long *status,
+			char *errbuf)
+{
+	struct curl_slist *hdrs = NULL;
+	char range[64], cond[300];
+	CURLcode rc;
+
+	curl_easy_reset(h);
+	snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, off,
+		 off + len - 1);
+	if (etag && strong(etag)) {
+		snprintf(cond, sizeof(cond), "If-Match: %s", etag);
+		hdrs = curl_slist_append(NULL, cond);
+	}
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_RANGE, range);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+			 (long)cfg.connect_timeout_ms);
+	/* a stall: under 1 byte/s for the stall timeout */
+	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
+			 (long)((cfg.stall_timeout_ms + 999) / 1000));
+	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+	curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h, CURLOPT_USERAGENT, "stfs/" STFS_VERSION);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	errbuf[0] = '\0';
+	rc = curl_easy_perform(h);
+	*status = 0;
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+	curl_slist_free_all(hdrs);
+	return rc;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec t = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&t, &t) < 0 && errno == EINTR)
+		;
+}
+
+/* Backoff before attempt k (1, 2, ...): 200 ms doubling, at most 5 s,
+ * +-50% jitter; a Retry-After (at most 30 s) instead when given. */
+static unsigned backoff_ms(unsigned k, unsigned retry_after_s)
+{
+	unsigned base = 200u << (k > 5 ? 5 : k - 1);
+
+	if (retry_after_s)
+		return (retry_after_s > 30 ? 30 : retry_after_s) * 1000u;
+	if (base > 5000)
+		base = 5000;
+	return base / 2 + (unsigned)(rand() % (int)(base + 1));
+}
+
+/*
+ * Fetch [off, off + len) of url into buf, with retries.  want_total is
+ * the object's size (UINT64_MAX while opening: then a short answer at
+ * the end of the object is fine, and *resp tells the size and version).
+ * 0, or -errno with err filled.
+ */
+static int fetch(CURL *h, const char *url, const char *etag, uint64_t off,
+		 size_t len, uint64_t want_total, char *buf, size_t *got,
+		 struct stfs_http_resp *resp, struct stfs_error *err)
+{
+	char errbuf[CURL_ERROR_SIZE];
+	unsigned retry_after = 0;
+
+	for (unsigned k = 0;; k++) {
+		struct xfer x = { .h = h, .buf = buf, .len = len };
+		long status;
+		CURLcode rc;
+		int again = 0, code = -EIO;
+
+		if (k)
+			sleep_ms(backoff_ms(k, retry_after));
+		rc = perform(h, url, etag, off, len, &x, &status, errbuf);
+		retry_after = x.r.retry_after_s;
+		if (rc == CURLE_WRITE_ERROR && x.not_partial)
+			rc = CURLE_OK;          /* judged by its status below */
+		if (rc == CURLE_WRITE_ERROR && x.overflow) {
+			stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the server "
+				  "sent more than the %zu bytes asked for", len);
+		} else if (rc != CURLE_OK) {
+			again = rc != CURLE_UNSUPPORTED_PROTOCOL &&
+				rc != CURLE_URL_MALFORMAT &&
+				rc != CURLE_TOO_MANY_REDIRECTS &&
+				rc != CURLE_PEER_FAILED_VERIFICATION;
+			stfs_fail(err, rc == CURLE_COULDNT_RESOLVE_HOST ?
+				  -EHOSTUNREACH : -EIO, NULL, STFS_NO_OFFSET,
+				  "%s", errbuf[0] ? errbuf :
+				  curl_easy_strerror(rc));
+			code = err ? err->code : -EIO;
+		} else if (status == 206) {
+			const struct stfs_http_resp *r = &x.r;
+			uint64_t last = off + x.got - 1;
+
+			if (!r->has_range || r->range_first != off ||
+			    !x.got || r->range_last != last ||
+			    (want_total != UINT64_MAX &&
+			     (r->total != want_total || x.got != len)) ||
+			    (want_total == UINT64_MAX && x.got != len &&
+			     last + 1 != r->total)) {
+				stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET,
+					  "the server answered bytes %" PRIu64
+					  "-%" PRIu64 " (%zu received) for "
+					  "bytes %" PRIu64 "-%" PRIu64,
+					  r->range_first, r->range_last, x.got,
+					  off, off + len - 1);
+			} else if (etag && etag[0] && r->etag[0] &&
+				   strcmp(etag, r->etag) != 0) {
+				stfs_fail(err, -ESTALE, NULL, STFS_NO_OFFSET,
+					  "the object changed (ETag %s, was %s)",
+					  r->etag, etag);
+				code = -ESTALE;
+			} else {
+				*got = x.got;
+				if (resp)
+					*resp = x.r;
+				return 0;
+			}
+		} else if (status == 200) {
+			stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the server "
+				  "ignores range requests (200 for a range)");
+		} else if (status == 416 && want_total == UINT64_MAX &&
+			   x.r.has_total && x.r.total == 0) {
+			*got = 0;                       /* an empty object */
+			if (resp)
+				*resp = x.r;
+			return 0;
+		} else if (status == 412) {
+			stfs_fail(err, -ESTALE, NULL, STFS_NO_OFFSET, "the "
+				  "object changed since it was opened (412)");
+			code = -ESTALE;
+		} else {
+			code = status == 401 || status == 403 ? -EACCES :
+			       status == 404 || status == 410 ? -ENOENT : -EIO;
+			again = status == 429 || status >= 500;
+			stfs_fail(err, code, NULL, STFS_NO_OFFSET, "HTTP %ld%s",
+				  status, reason(status));
+		}
+		if (!again || k >= cfg.retries)
+			return err ? err->code : code;
+	}
+}
+
+/* ---- the shared handle and the workers ---------------------------------- */
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t work = PTHREAD_COND_INITIALIZER;
+static pthread_mutex_t sync_mu = PTHREAD_MUTEX_INITIALIZER;
+static CURL *sync_handle;           /* synchronous reads, under sync_mu */
+static unsigned nsources;           /* open http sources */
+
+struct job {
+	struct http_src *s;
+	void *buf;
+	size_t len;
+	uint64_t off;
+	stfs_source_done done;
+	void *arg;
+	struct job *next;
+};
+
+static struct job *queue, **queue_tail = &queue;
+static pthread_t *workers;
+static unsigned nworkers;
+static int stopping;
+
+static void global_init(void)
+{
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	srand((unsigned)time(NULL) ^ (unsigned)getpid());
+}
+
+static void log_failure(const struct http_src *s, uint64_t off, size_t len,
+			const struct stfs_error *e)
+{
+	char line[768];
+
+	snprintf(line, sizeof(line), "stfs: %s: bytes %" PRIu64 "-%" PRIu64
+		 ": %s", s->url, off, off + len - 1, e->msg);
+	stfs_log(line);
+}
+
+/* Bytes [off, off + len) of s (within its size) from the first block or
+ * the network, with handle h. */
+static int read_with(CURL *h, struct http_src *s, void *buf, size_t len,
+		     uint64_t off)
+{
+	struct stfs_error e = { 0 };
+	size_t got;
+	int rc;
+
+	if (off + len <= s->head_len) {
+		memcpy(buf, s->head + off, len);
+		return 0;
+	}
+	rc = fetch(h, s->url, s->etag, off, len, s->base.info.size, buf, &got,
+		   NULL, &e);
+	if (rc) {
+		log_failure(s, off, len, &e);
+		return rc == -EACCES || rc == -ENOENT ? rc : -EIO;
+	}
+	return 0;
+}
+
+static void *worker(void *arg)
+{
+	CURL *h = curl_easy_init();
+
+	(void)arg;
+	pthread_mutex_lock(&mu);
+	for (;;) {
+		struct job *j;
+		int rc;
+
+		while (!queue && !stopping)
+			pthread_cond_wait(&work, &mu);
+		if (!queue)
+			break;
+		j = queue;
+		queue = j->next;
+		if (!queue)
+			queue_tail = &queue;
+		pthread_mutex_unlock(&mu);
+		rc = h ? read_with(h, j->s, j->buf, j->len, j->off) : -ENOMEM;
+		j->done(j->arg, rc);
+		pthread_mutex_lock(&mu);
+		if (--j->s->inflight == 0)
+			pthread_cond_broadcast(&j->s->idle);
+		free(j);
+	}
+	pthread_mutex_unlock(&mu);
+	curl_easy_cleanup(h);
+	return NULL;
+}
+
+/* Start the workers (under mu); 0, or -errno if none could start. */
+static int start_workers(void)
+{
+	if (nworkers)
+		return 0;
+	workers = calloc(cfg.connections, sizeof(*workers));
+	if (!workers)
+		return -ENOMEM;
+	stopping = 0;
+	for (unsigned i = 0; i < cfg.connections; i++)
+		if (pthread_create(&workers[nworkers], NULL, worker, NULL) == 0)
+			nworkers++;
+	return nworkers ? 0 : -EAGAIN;
+}
+
+/* The last source is closing: stop and join the workers (not under mu). */
+static void stop_workers(void)
+{
+	pthread_t *w;
+	unsigned n;
+
+	pthread_mutex_lock(&mu);
+	stopping = 1;
+	pthread_cond_broadcast(&work);
+	w = workers;
+	n = nworkers;
+	workers = NULL;
+	nworkers = 0;
+	pthread_mutex_unlock(&mu);
+	for (unsigned i = 0; i < n; i++)
+		pthread_join(w[i], NULL);
+	free(w);
+}
+
+/* ---- the source ------------------------------------------------------- */
+
+static int http_read(struct stfs_source *src, void *buf, size_t len,
+		     uint64_t off)
+{
+	struct http_src *s = (struct http_src *)src;
+	int rc;
+
+	if (off + len <= s->head_len) {
+		memcpy(buf, s->head + off, len);
+		return 0;
+	}
+	pthread_mutex_lock(&sync_mu);
+	if (!sync_handle)
+		sync_handle = curl_easy_init();
+	rc = sync_handle ? read_with(sync_handle, s, buf, len, off) : -ENOMEM;
+	pthread_mutex_unlock(&sync_mu);
+	return rc;
+}
+
+static void http_read_async(struct stfs_source *src, void *buf, size_t len,
+			    uint64_t off, stfs_source_done done, void *arg)
+{
+	struct http_src *s = (struct http_src *)src;
+	struct job *j;
+	int rc;
+
+	if (off + len <= s->head_len) {
+		memcpy(buf, s->head + off, len);
+		done(arg, 0);
+		return;
+	}
+	if (!(j = malloc(sizeof(*j)))) {
+		done(arg, -ENOMEM);
+		return;
+	}
+	*j = (struct job){ s, buf, len, off, done, arg, NULL };
+	pthread_mutex_lock(&mu);
+	if ((rc = start_workers())) {
+		pthread_mutex_unlock(&mu);
+		free(j);
+		done(arg, rc);
+		return;
+	}
+	s->inflight++;
+	*queue_tail = j;
+	queue_tail = &j->next;
+	pthread_cond_signal(&work);
+	pthread_mutex_unlock(&mu);
+}
+
+static void http_close(struct stfs_source *src)
+{
+	struct http_src *s = (struct http_src *)src;
+	int last;
+
+	pthread_mutex_lock(&mu);
+	while (s->inflight)             /* reads still on the wire */
+		pthread_cond_wait(&s->idle, &mu);
+	last = --nsources == 0;
+	pthread_mutex_unlock(&mu);
+	if (last) {
+		stop_workers();
+		pthread_mutex_lock(&sync_mu);
+		curl_easy_cleanup(sync_handle);
+		sync_handle = NULL;
+		pthread_mutex_unlock(&sync_mu);
+	}
+	pthread_cond_destroy(&s->idle);
+	free(s->head);
+	free(s->url);
+	free(s->base.name);
+	free(s);
+}
+
+static const struct stfs_source_ops http_ops = {
+	.close = http_close,
+	.read = http_read,
+	.read_async = http_read_async,
+};
+
+int stfs_source_open_http(const char *url, struct stfs_source **out,
+			  struct stfs_error *err)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	struct stfs_http_resp r;
+	struct http_src *s;
+	int rc;
+
+	*out = NULL;
+	pthread_once(&once, global_init);
+	s = calloc(1, sizeof(*s));
+	if (!s || !(s->url = strdup(url)) || !(s->base.name = strdup(url)) ||
+	    !(s->head = malloc(STFS_HTTP_FIRST))) {
+		if (s) {
+			free(s->url);
+			free(s->base.name);
+		}
+		free(s);
+		return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET,
+				 "out of memory");
+	}
+	pthread_cond_init(&s->idle, NULL);
+	s->base.ops = &http_ops;
+	pthread_mutex_lock(&mu);
+	nsources++;
+	pthread_mutex_unlock(&mu);
+	pthread_mutex_lock(&sync_mu);
+	if (!sync_handle)
+		sync_handle = curl_easy_init();
+	rc = sync_handle ? fetch(sync_handle, url, NULL, 0, STFS_HTTP_FIRST,
+				 UINT64_MAX, s->head, &s->head_len, &r, err) :
+			   stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET,
+				     "out of memory");
+	pthread_mutex_unlock(&sync_mu);
+	if (!rc && !r.has_total)
+		rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the server "
+			       "did not say the object's size "
+			       "(no Content-Range)");
+	if (rc) {
+		http_close(&s->base);
+		return rc;
+	}
+	s->base.info.size = r.total;
+	memcpy(s->etag, r.etag, sizeof(s->etag));
+	memcpy(s->last_modified, r.last_modified, sizeof(s->last_modified));
+	s->base.info.etag = s->etag[0] ? s->etag : NULL;
+	s->base.info.url = s->url;
+	if (s->last_modified[0]) {
+		time_t t = curl_getdate(s->last_modified, NULL);
+		if (t > 0)
+			s->base.info.mtime_sec = t;
+	}
+	*out = &s->base;
+	return 0;
+}

@@ -1,0 +1,122 @@
+/*
+ * httphdr.c: the parts of an HTTP response stfs relies on, parsed from
+ * header lines a server sent: Content-Range (which bytes, of how large an
+ * object), ETag and Last-Modified (which version), Retry-After (how long
+ * to wait).  Servers are untrusted: every number is checked for overflow
+ * and every field for its exact syntax; what does not parse is ignored,
+ * and the caller then refuses the response.
+ */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "source.h"
+
+static int digits(const char **p, const char *end, uint64_t *out)
+{
+	uint64_t v = 0;
+	const char *s = *p;
+
+	if (s == end || !isdigit((unsigned char)*s))
+		return -1;
+	while (s < end && isdigit((unsigned char)*s)) {
+		unsigned d = (unsigned)(*s - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return -1;
+		v = v * 10 + d;
+		s++;
+	}
+	*p = s;
+	*out = v;
+	return 0;
+}
+
+static const char *skip_ws(const char *s, const char *end)
+{
+	while (s < end && (*s == ' ' || *s == '\t'))
+		s++;
+	return s;
+}
+
+/* "bytes FIRST-LAST/TOTAL" or "bytes * /TOTAL" (no space). */
+static void content_range(const char *s, const char *end,
+			  struct stfs_http_resp *r)
+{
+	uint64_t a = 0, b = 0, total;
+	int star = 0;
+
+	if (end - s < 6 || strncasecmp(s, "bytes", 5) != 0 || s[5] != ' ')
+		return;
+	s = skip_ws(s + 6, end);
+	if (s < end && *s == '*') {
+		star = 1;
+		s++;
+	} else if (digits(&s, end, &a) || s == end || *s++ != '-' ||
+		   digits(&s, end, &b) || b < a) {
+		return;
+	}
+	if (s == end || *s++ != '/' || digits(&s, end, &total) ||
+	    skip_ws(s, end) != end)
+		return;
+	if (!star && b >= total)
+		return;
+	r->has_range = !star;
+	r->range_first = a;
+	r->range_last = b;
+	r->total = total;
+	r->has_total = 1;
+}
+
+static void copy_value(char *out, size_t outsz, const char *s,
+		       const char *end)
+{
+	size_t n = (size_t)(end - s);
+
+	if (n >= outsz || n == 0) {     /* too long to be ours: none */
+		out[0] = '\0';
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) {
+			out[0] = '\0';
+			return;
+		}
+	memcpy(out, s, n);
+	out[n] = '\0';
+}
+
+void stfs_http_header_line(const char *line, size_t len,
+			   struct stfs_http_resp *r)
+{
+	const char *end = line + len, *colon, *v;
+	size_t nlen;
+
+	while (end > line && (end[-1] == '\n' || end[-1] == '\r' ||
+			      end[-1] == ' ' || end[-1] == '\t'))
+		end--;
+	if (len >= 5 && strncmp(line, "HTTP/", 5) == 0) {
+		/* a new response (after a redirect or 100): start again */
+		memset(r, 0, sizeof(*r));
+		return;
+	}
+	if (!(colon = memchr(line, ':', (size_t)(end - line))))
+		return;
+	nlen = (size_t)(colon - line);
+	v = skip_ws(colon + 1, end);
+	if (nlen == 13 && strncasecmp(line, "content-range", 13) == 0) {
+		content_range(v, end, r);
+	} else if (nlen == 4 && strncasecmp(line, "etag", 4) == 0) {
+		copy_value(r->etag, sizeof(r->etag), v, end);
+	} else if (nlen == 13 && strncasecmp(line, "last-modified", 13) == 0) {
+		copy_value(r->last_modified, sizeof(r->last_modified), v, end);
+	} else if (nlen == 11 && strncasecmp(line, "retry-after", 11) == 0) {
+		uint64_t secs;
+		const char *p = v;
+		/* delta-seconds only; an HTTP date is taken as "a while" */
+		if (!digits(&p, end, &secs) && p == end)
+			r->retry_after_s = secs > 3600 ? 3600 : (unsigned)secs;
+		else if (p != end)
+			r->retry_after_s = 1;
+	}
+}

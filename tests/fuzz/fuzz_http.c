@@ -1,0 +1,55 @@
+/*
+ * fuzz_http.c: libFuzzer harness for the HTTP response-header parser
+ * (httphdr.c).  Servers are untrusted: any header lines, split at '\n',
+ * must not crash or read out of bounds, and what is taken from them must
+ * be consistent: a range within its object, an ETag and a Last-Modified
+ * that are terminated and free of control bytes, a Retry-After of at most
+ * an hour.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "source.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check_text(const char *s, size_t cap)
+{
+	size_t n = strnlen(s, cap);
+
+	if (n == cap)
+		abort();
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct stfs_http_resp r;
+	const char *p = (const char *)data, *end = p + size;
+
+	memset(&r, 0, sizeof(r));
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *e = nl ? nl + 1 : end;
+		/* a copy of exactly the line, so reads past it are caught */
+		char *line = malloc((size_t)(e - p) + 1);
+
+		if (!line)
+			return 0;
+		memcpy(line, p, (size_t)(e - p));
+		stfs_http_header_line(line, (size_t)(e - p), &r);
+		free(line);
+		if (r.has_range && (r.range_last < r.range_first ||
+				    r.range_last >= r.total || !r.has_total))
+			abort();
+		check_text(r.etag, sizeof(r.etag));
+		check_text(r.last_modified, sizeof(r.last_modified));
+		if (r.retry_after_s > 3600)
+			abort();
+		p = e;
+	}
+	return 0;
+}

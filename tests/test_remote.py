@@ -1,0 +1,434 @@
+#!/usr/bin/env python3
+"""test_remote.py: checkpoints behind http:// URLs, against real servers
+started here on 127.0.0.1: nginx from Debian (ranges, ETag, 416, and a
+location with ranges turned off), and for faults nginx cannot make, a
+small standard-library server (503 then 200, 429 with Retry-After, a
+stall).  Every read is compared (sha256) with the source.
+
+- the real corpus and the real shard set (its directory URL and its index
+  URL) mounted and inspected over HTTP, tensor by tensor;
+- large tensors read through the worker pool, the virtual file, random
+  reads;
+- refused at mount with a clear message and nothing mounted: 404, no
+  server, a server that ignores ranges, a URL with no path;
+- after mount: an object replaced on the server gives EIO (never bytes of
+  two versions), a stopped server gives EIO in bounded time and reads
+  work again once it is back, 503 and 429 are retried, a stall ends in
+  EIO; failures are logged.
+"""
+import hashlib
+import http.server
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stfstest as T  # noqa: E402
+
+EXPECTED = os.path.join(T.REAL, "expected.json")
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_port(port, timeout=10):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return True
+        except OSError:
+            time.sleep(0.02)
+    return False
+
+
+class Nginx:
+    """nginx serving root at http://127.0.0.1:PORT/ (and /noranges/, the
+    same with ranges turned off), with its config and logs in d."""
+
+    def __init__(self, d, root, port=None):
+        self.d, self.root = d, root
+        self.port = port or free_port()
+        self.proc = None
+        os.makedirs(os.path.join(d, "tmp"), exist_ok=True)
+        conf = """daemon off;
+master_process off;
+worker_processes 1;
+pid %(d)s/nginx.pid;
+error_log %(d)s/error.log;
+events { worker_connections 256; }
+http {
+  access_log %(d)s/access.log;
+  client_body_temp_path %(d)s/tmp;
+  proxy_temp_path %(d)s/tmp;
+  fastcgi_temp_path %(d)s/tmp;
+  uwsgi_temp_path %(d)s/tmp;
+  scgi_temp_path %(d)s/tmp;
+  server {
+    listen 127.0.0.1:%(port)d;
+    root %(root)s;
+    location /noranges/ { alias %(root)s/; max_ranges 0; }
+  }
+}
+""" % {"d": d, "root": root, "port": self.port}
+        self.conf = os.path.join(d, "nginx.conf")
+        with open(self.conf, "w") as f:
+            f.write(conf)
+        self.start()
+
+    def url(self, path=""):
+        return "http://127.0.0.1:%d/%s" % (self.port, path)
+
+    def start(self):
+        self.proc = subprocess.Popen([NGINX, "-c", self.conf, "-p", self.d],
+                                     stderr=subprocess.PIPE)
+        T._procs.append(self.proc)
+        assert wait_port(self.port), "nginx did not start"
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+
+
+class Faulty(http.server.BaseHTTPRequestHandler):
+    """Serves files of a directory with ranges and an ETag, with faults:
+    /503x2/PATH fails twice with 503 then serves, /429/PATH answers 429
+    with Retry-After: 1 once, /stall/PATH sends headers and then nothing
+    for a minute.  Counts are per server."""
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def do_GET(self):
+        srv = self.server
+        m = re.match(r"^/(503x2|429|stall|ok)/(.*)$", self.path)
+        if not m:
+            self.send_error(404)
+            return
+        fault, rel = m.groups()
+        path = os.path.join(srv.root, rel)
+        if not os.path.isfile(path):
+            self.send_error(404)
+            return
+        with srv.lock:
+            n = srv.counts.get((fault, rel), 0)
+            srv.counts[(fault, rel)] = n + 1
+        if fault == "503x2" and n < 2 and srv.armed:
+            self.send_response(503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if fault == "429" and n < 1 and srv.armed:
+            self.send_response(429)
+            self.send_header("Retry-After", "1")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        size = os.path.getsize(path)
+        first, last = 0, size - 1
+        r = re.match(r"bytes=(\d+)-(\d+)$", self.headers.get("Range", ""))
+        if r:
+            first, last = int(r.group(1)), min(int(r.group(2)), size - 1)
+        etag = '"%x-%x"' % (int(os.path.getmtime(path)), size)
+        with open(path, "rb") as f:
+            f.seek(first)
+            body = f.read(last - first + 1)
+        self.send_response(206 if r else 200)
+        self.send_header("ETag", etag)
+        self.send_header("Content-Length", str(len(body)))
+        if r:
+            self.send_header("Content-Range", "bytes %d-%d/%d" %
+                             (first, last, size))
+        self.end_headers()
+        if fault == "stall" and srv.armed and first > 0:
+            srv.stalled.wait(60)
+            return
+        self.wfile.write(body)
+
+
+def faulty_server(root):
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Faulty)
+    srv.daemon_threads = True
+    srv.root, srv.counts, srv.lock = root, {}, threading.Lock()
+    srv.armed, srv.stalled = False, threading.Event()
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+def sha(b):
+    return hashlib.sha256(b).hexdigest()
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def big_file(d, name="big.safetensors", seed=1):
+    rng = random.Random(seed)
+    tensors = [("layers.%d.w" % i, "U8", [8 << 20],
+                bytes(rng.getrandbits(8) for _ in range(64)) * (128 << 10))
+               for i in range(3)]
+    return T.write_st(os.path.join(d, name), tensors), tensors
+
+
+# ---- the tests -------------------------------------------------------------
+
+def test_real_corpus(d, mnt):
+    ngx = Nginx(os.path.join(d, "ngx"), T.REAL)
+    try:
+        with open(EXPECTED) as f:
+            exp = json.load(f)
+        n = 0
+        for rel, info in sorted(exp["files"].items()):
+            if not info["valid"]:
+                continue
+            url = ngx.url(rel)
+            p = T.mount_fg(url, mnt)
+            try:
+                for t in info["tensors"]:
+                    r = subprocess.run([T.STFS, "inspect", "--json", url],
+                                       capture_output=True, timeout=60)
+                    assert r.returncode == 0, r.stderr
+                    break
+                for t in json.loads(r.stdout)["tensors"]:
+                    want = [x for x in info["tensors"]
+                            if x["name"] == t["name"]][0]
+                    fp = os.path.join(mnt, t["path"])
+                    assert sha(read(fp)) == want["sha256"], (rel, t["name"])
+                    assert os.getxattr(fp, "user.safetensors.url") == \
+                        url.encode()
+            finally:
+                T.stop_fg(p, mnt)
+            n += 1
+        print("     %d real files over HTTP: every tensor's sha256" % n)
+    finally:
+        ngx.stop()
+
+
+def test_real_shards(d, mnt):
+    ngx = Nginx(os.path.join(d, "ngx"), T.REAL)
+    try:
+        local = subprocess.run([T.STFS, "inspect", "--json",
+                                os.path.join(T.REAL, "jl-sharded")],
+                               capture_output=True, check=True).stdout
+        want = {t["name"]: t for t in json.loads(local)["tensors"]}
+        for url in (ngx.url("jl-sharded/"),
+                    ngx.url("jl-sharded/model.safetensors.index.json")):
+            j = json.loads(subprocess.run(
+                [T.STFS, "inspect", "--json", url], capture_output=True,
+                check=True).stdout)
+            assert j["source"] == url and j["sharded"]
+            assert {t["name"]: (t["file"], t["file_offset"], t["dtype"])
+                    for t in j["tensors"]} == \
+                {k: (v["file"], v["file_offset"], v["dtype"])
+                 for k, v in want.items()}
+            p = T.mount_fg(url, mnt)
+            try:
+                for k, t in want.items():
+                    with open(os.path.join(T.REAL, "jl-sharded",
+                                           t["file"]), "rb") as f:
+                        f.seek(t["file_offset"])
+                        b = f.read(t["bytes"])
+                    assert read(os.path.join(mnt, t["path"])) == b, k
+                merged = read(os.path.join(mnt, "%model.safetensors"))
+                assert len(merged) == os.stat(
+                    os.path.join(mnt, "%model.safetensors")).st_size
+            finally:
+                T.stop_fg(p, mnt)
+    finally:
+        ngx.stop()
+
+
+def test_large_reads(d, mnt):
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    src, tensors = big_file(data)
+    ngx = Nginx(os.path.join(d, "ngx"), data)
+    try:
+        p = T.mount_fg(ngx.url("big.safetensors"), mnt)
+        try:
+            # three readers at once: the worker pool serves them
+            out = {}
+
+            def one(name):
+                out[name] = read(os.path.join(mnt, name.replace(".", "/")))
+            th = [threading.Thread(target=one, args=(t[0],))
+                  for t in tensors]
+            for t in th:
+                t.start()
+            for t in th:
+                t.join()
+            for name, _, _, b in tensors:
+                assert out[name] == b, name
+            whole = read(src)
+            assert read(os.path.join(mnt, "%model.safetensors")) == whole
+            fd = os.open(os.path.join(mnt, "layers/1/w"), os.O_RDONLY |
+                         os.O_DIRECT)
+            try:
+                rng = random.Random(4)
+                for _ in range(50):
+                    off = rng.randrange(8 << 20)
+                    off -= off % 4096
+                    n = rng.choice((4096, 65536, 1 << 20))
+                    assert os.pread(fd, n, off) == tensors[1][3][off:off + n]
+            finally:
+                os.close(fd)
+        finally:
+            T.stop_fg(p, mnt)
+    finally:
+        ngx.stop()
+
+
+def test_refused_at_mount(d, mnt):
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    big_file(data)
+    ngx = Nginx(os.path.join(d, "ngx"), data)
+    dead = "http://127.0.0.1:%d/x.safetensors" % free_port()
+    try:
+        cases = [
+            (ngx.url("nope.safetensors"), "HTTP 404"),
+            (ngx.url("noranges/big.safetensors"),
+             "the server ignores range requests"),
+            (dead, "Couldn't connect"),
+            (ngx.url("nothing/"), "the index: HTTP 404"),
+            ("http://127.0.0.1:%d" % ngx.port, "a URL needs a path"),
+        ]
+        for url, want in cases:
+            for cmd in (["mount", "-o", "retries=1", url, mnt],
+                        ["inspect", url]):
+                t = time.time()
+                r = subprocess.run([T.STFS] + cmd, capture_output=True,
+                                   timeout=60)
+                err = r.stderr.decode()
+                assert r.returncode == 1, (cmd, r)
+                assert err.startswith("stfs: %s: " % url) and want in err, \
+                    (url, err)
+                assert time.time() - t < 20
+                assert not T.is_mount(mnt) and not T.daemons_for(mnt)
+    finally:
+        ngx.stop()
+
+
+def test_changed_and_down(d, mnt):
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    src, tensors = big_file(data)
+    ngx = Nginx(os.path.join(d, "ngx"), data)
+    log = os.path.join(d, "log")
+    url = ngx.url("big.safetensors")
+    try:
+        r = subprocess.run([T.STFS, "mount", "-o", "log=" + log +
+                            ",connect_timeout=2,stall_timeout=2,retries=1",
+                            url, mnt], capture_output=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        T._mounts.append(mnt)
+        w0 = os.path.join(mnt, "layers/0/w")
+        w2 = os.path.join(mnt, "layers/2/w")
+        assert read(w0) == tensors[0][3]
+        # the server stops: EIO, in bounded time, and the daemon lives
+        ngx.stop()
+        t = time.time()
+        try:
+            read(w2)
+            assert False, "read with the server down"
+        except OSError as e:
+            assert e.errno == 5, e
+        assert time.time() - t < 30
+        assert T.daemons_for(mnt)
+        # ... and comes back
+        ngx.start()
+        assert read(w2) == tensors[2][3]
+        # the object is replaced: never bytes of two versions
+        _, new = big_file(data, seed=9)
+        os.utime(src, (time.time() + 100, time.time() + 100))
+        try:
+            b = read(os.path.join(mnt, "layers/1/w"))
+            assert False, "read a replaced object: %s" % (
+                "old bytes" if b == tensors[1][3] else "other bytes")
+        except OSError as e:
+            assert e.errno == 5, e
+        with open(log) as f:
+            text = f.read()
+        assert "%s: bytes" % url in text, text
+        assert "changed" in text or "412" in text, text
+    finally:
+        T.unmount(mnt)
+        ngx.stop()
+
+
+def test_retries(d, mnt):
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    src, tensors = big_file(data)
+    srv = faulty_server(data)
+    base = "http://127.0.0.1:%d/" % srv.server_address[1]
+    try:
+        for fault, opts, want_min in (("503x2", "retries=3", 0.0),
+                                      ("429", "retries=2", 1.0)):
+            p = T.mount_fg(base + fault + "/big.safetensors", mnt, "-o",
+                           opts)
+            try:
+                with srv.lock:
+                    srv.counts.clear()
+                    srv.armed = True
+                t = time.time()
+                assert read(os.path.join(mnt, "layers/1/w")) == \
+                    tensors[1][3], fault
+                assert time.time() - t >= want_min, fault
+                srv.armed = False
+            finally:
+                T.stop_fg(p, mnt)
+        # a stall: EIO after stall_timeout for each attempt
+        p = T.mount_fg(base + "stall/big.safetensors", mnt, "-o",
+                       "stall_timeout=2,retries=1")
+        try:
+            with srv.lock:
+                srv.counts.clear()
+                srv.armed = True
+            t = time.time()
+            try:
+                read(os.path.join(mnt, "layers/2/w"))
+                assert False, "read through a stall"
+            except OSError as e:
+                assert e.errno == 5, e
+            el = time.time() - t
+            assert 2 <= el < 20, el
+        finally:
+            srv.stalled.set()
+            srv.armed = False
+            T.stop_fg(p, mnt)
+    finally:
+        srv.shutdown()
+
+
+def main():
+    return T.run_tests([
+        test_real_corpus,
+        test_real_shards,
+        test_large_reads,
+        test_refused_at_mount,
+        test_changed_and_down,
+        test_retries,
+    ])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
