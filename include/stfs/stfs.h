@@ -181,6 +181,11 @@ struct stfs_http_opts {
 };
 void stfs_http_set_opts(const struct stfs_http_opts *o);
 
+/* The on-disk cache of remote sources (docs/remote.md): blocks under dir
+ * (NULL: no cache), at most max_bytes of them; with offline, no network
+ * at all: only what the cache holds.  0 or -errno. */
+int stfs_cache_configure(const char *dir, uint64_t max_bytes, int offline);
+
 /* Where libstfs reports what goes wrong after open (a remote read that
  * failed, and why): one line each.  Default: nowhere. */
 void stfs_set_log(void (*fn)(const char *line));

@@ -202,7 +202,7 @@ int stfs_inspect_main(int argc, char **argv)
 	struct stfs_error err;
 	const char *src = NULL, **inc_v = NULL, **exc_v = NULL;
 	size_t ninc = 0, nexc = 0;
-	int json = 0, quiet = 0, rc = 0;
+	int json = 0, quiet = 0, rc = 0, offline = 0;
 	unsigned flags = 0;
 
 	for (int i = 1; i < argc; i++) {
@@ -217,6 +217,8 @@ int stfs_inspect_main(int argc, char **argv)
 			flags |= STFS_TREE_NPY;
 		} else if (strcmp(argv[i], "--convert=f32") == 0) {
 			flags |= STFS_TREE_F32;
+		} else if (strcmp(argv[i], "--offline") == 0) {
+			offline = 1;
 		} else if (strncmp(argv[i], "--include=", 10) == 0 ||
 			   strncmp(argv[i], "--exclude=", 10) == 0) {
 			int inc = argv[i][2] == 'i';
@@ -255,7 +257,11 @@ int stfs_inspect_main(int argc, char **argv)
 	if (!src) {
 		fprintf(stderr, "usage: stfs inspect [--json | -q] [--flat] "
 			"[--npy] [--convert=f32] [--include=GLOB] "
-			"[--exclude=GLOB] SOURCE\n");
+			"[--exclude=GLOB] [--offline] SOURCE\n");
+		rc = 2;
+		goto out;
+	}
+	if (stfs_cache_opts(src, NULL, NULL, 0, offline)) {
 		rc = 2;
 		goto out;
 	}

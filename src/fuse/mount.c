@@ -43,6 +43,8 @@ struct stfs_opts {
 	/* number options, as given; checked by number_opts() */
 	char *uid, *gid, *umask, *threads, *readahead, *max_read, *max_request;
 	char *connect_timeout, *stall_timeout, *retries, *connections;
+	char *cache, *cache_size;
+	int nocache, offline;
 	char *log;
 };
 
@@ -77,6 +79,10 @@ static const struct fuse_opt stfs_opt_spec[] = {
 	STFS_OPT("stall_timeout=%s", stall_timeout, 0),
 	STFS_OPT("retries=%s", retries, 0),
 	STFS_OPT("connections=%s", connections, 0),
+	STFS_OPT("cache=%s", cache, 0),
+	STFS_OPT("cache_size=%s", cache_size, 0),
+	STFS_OPT("nocache", nocache, 1),
+	STFS_OPT("offline", offline, 1),
 	STFS_OPT("log=%s", log, 0),
 	FUSE_OPT_KEY("max_read=", KEY_MAX_READ),   /* libfuse's, and ours */
 	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
@@ -107,7 +113,7 @@ void stfs_usage(FILE *out)
 "usage: stfs mount [-f] [-d] [-s] [-o OPT[,OPT...]] SOURCE MOUNTPOINT\n"
 "       stfs SOURCE MOUNTPOINT [-o OPT[,OPT...]]   (mount helper form)\n"
 "       stfs inspect [--json | -q] [--flat] [--npy] [--convert=f32]\n"
-"                    [--include=GLOB] [--exclude=GLOB] SOURCE\n"
+"                    [--include=GLOB] [--exclude=GLOB] [--offline] SOURCE\n"
 "       stfs umount [-z] MOUNTPOINT\n"
 "       stfs --help | --version\n"
 "\n"
@@ -141,6 +147,10 @@ void stfs_usage(FILE *out)
 "                     for URL sources: seconds to connect (default 10),\n"
 "                     seconds without a byte (30), retries (3), parallel\n"
 "                     requests (8)\n"
+"  -o cache=DIR, cache_size=SIZE, nocache, offline\n"
+"                     for URL sources: the on-disk cache (default\n"
+"                     $XDG_CACHE_HOME/stfs or ~/.cache/stfs, 10G), none,\n"
+"                     or the cache only, no network\n"
 "  -o allow_other, default_permissions, max_read=N, ... : as for any\n"
 "                     FUSE filesystem (see mount.fuse3(8)); ro is implied\n"
 "\n"
@@ -263,6 +273,75 @@ static int http_opts(const struct stfs_opts *o, const char *src)
 	h.connections = (unsigned)co;
 	stfs_http_set_opts(&h);
 	return 0;
+}
+
+/* "10G", "512M", "4096": bytes, or 0 if it is not a size. */
+static uint64_t parse_size(const char *t)
+{
+	char *end;
+	unsigned long long v;
+	int shift = 0;
+
+	if (!t || !*t || strspn(t, "0123456789") == 0)
+		return 0;
+	errno = 0;
+	v = strtoull(t, &end, 10);
+	switch (*end) {
+	case 'K': case 'k': shift = 10; end++; break;
+	case 'M': case 'm': shift = 20; end++; break;
+	case 'G': case 'g': shift = 30; end++; break;
+	case 'T': case 't': shift = 40; end++; break;
+	}
+	if (errno || *end || !v || v > (UINT64_MAX >> shift))
+		return 0;
+	return (uint64_t)v << shift;
+}
+
+/* The on-disk cache of URL sources, from the options: 0, or -1 after
+ * saying what is wrong. */
+int stfs_cache_opts(const char *src, const char *dir, const char *size,
+		    int nocache, int offline)
+{
+	uint64_t bytes = 10ULL << 30;
+	char *def = NULL, *abs = NULL;
+	const char *base;
+	int rc;
+
+	if (size && !(bytes = parse_size(size))) {
+		fprintf(stderr, "stfs: %s: cache_size=%s: give a size such as "
+			"10G, 512M or 1048576\n", src, size);
+		return -1;
+	}
+	if (nocache && (offline || dir)) {
+		fprintf(stderr, "stfs: %s: nocache goes with neither cache= "
+			"nor offline\n", src);
+		return -1;
+	}
+	if (!dir && !nocache) {
+		if ((base = getenv("XDG_CACHE_HOME")) && *base == '/')
+			rc = asprintf(&def, "%s/stfs", base);
+		else if ((base = getenv("HOME")) && *base == '/')
+			rc = asprintf(&def, "%s/.cache/stfs", base);
+		else
+			rc = 0;
+		if (rc < 0)
+			return -1;
+		dir = def;
+	}
+	if (dir && dir[0] != '/') {     /* the daemon runs in / */
+		char *cwd = getcwd(NULL, 0);
+		if (!cwd || asprintf(&abs, "%s/%s", cwd, dir) < 0)
+			abs = NULL;
+		free(cwd);
+		dir = abs;
+	}
+	rc = stfs_cache_configure(nocache ? NULL : dir, bytes, offline);
+	if (rc)
+		fprintf(stderr, "stfs: %s: cache=%s: %s\n", src, dir ? dir : "",
+			strerror(-rc));
+	free(def);
+	free(abs);
+	return rc ? -1 : 0;
 }
 
 static void log_line(const char *line)
@@ -426,7 +505,9 @@ int stfs_mount_main(int argc, char **argv)
 		goto out_args;
 	}
 	src = o.source;
-	if (number_opts(&o, src, &fs, &threads) || http_opts(&o, src)) {
+	if (number_opts(&o, src, &fs, &threads) || http_opts(&o, src) ||
+	    stfs_cache_opts(src, o.cache, o.cache_size, o.nocache,
+			    o.offline)) {
 		ret = 2;
 		goto out_args;
 	}
@@ -550,6 +631,8 @@ out_args:
 	free(o.stall_timeout);
 	free(o.retries);
 	free(o.connections);
+	free(o.cache);
+	free(o.cache_size);
 	free(o.max_read);
 	fuse_opt_free_args(&args);
 	return ret;

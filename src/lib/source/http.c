@@ -66,9 +66,11 @@ struct http_src {
 	struct stfs_source base;
 	char *url;
 	char etag[256];
-	char last_modified[64];
+	char last_modified[256];
 	char *head;                 /* the first block */
 	size_t head_len;
+	char version[256];          /* ETag, else Last-Modified */
+	struct stfs_cache_obj cobj; /* its blocks on disk, if cached */
 	unsigned inflight;          /* asynchronous reads not done */
 	pthread_cond_t idle;
 };
@@ -232,11 +234,10 @@ static int fetch(CURL *h, const char *url, const char *etag, uint64_t off,
 				rc != CURLE_URL_MALFORMAT &&
 				rc != CURLE_TOO_MANY_REDIRECTS &&
 				rc != CURLE_PEER_FAILED_VERIFICATION;
-			stfs_fail(err, rc == CURLE_COULDNT_RESOLVE_HOST ?
-				  -EHOSTUNREACH : -EIO, NULL, STFS_NO_OFFSET,
-				  "%s", errbuf[0] ? errbuf :
-				  curl_easy_strerror(rc));
-			code = err ? err->code : -EIO;
+			code = rc == CURLE_COULDNT_RESOLVE_HOST ?
+			       -EHOSTUNREACH : -ENETUNREACH;
+			stfs_fail(err, code, NULL, STFS_NO_OFFSET, "%s",
+				  errbuf[0] ? errbuf : curl_easy_strerror(rc));
 		} else if (status == 206) {
 			const struct stfs_http_resp *r = &x.r;
 			uint64_t last = off + x.got - 1;
@@ -329,8 +330,101 @@ static void log_failure(const struct http_src *s, uint64_t off, size_t len,
 	stfs_log(line);
 }
 
-/* Bytes [off, off + len) of s (within its size) from the first block or
- * the network, with handle h. */
+/* Blocks being fetched, so that readers of one block wait for one fetch
+ * (the kernel's readahead asks for several parts of a block at once). */
+struct inflight {
+	const struct http_src *s;
+	uint64_t block;
+	int rc;                     /* set when done */
+	unsigned waiters;
+	struct inflight *next;
+};
+
+static pthread_mutex_t fl_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t fl_cv = PTHREAD_COND_INITIALIZER;
+static struct inflight *fl;
+
+static struct inflight **fl_find(const struct http_src *s, uint64_t b)
+{
+	struct inflight **p = &fl;
+
+	while (*p && ((*p)->s != s || (*p)->block != b))
+		p = &(*p)->next;
+	return p;
+}
+
+/* Bytes [off, off + len) of block b of s's cached object: from the cache,
+ * else fetched whole, kept, and copied from. */
+static int block_read(CURL *h, struct http_src *s, uint64_t b, size_t off,
+		      void *buf, size_t len)
+{
+	uint64_t start = b * STFS_CACHE_BLOCK;
+	size_t blen = s->base.info.size - start < STFS_CACHE_BLOCK ?
+		      (size_t)(s->base.info.size - start) : STFS_CACHE_BLOCK;
+	struct inflight me = { s, b, 0, 0, NULL }, **p;
+	struct stfs_error e = { 0 };
+	char *tmp;
+	size_t got;
+	int rc;
+
+	for (;;) {
+		if (stfs_cache_read(&s->cobj, b, blen, off, buf, len) == 0)
+			return 0;
+		if (stfs_cache_offline()) {
+			snprintf(e.msg, sizeof(e.msg), "not in the cache, and "
+				 "offline");
+			log_failure(s, start + off, len, &e);
+			return -EIO;
+		}
+		pthread_mutex_lock(&fl_mu);
+		if (!*(p = fl_find(s, b))) {
+			*p = &me;               /* ours to fetch */
+			pthread_mutex_unlock(&fl_mu);
+			break;
+		} else {
+			/* wait for that fetch; its failure is ours too */
+			struct inflight *other = *p;
+
+			other->waiters++;
+			while (*fl_find(s, b) == other && !other->rc)
+				pthread_cond_wait(&fl_cv, &fl_mu);
+			rc = other->rc;
+			if (--other->waiters == 0)
+				pthread_cond_broadcast(&fl_cv);
+			pthread_mutex_unlock(&fl_mu);
+			if (rc)
+				return rc;
+		}
+	}
+	rc = -ENOMEM;
+	if ((tmp = malloc(blen))) {
+		rc = fetch(h, s->url, s->etag, start, blen, s->base.info.size,
+			   tmp, &got, NULL, &e);
+		if (!rc) {
+			(void)stfs_cache_put(&s->cobj, b, tmp, blen);
+			memcpy(buf, tmp + off, len);
+		} else {
+			log_failure(s, start, blen, &e);
+		}
+		free(tmp);
+	}
+	rc = rc == -EACCES || rc == -ENOENT || rc == -ENOMEM ? rc :
+	     rc ? -EIO : 0;
+	pthread_mutex_lock(&fl_mu);
+	me.rc = rc;
+	if (!rc)
+		*fl_find(s, b) = me.next;
+	pthread_cond_broadcast(&fl_cv);
+	while (me.waiters)              /* they read me.rc: stay till then */
+		pthread_cond_wait(&fl_cv, &fl_mu);
+	if (rc)
+		*fl_find(s, b) = me.next;
+	pthread_mutex_unlock(&fl_mu);
+	return rc;
+}
+
+/* Bytes [off, off + len) of s (within its size) from the first block, the
+ * cache or the network, with handle h. */
 static int read_with(CURL *h, struct http_src *s, void *buf, size_t len,
 		     uint64_t off)
 {
@@ -342,6 +436,23 @@ static int read_with(CURL *h, struct http_src *s, void *buf, size_t len,
 		memcpy(buf, s->head + off, len);
 		return 0;
 	}
+	if (s->cobj.valid) {
+		while (len) {
+			uint64_t b = off / STFS_CACHE_BLOCK;
+			size_t in = (size_t)(off % STFS_CACHE_BLOCK);
+			size_t n = STFS_CACHE_BLOCK - in < len ?
+				   STFS_CACHE_BLOCK - in : len;
+
+			if ((rc = block_read(h, s, b, in, buf, n)))
+				return rc;
+			buf = (char *)buf + n;
+			off += n;
+			len -= n;
+		}
+		return 0;
+	}
+	if (stfs_cache_offline())
+		return -EIO;
 	rc = fetch(h, s->url, s->etag, off, len, s->base.info.size, buf, &got,
 		   NULL, &e);
 	if (rc) {
@@ -491,6 +602,30 @@ static void http_close(struct stfs_source *src)
 	free(s);
 }
 
+/* Open s from the cache alone: its latest version's size and head. */
+static int open_cached(struct http_src *s, struct stfs_error *err)
+{
+	if (stfs_cache_latest(s->url, &s->cobj, s->version,
+			      sizeof(s->version)))
+		return stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "not in "
+				 "the cache (offline)");
+	s->base.info.size = s->cobj.size;
+	s->head_len = s->cobj.size < STFS_HTTP_FIRST ? (size_t)s->cobj.size :
+		      STFS_HTTP_FIRST;
+	if (stfs_cache_read(&s->cobj, STFS_CACHE_HEAD, s->head_len, 0,
+			    s->head, s->head_len)) {
+		s->cobj.valid = 0;
+		return stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "not in "
+				 "the cache (offline)");
+	}
+	if (s->version[0] == '"' || !strncmp(s->version, "W/\"", 3))
+		snprintf(s->etag, sizeof(s->etag), "%s", s->version);
+	else
+		snprintf(s->last_modified, sizeof(s->last_modified), "%s",
+			 s->version);
+	return 0;
+}
+
 static const struct stfs_source_ops http_ops = {
 	.close = http_close,
 	.read = http_read,
@@ -523,25 +658,51 @@ int stfs_source_open_http(const char *url, struct stfs_source **out,
 	pthread_mutex_lock(&mu);
 	nsources++;
 	pthread_mutex_unlock(&mu);
-	pthread_mutex_lock(&sync_mu);
-	if (!sync_handle)
-		sync_handle = curl_easy_init();
-	rc = sync_handle ? fetch(sync_handle, url, NULL, 0, STFS_HTTP_FIRST,
-				 UINT64_MAX, s->head, &s->head_len, &r, err) :
-			   stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET,
-				     "out of memory");
-	pthread_mutex_unlock(&sync_mu);
-	if (!rc && !r.has_total)
-		rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the server "
-			       "did not say the object's size "
-			       "(no Content-Range)");
+	if (stfs_cache_offline()) {
+		rc = open_cached(s, err);
+	} else {
+		pthread_mutex_lock(&sync_mu);
+		if (!sync_handle)
+			sync_handle = curl_easy_init();
+		rc = sync_handle ? fetch(sync_handle, url, NULL, 0,
+					 STFS_HTTP_FIRST, UINT64_MAX, s->head,
+					 &s->head_len, &r, err) :
+				   stfs_fail(err, -ENOMEM, NULL,
+					     STFS_NO_OFFSET, "out of memory");
+		pthread_mutex_unlock(&sync_mu);
+		if (!rc && !r.has_total)
+			rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
+				       "server did not say the object's size "
+				       "(no Content-Range)");
+		if (rc == -ENETUNREACH || rc == -EHOSTUNREACH) {
+			/* no server: what the cache has, if it has it */
+			struct stfs_error e2 = { 0 };
+			char line[768];
+
+			if (open_cached(s, &e2) == 0) {
+				snprintf(line, sizeof(line), "stfs: %s: %s; "
+					 "reading what the cache holds", url,
+					 err ? err->msg : "no connection");
+				stfs_log(line);
+				rc = 0;
+			}
+		} else if (!rc) {
+			s->base.info.size = r.total;
+			memcpy(s->etag, r.etag, sizeof(s->etag));
+			memcpy(s->last_modified, r.last_modified,
+			       sizeof(r.last_modified));
+			snprintf(s->version, sizeof(s->version), "%s",
+				 s->etag[0] ? s->etag : s->last_modified);
+			if (stfs_cache_object(url, s->version, r.total,
+					      &s->cobj) == 0)
+				(void)stfs_cache_put(&s->cobj, STFS_CACHE_HEAD,
+						     s->head, s->head_len);
+		}
+	}
 	if (rc) {
 		http_close(&s->base);
 		return rc;
 	}
-	s->base.info.size = r.total;
-	memcpy(s->etag, r.etag, sizeof(s->etag));
-	memcpy(s->last_modified, r.last_modified, sizeof(s->last_modified));
 	s->base.info.etag = s->etag[0] ? s->etag : NULL;
 	s->base.info.url = s->url;
 	if (s->last_modified[0]) {

@@ -7,6 +7,8 @@
 #ifndef STFS_SOURCE_H
 #define STFS_SOURCE_H
 
+#include <limits.h>
+
 #include "stfs/stfs.h"
 
 /* Completion of an asynchronous read: err is 0 or a negative errno. */
@@ -67,6 +69,38 @@ int stfs_is_url(const char *arg);
  * ranges). */
 int stfs_source_open_http(const char *url, struct stfs_source **out,
 			  struct stfs_error *err);
+
+/* ---- the on-disk cache of remote objects (cache.c) ----------------------- */
+
+#define STFS_CACHE_BLOCK (4u << 20)     /* bytes per cached block */
+#define STFS_CACHE_HEAD UINT64_MAX      /* the block of an object's head */
+
+/* One version of one object in the cache. */
+#define STFS_CACHE_DIR_MAX 1024          /* the cache's own path, at most */
+
+struct stfs_cache_obj {
+	char dir[STFS_CACHE_DIR_MAX + 64];
+	uint64_t size;
+	int valid;              /* 0: not cached (no cache, or no version) */
+};
+
+/* 1 if -o offline: no network, the cache only. */
+int stfs_cache_offline(void);
+/* The cache entry of url in version (an ETag or Last-Modified) and size,
+ * made if need be and remembered as the latest: 0, or -errno. */
+int stfs_cache_object(const char *url, const char *version, uint64_t size,
+		      struct stfs_cache_obj *o);
+/* The latest version of url cached (for offline, or a server that is
+ * down): 0 with *o and version filled, or -ENOENT. */
+int stfs_cache_latest(const char *url, struct stfs_cache_obj *o,
+		      char *version, size_t vsz);
+/* Bytes [off, off + len) of block number block (or STFS_CACHE_HEAD),
+ * whose length is block_len: 0, or -ENOENT when the block is not (wholly)
+ * there. */
+int stfs_cache_read(const struct stfs_cache_obj *o, uint64_t block,
+		    size_t block_len, size_t off, void *buf, size_t len);
+int stfs_cache_put(const struct stfs_cache_obj *o, uint64_t block,
+		   const void *buf, size_t len);
 
 /* ---- the locator ------------------------------------------------------ */
 

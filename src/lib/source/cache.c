@@ -1,0 +1,367 @@
+/*
+ * cache.c: the on-disk cache of remote objects, in blocks.
+ *
+ * Layout under the cache directory:
+ *   v1/<hash of the URL>/latest                  the last version seen
+ *   v1/<hash of the URL>/<hash of ETag and size>/meta
+ *   v1/<hash of the URL>/<hash of ETag and size>/<block number>
+ * A version is named by the ETag (or Last-Modified) and the size seen at
+ * open, so a changed object is never served from an old version's blocks.
+ * A block is written to a temporary name, flushed (fsync) and renamed, so
+ * it is either complete or absent, even after a crash or kill -9; it is
+ * checked to have its exact length when read.  Least recently used blocks
+ * (by mtime, which a hit refreshes) are removed when the cache grows past
+ * its size.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "format.h"
+#include "source.h"
+
+#define BLOCK_PATH_MAX (sizeof(((struct stfs_cache_obj *)0)->dir) + 24)
+
+static struct {
+	char *dir;              /* NULL: no cache */
+	uint64_t max_bytes;
+	int offline;
+	uint64_t used;          /* bytes of blocks, as far as we know */
+	int scanned;
+	pthread_mutex_t mu;
+} cache = { .max_bytes = 10ULL << 30, .mu = PTHREAD_MUTEX_INITIALIZER };
+
+int stfs_cache_configure(const char *dir, uint64_t max_bytes, int offline)
+{
+	if (dir && strlen(dir) > STFS_CACHE_DIR_MAX)
+		return -ENAMETOOLONG;
+	pthread_mutex_lock(&cache.mu);
+	free(cache.dir);
+	cache.dir = dir ? strdup(dir) : NULL;
+	cache.max_bytes = max_bytes;
+	cache.offline = offline;
+	cache.scanned = 0;
+	cache.used = 0;
+	pthread_mutex_unlock(&cache.mu);
+	return dir && !cache.dir ? -ENOMEM : 0;
+}
+
+int stfs_cache_offline(void)
+{
+	return cache.offline;
+}
+
+static uint64_t hash2(const char *a, const char *b, uint64_t n)
+{
+	char num[24];
+	uint64_t h = stfs_hash64(a, strlen(a));
+
+	snprintf(num, sizeof(num), "%" PRIu64, n);
+	h ^= stfs_hash64(b, strlen(b)) * 0x9e3779b97f4a7c15ULL;
+	return h ^ stfs_hash64(num, strlen(num)) * 0xc2b2ae3d27d4eb4fULL;
+}
+
+static int mkdirs(char *path)
+{
+	for (char *p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(path, 0755) < 0 && errno != EEXIST) {
+			*p = '/';
+			return -errno;
+		}
+		*p = '/';
+	}
+	if (mkdir(path, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* Write len bytes to path atomically: a temporary file, fsync, rename. */
+static int put_file(const char *path, const void *buf, size_t len)
+{
+	char tmp[BLOCK_PATH_MAX + 64];
+	const char *p = buf;
+	int fd, rc = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%lx", path, (int)getpid(),
+		 (unsigned long)pthread_self());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	while (len && !rc) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			rc = n < 0 ? -errno : -EIO;
+		else {
+			p += n;
+			len -= (size_t)n;
+		}
+	}
+	if (!rc && fsync(fd) < 0)
+		rc = -errno;
+	if (close(fd) < 0 && !rc)
+		rc = -errno;
+	if (!rc && rename(tmp, path) < 0)
+		rc = -errno;
+	if (rc)
+		unlink(tmp);
+	return rc;
+}
+
+/* ---- objects -------------------------------------------------------------- */
+
+int stfs_cache_object(const char *url, const char *version, uint64_t size,
+		      struct stfs_cache_obj *o)
+{
+	char meta[sizeof(o->dir) + 8], latest[sizeof(o->dir) + 8], text[512];
+	int rc, n;
+
+	memset(o, 0, sizeof(*o));
+	if (!cache.dir || !version[0])
+		return -ENOENT;         /* no cache, or no way to key it */
+	n = snprintf(o->dir, sizeof(o->dir), "%s/v1/%016" PRIx64 "/%016"
+		     PRIx64, cache.dir, stfs_hash64(url, strlen(url)),
+		     hash2(url, version, size));
+	if (n < 0 || (size_t)n >= sizeof(o->dir) - 32)
+		return -ENAMETOOLONG;
+	o->size = size;
+	if ((rc = mkdirs(o->dir)))
+		return rc;
+	/* meta: what offline mounts need to open the object */
+	n = snprintf(text, sizeof(text), "%" PRIu64 "\n%s\n", size, version);
+	snprintf(meta, sizeof(meta), "%s/meta", o->dir);
+	snprintf(latest, sizeof(latest), "%.*s/latest",
+		 (int)(strrchr(o->dir, '/') - o->dir), o->dir);
+	if ((rc = put_file(meta, text, (size_t)n)) ||
+	    (rc = put_file(latest, strrchr(o->dir, '/') + 1, 16)))
+		return rc;
+	o->valid = 1;
+	return 0;
+}
+
+int stfs_cache_latest(const char *url, struct stfs_cache_obj *o,
+		      char *version, size_t vsz)
+{
+	char path[sizeof(o->dir) + 8], id[17] = "", text[512];
+	ssize_t n;
+	int fd;
+
+	memset(o, 0, sizeof(*o));
+	if (!cache.dir)
+		return -ENOENT;
+	snprintf(path, sizeof(path), "%s/v1/%016" PRIx64 "/latest", cache.dir,
+		 stfs_hash64(url, strlen(url)));
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -ENOENT;
+	n = read(fd, id, 16);
+	close(fd);
+	if (n != 16 || strspn(id, "0123456789abcdef") != 16)
+		return -ENOENT;
+	snprintf(o->dir, sizeof(o->dir), "%s/v1/%016" PRIx64 "/%s",
+		 cache.dir, stfs_hash64(url, strlen(url)), id);
+	snprintf(path, sizeof(path), "%s/meta", o->dir);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -ENOENT;
+	n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	if (n <= 0)
+		return -ENOENT;
+	text[n] = '\0';
+	{
+		char *nl = strchr(text, '\n'), *end;
+		unsigned long long sz;
+
+		if (!nl)
+			return -ENOENT;
+		*nl = '\0';
+		errno = 0;
+		sz = strtoull(text, &end, 10);
+		if (errno || *end || !nl[1])
+			return -ENOENT;
+		end = strchr(nl + 1, '\n');
+		if (!end || (size_t)(end - nl - 1) >= vsz)
+			return -ENOENT;
+		memcpy(version, nl + 1, (size_t)(end - nl - 1));
+		version[end - nl - 1] = '\0';
+		o->size = sz;
+	}
+	o->valid = 1;
+	return 0;
+}
+
+/* ---- blocks --------------------------------------------------------------- */
+
+static void block_path(const struct stfs_cache_obj *o, uint64_t block,
+		       char *out, size_t outsz)
+{
+	if (block == STFS_CACHE_HEAD)
+		snprintf(out, outsz, "%s/head", o->dir);
+	else
+		snprintf(out, outsz, "%s/%" PRIu64, o->dir, block);
+}
+
+int stfs_cache_read(const struct stfs_cache_obj *o, uint64_t block,
+		    size_t block_len, size_t off, void *buf, size_t len)
+{
+	char path[BLOCK_PATH_MAX];
+	struct stat st;
+	size_t got = 0;
+	int fd;
+
+	if (!o->valid || off > block_len || len > block_len - off)
+		return -ENOENT;
+	block_path(o, block, path, sizeof(path));
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -ENOENT;
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != block_len) {
+		close(fd);              /* not ours, or not whole: a miss */
+		return -ENOENT;
+	}
+	while (got < len) {
+		ssize_t n = pread(fd, (char *)buf + got, len - got,
+				  (off_t)(off + got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	(void)futimens(fd, NULL);       /* recently used */
+	close(fd);
+	return got == len ? 0 : -ENOENT;
+}
+
+/* names in the cache: a directory name is at most 255 bytes */
+#define V1_MAX (STFS_CACHE_DIR_MAX + 8)
+#define P2_MAX (V1_MAX + 260)
+#define P3_MAX (P2_MAX + 260)
+
+struct entry {
+	char path[P3_MAX + 260];
+	time_t mtime;
+	uint64_t size;
+};
+
+static int cmp_mtime(const void *a, const void *b)
+{
+	const struct entry *x = a, *y = b;
+
+	return x->mtime < y->mtime ? -1 : x->mtime > y->mtime;
+}
+
+/* Every block of the cache (and the bytes they use), oldest first. */
+static size_t list_blocks(struct entry **out, uint64_t *total)
+{
+	char v1[V1_MAX];
+	struct entry *list = NULL;
+	size_t n = 0, cap = 0;
+	DIR *d1, *d2, *d3;
+	struct dirent *a, *b, *c;
+
+	*total = 0;
+	snprintf(v1, sizeof(v1), "%s/v1", cache.dir);
+	if (!(d1 = opendir(v1)))
+		goto done;
+	while ((a = readdir(d1))) {
+		char p2[P2_MAX];
+
+		if (a->d_name[0] == '.')
+			continue;
+		snprintf(p2, sizeof(p2), "%s/%s", v1, a->d_name);
+		if (!(d2 = opendir(p2)))
+			continue;
+		while ((b = readdir(d2))) {
+			char p3[P3_MAX];
+
+			if (strlen(b->d_name) != 16)
+				continue;
+			snprintf(p3, sizeof(p3), "%s/%s", p2, b->d_name);
+			if (!(d3 = opendir(p3)))
+				continue;
+			while ((c = readdir(d3))) {
+				struct stat st;
+				struct entry *e;
+
+				if (strspn(c->d_name, "0123456789") !=
+				    strlen(c->d_name) || !c->d_name[0])
+					continue;
+				if (n == cap) {
+					void *p = realloc(list, (cap = cap * 2 +
+							  64) * sizeof(*list));
+					if (!p)
+						break;
+					list = p;
+				}
+				e = &list[n];
+				snprintf(e->path, sizeof(e->path), "%s/%s", p3,
+					 c->d_name);
+				if (stat(e->path, &st) < 0)
+					continue;
+				e->mtime = st.st_mtime;
+				e->size = (uint64_t)st.st_size;
+				*total += e->size;
+				n++;
+			}
+			closedir(d3);
+		}
+		closedir(d2);
+	}
+	closedir(d1);
+done:
+	if (n > 1)
+		qsort(list, n, sizeof(*list), cmp_mtime);
+	*out = list;
+	return n;
+}
+
+/* Bring the cache under its size, oldest blocks first (under mu). */
+static void evict(uint64_t keep_free)
+{
+	struct entry *list;
+	uint64_t total;
+	size_t n = list_blocks(&list, &total);
+
+	for (size_t i = 0; i < n && total + keep_free > cache.max_bytes; i++)
+		if (unlink(list[i].path) == 0)
+			total -= list[i].size;
+	cache.used = total;
+	cache.scanned = 1;
+	free(list);
+}
+
+int stfs_cache_put(const struct stfs_cache_obj *o, uint64_t block,
+		   const void *buf, size_t len)
+{
+	char path[BLOCK_PATH_MAX];
+	int rc;
+
+	if (!o->valid || len > cache.max_bytes)
+		return -ENOENT;
+	pthread_mutex_lock(&cache.mu);
+	if (!cache.scanned || cache.used + len > cache.max_bytes)
+		evict(len);
+	cache.used += len;
+	pthread_mutex_unlock(&cache.mu);
+	block_path(o, block, path, sizeof(path));
+	rc = put_file(path, buf, len);
+	if (rc) {
+		pthread_mutex_lock(&cache.mu);
+		cache.used -= len;
+		pthread_mutex_unlock(&cache.mu);
+	}
+	return rc;
+}
