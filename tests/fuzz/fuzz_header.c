@@ -135,17 +135,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		for (size_t i = 0; i < stfs_header_count(h); i++) {
 			const struct stfs_tensor *t = stfs_header_tensor(h, i);
-			uint64_t off[2] = { t->begin, t->end };
 
-			stfs_jw_key(&w, t->name, t->name_len);
-			stfs_jw_begin(&w, '{');
-			stfs_jw_key(&w, "dtype", 5);
-			stfs_jw_cstr(&w, stfs_dtype_name(t->dtype));
-			stfs_jw_key(&w, "shape", 5);
-			stfs_jw_u64s(&w, t->shape, t->rank);
-			stfs_jw_key(&w, "data_offsets", 12);
-			stfs_jw_u64s(&w, off, 2);
-			stfs_jw_end(&w, '}');
+			stfs_jw_tensor(&w, t->name, t->name_len, t->dtype,
+				       t->shape, t->rank, t->begin, t->end);
 		}
 		stfs_jw_end(&w, '}');
 		if (!(text = stfs_jw_finish(&w, &len)))

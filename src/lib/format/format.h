@@ -93,6 +93,14 @@ void stfs_jw_u64(struct stfs_jw *w, uint64_t v);
 void stfs_jw_bool(struct stfs_jw *w, int v);
 void stfs_jw_null(struct stfs_jw *w);
 void stfs_jw_u64s(struct stfs_jw *w, const uint64_t *v, size_t n);
+/* "dtype", "shape" and "data_offsets" of one tensor, as in a header. */
+void stfs_jw_tensor_fields(struct stfs_jw *w, enum stfs_dtype dt,
+			   const uint64_t *shape, size_t rank, uint64_t begin,
+			   uint64_t end);
+/* A header's entry: "name":{"dtype":..,"shape":[..],"data_offsets":[..]}. */
+void stfs_jw_tensor(struct stfs_jw *w, const char *name, size_t len,
+		    enum stfs_dtype dt, const uint64_t *shape, size_t rank,
+		    uint64_t begin, uint64_t end);
 /* A value already written as JSON (len bytes of valid JSON text). */
 void stfs_jw_raw(struct stfs_jw *w, const char *json, size_t len);
 /* The text (NUL-terminated, *len bytes; the caller frees), or NULL if

@@ -189,6 +189,30 @@ void stfs_jw_raw(struct stfs_jw *w, const char *json, size_t len)
 	put(w, json, len);
 }
 
+void stfs_jw_tensor_fields(struct stfs_jw *w, enum stfs_dtype dt,
+			   const uint64_t *shape, size_t rank, uint64_t begin,
+			   uint64_t end)
+{
+	uint64_t off[2] = { begin, end };
+
+	stfs_jw_key(w, "dtype", 5);
+	stfs_jw_cstr(w, stfs_dtype_name(dt));
+	stfs_jw_key(w, "shape", 5);
+	stfs_jw_u64s(w, shape, rank);
+	stfs_jw_key(w, "data_offsets", 12);
+	stfs_jw_u64s(w, off, 2);
+}
+
+void stfs_jw_tensor(struct stfs_jw *w, const char *name, size_t len,
+		    enum stfs_dtype dt, const uint64_t *shape, size_t rank,
+		    uint64_t begin, uint64_t end)
+{
+	stfs_jw_key(w, name, len);
+	stfs_jw_begin(w, '{');
+	stfs_jw_tensor_fields(w, dt, shape, rank, begin, end);
+	stfs_jw_end(w, '}');
+}
+
 char *stfs_jw_finish(struct stfs_jw *w, size_t *len)
 {
 	char *p = w->buf;

@@ -58,19 +58,14 @@ int stfs_model_index_json(struct stfs_model *m, const char *index_meta,
 	for (size_t i = 0; i < m->nentries; i++) {
 		const struct stfs_entry *e = &m->entries[i];
 		const struct stfs_tensor *t = e->t;
-		uint64_t off[2] = { t->begin, t->end };
 
 		stfs_jw_begin(&w, '{');
 		stfs_jw_key(&w, "name", 4);
 		stfs_jw_str(&w, t->name, t->name_len);
 		stfs_jw_key(&w, "file", 4);
 		stfs_jw_cstr(&w, m->file_names[e->file]);
-		stfs_jw_key(&w, "dtype", 5);
-		stfs_jw_cstr(&w, stfs_dtype_name(t->dtype));
-		stfs_jw_key(&w, "shape", 5);
-		stfs_jw_u64s(&w, t->shape, t->rank);
-		stfs_jw_key(&w, "data_offsets", 12);
-		stfs_jw_u64s(&w, off, 2);
+		stfs_jw_tensor_fields(&w, t->dtype, t->shape, t->rank, t->begin,
+				      t->end);
 		stfs_jw_key(&w, "file_offset", 11);
 		stfs_jw_u64(&w, stfs_model_tensor_offset(m, i));
 		stfs_jw_end(&w, '}');
@@ -113,17 +108,9 @@ int stfs_model_header_selected(struct stfs_model *m, struct stfs_error *err)
 	}
 	for (size_t i = 0; i < m->nentries; i++) {
 		const struct stfs_tensor *t = m->entries[i].t;
-		uint64_t off[2] = { t->begin, t->end };
 
-		stfs_jw_key(&w, t->name, t->name_len);
-		stfs_jw_begin(&w, '{');
-		stfs_jw_key(&w, "dtype", 5);
-		stfs_jw_cstr(&w, stfs_dtype_name(t->dtype));
-		stfs_jw_key(&w, "shape", 5);
-		stfs_jw_u64s(&w, t->shape, t->rank);
-		stfs_jw_key(&w, "data_offsets", 12);
-		stfs_jw_u64s(&w, off, 2);
-		stfs_jw_end(&w, '}');
+		stfs_jw_tensor(&w, t->name, t->name_len, t->dtype, t->shape,
+			       t->rank, t->begin, t->end);
 	}
 	stfs_jw_end(&w, '}');
 	if (!(s = stfs_jw_finish(&w, &len)))

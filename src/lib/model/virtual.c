@@ -300,23 +300,15 @@ static int generate(struct stfs_model *m, uint32_t node, uint32_t dir,
 	meta(&w, m);
 	for (size_t i = 0; i < h->n; i++) {
 		const struct stfs_tensor *t = m->entries[h->order[i]].t;
-		uint64_t off[2] = { data, data + out_bytes(t, kind) };
+		uint64_t end = data + out_bytes(t, kind);
 		const char *s;
 		size_t sl;
 
 		strip(t, skip, &s, &sl);
-		stfs_jw_key(&w, s, sl);
-		stfs_jw_begin(&w, '{');
-		stfs_jw_key(&w, "dtype", 5);
-		stfs_jw_cstr(&w, stfs_dtype_name(kind == STFS_VIRTUAL_KIND_F32 &&
-			     stfs_dtype_to_f32(t->dtype) ? STFS_DTYPE_F32 :
-			     t->dtype));
-		stfs_jw_key(&w, "shape", 5);
-		stfs_jw_u64s(&w, t->shape, t->rank);
-		stfs_jw_key(&w, "data_offsets", 12);
-		stfs_jw_u64s(&w, off, 2);
-		stfs_jw_end(&w, '}');
-		data = off[1];
+		stfs_jw_tensor(&w, s, sl, kind == STFS_VIRTUAL_KIND_F32 &&
+			       stfs_dtype_to_f32(t->dtype) ? STFS_DTYPE_F32 :
+			       t->dtype, t->shape, t->rank, data, end);
+		data = end;
 	}
 	stfs_jw_end(&w, '}');
 	/* spaces up to a multiple of 8, as the reference's writer pads */
