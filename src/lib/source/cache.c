@@ -8,8 +8,11 @@
  * A version is named by the ETag (or Last-Modified) and the size seen at
  * open, so a changed object is never served from an old version's blocks.
  * A block is written to a temporary name, flushed (fsync) and renamed, so
- * it is either complete or absent, even after a crash or kill -9; it is
- * checked to have its exact length when read.  Least recently used blocks
+ * it is either complete or absent, even after a crash, kill -9 or a power
+ * loss; it is checked to have its exact length when read.  The small
+ * files (meta, latest, head) are renamed into place but not flushed: a
+ * power loss can leave them short or empty, and they are checked when
+ * read (the head's header is validated as any header is).  Least recently used blocks
  * (by mtime, which a hit refreshes) are removed when the cache grows past
  * its size.
  */
@@ -88,8 +91,10 @@ static int mkdirs(char *path)
 	return 0;
 }
 
-/* Write len bytes to path atomically: a temporary file, fsync, rename. */
-static int put_file(const char *path, const void *buf, size_t len)
+/* Write len bytes to path atomically: a temporary file, renamed; with
+ * durable, flushed (fsync) first, so that it survives a power loss too. */
+static int put_file(const char *path, const void *buf, size_t len,
+		    int durable)
 {
 	char tmp[BLOCK_PATH_MAX + 64];
 	const char *p = buf;
@@ -111,7 +116,7 @@ static int put_file(const char *path, const void *buf, size_t len)
 			len -= (size_t)n;
 		}
 	}
-	if (!rc && fsync(fd) < 0)
+	if (!rc && durable && fsync(fd) < 0)
 		rc = -errno;
 	if (close(fd) < 0 && !rc)
 		rc = -errno;
@@ -146,8 +151,8 @@ int stfs_cache_object(const char *url, const char *version, uint64_t size,
 	snprintf(meta, sizeof(meta), "%s/meta", o->dir);
 	snprintf(latest, sizeof(latest), "%.*s/latest",
 		 (int)(strrchr(o->dir, '/') - o->dir), o->dir);
-	if ((rc = put_file(meta, text, (size_t)n)) ||
-	    (rc = put_file(latest, strrchr(o->dir, '/') + 1, 16)))
+	if ((rc = put_file(meta, text, (size_t)n, 0)) ||
+	    (rc = put_file(latest, strrchr(o->dir, '/') + 1, 16, 0)))
 		return rc;
 	o->valid = 1;
 	return 0;
@@ -357,7 +362,9 @@ int stfs_cache_put(const struct stfs_cache_obj *o, uint64_t block,
 	cache.used += len;
 	pthread_mutex_unlock(&cache.mu);
 	block_path(o, block, path, sizeof(path));
-	rc = put_file(path, buf, len);
+	/* data blocks are flushed: a block that is there is right; the head
+	 * and meta are checked when read (and the header validated) */
+	rc = put_file(path, buf, len, block != STFS_CACHE_HEAD);
 	if (rc) {
 		pthread_mutex_lock(&cache.mu);
 		cache.used -= len;

@@ -2,8 +2,9 @@
  * http.c: the byte source of an object behind an http:// or https:// URL,
  * read with range requests (libcurl).
  *
- * Opening fetches the first block (STFS_HTTP_FIRST bytes, enough for most
- * headers), which gives the object's size (Content-Range) and version
+ * Opening fetches the first 64 KiB (enough for the headers of most shards;
+ * a longer header takes a second request), which gives the object's size
+ * (Content-Range) and version
  * (ETag, else Last-Modified), and keeps it: the header is then read from
  * memory.  Every later read asks for exactly its range, with If-Match on
  * the ETag seen at open, and checks that the answer is a 206 for those
@@ -40,7 +41,7 @@
 #include "format.h"
 #include "source.h"
 
-#define STFS_HTTP_FIRST (1u << 20)
+#define STFS_HTTP_FIRST (64u << 10)
 
 static struct stfs_http_opts cfg = {
 	.connect_timeout_ms = 10000,
