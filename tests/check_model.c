@@ -437,7 +437,8 @@ static void *slow_thread(void *arg)
 }
 
 static void slow_async(struct stfs_source *src, void *buf, size_t len,
-		       uint64_t off, stfs_source_done done, void *arg)
+		       uint64_t off, const struct stfs_extent *ext,
+		       stfs_source_done done, void *arg)
 {
 	struct job *j = malloc(sizeof(*j));
 	pthread_t t;

@@ -72,7 +72,8 @@ pid %(d)s/nginx.pid;
 error_log %(d)s/error.log;
 events { worker_connections 256; }
 http {
-  access_log %(d)s/access.log;
+  log_format ranges '$request_uri $status $http_range';
+  access_log %(d)s/access.log ranges;
   client_body_temp_path %(d)s/tmp;
   proxy_temp_path %(d)s/tmp;
   fastcgi_temp_path %(d)s/tmp;
@@ -98,6 +99,16 @@ http {
                                      stderr=subprocess.PIPE)
         T._procs.append(self.proc)
         assert wait_port(self.port), "nginx did not start"
+
+    def ranges(self):
+        """(first, last) of every range request logged so far."""
+        out = []
+        with open(os.path.join(self.d, "access.log")) as f:
+            for line in f:
+                m = re.search(r"bytes=(\d+)-(\d+)", line)
+                if m:
+                    out.append((int(m.group(1)), int(m.group(2))))
+        return out
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
@@ -181,9 +192,11 @@ def read(path):
 
 
 def big_file(d, name="big.safetensors", seed=1):
+    """Three 40 MiB tensors: more than the 32 MiB stfs fetches ahead, so
+    reading the first leaves the last unfetched."""
     rng = random.Random(seed)
-    tensors = [("layers.%d.w" % i, "U8", [8 << 20],
-                bytes(rng.getrandbits(8) for _ in range(64)) * (128 << 10))
+    tensors = [("layers.%d.w" % i, "U8", [40 << 20],
+                bytes(rng.getrandbits(8) for _ in range(4096)) * (10 << 10))
                for i in range(3)]
     return T.write_st(os.path.join(d, name), tensors), tensors
 
@@ -284,7 +297,7 @@ def test_large_reads(d, mnt):
             try:
                 rng = random.Random(4)
                 for _ in range(50):
-                    off = rng.randrange(8 << 20)
+                    off = rng.randrange(40 << 20)
                     off -= off % 4096
                     n = rng.choice((4096, 65536, 1 << 20))
                     assert os.pread(fd, n, off) == tensors[1][3][off:off + n]
@@ -419,6 +432,71 @@ def test_retries(d, mnt):
         srv.shutdown()
 
 
+def test_prefetch(d, mnt):
+    """Reading the start of a tensor fetches ahead within it, and not past
+    it; a reader going through the file in order gets the next tensor
+    fetched ahead; random reads fetch only the blocks they touch."""
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    src, tensors = big_file(data)
+    n, _ = T.header_of(src)
+    start = [8 + n + i * (40 << 20) for i in range(3)]
+    block = 4 << 20
+    ngx = Nginx(os.path.join(d, "ngx"), data)
+    url = ngx.url("big.safetensors")
+    cache = os.path.join(d, "cache")
+
+    def fetched(before):
+        time.sleep(1.0)                 # prefetches land
+        return ngx.ranges()[before:]
+    try:
+        p = T.mount_fg(url, mnt, "-o", "cache=" + cache)
+        try:
+            # the first MiB of layers.1: blocks ahead within it, none
+            # past its end
+            k = len(ngx.ranges())
+            fd = os.open(os.path.join(mnt, "layers/1/w"), os.O_RDONLY)
+            assert os.pread(fd, 1 << 20, 0) == tensors[1][3][:1 << 20]
+            os.close(fd)
+            got = fetched(k)
+            ahead = [r for r in got if r[0] >= start[1] + block]
+            assert len(ahead) >= 4, got
+            assert all(r[0] < start[2] for r in got), got
+        finally:
+            T.stop_fg(p, mnt)
+        shutil.rmtree(cache)
+        # a sequential reader of layers.0 gets layers.1 fetched ahead
+        p = T.mount_fg(url, mnt, "-o", "cache=" + cache)
+        try:
+            k = len(ngx.ranges())
+            assert read(os.path.join(mnt, "layers/0/w")) == tensors[0][3]
+            got = fetched(k)
+            assert any(start[1] <= r[0] < start[2] for r in got), got
+        finally:
+            T.stop_fg(p, mnt)
+        shutil.rmtree(cache)
+        # random 4 KiB reads inside tensors: no more blocks than touched
+        p = T.mount_fg(url, mnt, "-o", "cache=" + cache)
+        try:
+            k = len(ngx.ranges())
+            fd = os.open(os.path.join(mnt, "layers/2/w"), os.O_RDONLY |
+                         os.O_DIRECT)
+            rng = random.Random(8)
+            touched = set()
+            for _ in range(6):
+                off = rng.randrange(1, 9) * block + 8192
+                touched.add((start[2] + off) // block)
+                assert os.pread(fd, 4096, off) == \
+                    tensors[2][3][off:off + 4096]
+            os.close(fd)
+            got = fetched(k)
+            assert len(got) <= len(touched) + 1, (got, touched)
+        finally:
+            T.stop_fg(p, mnt)
+    finally:
+        ngx.stop()
+
+
 def cache_files(cache):
     return [os.path.join(r, f) for r, _, fs in os.walk(cache) for f in fs]
 
@@ -544,6 +622,7 @@ def run():
         test_changed_and_down,
         test_retries,
         test_cache,
+        test_prefetch,
     ])
 
 

@@ -186,6 +186,16 @@ void stfs_http_set_opts(const struct stfs_http_opts *o);
  * at all: only what the cache holds.  0 or -errno. */
 int stfs_cache_configure(const char *dir, uint64_t max_bytes, int offline);
 
+/* What remote sources did since the program started. */
+struct stfs_remote_stats {
+	uint64_t requests;      /* HTTP requests, retries included */
+	uint64_t retries;
+	uint64_t bytes;         /* bytes received */
+	uint64_t cache_hits;    /* reads of blocks served by the cache */
+	uint64_t failed;        /* reads that ended in an error */
+};
+void stfs_remote_stats(struct stfs_remote_stats *out);
+
 /* Where libstfs reports what goes wrong after open (a remote read that
  * failed, and why): one line each.  Default: nowhere. */
 void stfs_set_log(void (*fn)(const char *line));

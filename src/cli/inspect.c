@@ -282,6 +282,16 @@ int stfs_inspect_main(int argc, char **argv)
 		rc = json ? print_json(m, !!(flags & (STFS_TREE_NPY |
 						      STFS_TREE_F32))) :
 			    print_table(m);
+	if (!quiet) {                   /* what a URL cost */
+		struct stfs_remote_stats st;
+
+		stfs_remote_stats(&st);
+		if (st.requests)
+			fprintf(stderr, "stfs: %s: fetched %llu bytes in %llu "
+				"requests\n", src,
+				(unsigned long long)st.bytes,
+				(unsigned long long)st.requests);
+	}
 	if (fflush(stdout) != 0)
 		rc = 1;
 out:

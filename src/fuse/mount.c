@@ -344,6 +344,23 @@ int stfs_cache_opts(const char *src, const char *dir, const char *size,
 	return rc ? -1 : 0;
 }
 
+/* What a mount of a URL fetched, for the log at unmount. */
+static void log_remote_stats(const char *src)
+{
+	struct stfs_remote_stats st;
+
+	stfs_remote_stats(&st);
+	if (st.requests || st.cache_hits)
+		fuse_log(FUSE_LOG_INFO, "stfs: %s: fetched %llu bytes in %llu "
+			 "requests (%llu retries), %llu blocks read from the "
+			 "cache, %llu reads failed\n", src,
+			 (unsigned long long)st.bytes,
+			 (unsigned long long)st.requests,
+			 (unsigned long long)st.retries,
+			 (unsigned long long)st.cache_hits,
+			 (unsigned long long)st.failed);
+}
+
 static void log_line(const char *line)
 {
 	fuse_log(FUSE_LOG_ERR, "%s\n", line);
@@ -598,6 +615,7 @@ int stfs_mount_main(int argc, char **argv)
 	if (stfs_daemonize(o.foreground, o.log, src) != 0)
 		goto out_unmount;
 	ret = stfs_serve(se, threads) ? 1 : 0;
+	log_remote_stats(src);
 out_unmount:
 	fuse_session_unmount(se);
 out_signals:

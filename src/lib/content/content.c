@@ -366,6 +366,7 @@ void stfs_content_read(const struct stfs_content *c, uint64_t off,
 		uint64_t hi = end - s->at < s->len ? end - s->at : s->len;
 		size_t n = (size_t)(hi - lo);
 		struct iovec *v = &r->iov[r->niov];
+		struct stfs_extent ext;
 		const char *map;
 
 		if (hi <= lo)
@@ -385,8 +386,11 @@ void stfs_content_read(const struct stfs_content *c, uint64_t off,
 			*v = (struct iovec){ r->buf + at, n };
 			at += buf_need(s, lo, n);
 			atomic_fetch_add(&r->pending, 1);
+			ext = (struct stfs_extent){ s->u.r.off,
+						    s->u.r.off + s->len };
 			stfs_source_read_async(s->u.r.src, v->iov_base, n,
-					       s->u.r.off + lo, one_done, r);
+					       s->u.r.off + lo, &ext, one_done,
+					       r);
 			break;
 		case STFS_SEG_F32: {
 			uint64_t e0 = lo / 4, e1 = (hi + 3) / 4;
@@ -401,9 +405,11 @@ void stfs_content_read(const struct stfs_content *c, uint64_t off,
 			r->conv[r->nconv++] = (struct conv){ s->dtype, raw,
 							      out, nel };
 			atomic_fetch_add(&r->pending, 1);
+			ext = (struct stfs_extent){ s->u.r.off, s->u.r.off +
+						    s->len / 4 * eb };
 			stfs_source_read_async(s->u.r.src, raw, nel * eb,
-					       s->u.r.off + e0 * eb, one_done,
-					       r);
+					       s->u.r.off + e0 * eb, &ext,
+					       one_done, r);
 			break;
 		}
 		}

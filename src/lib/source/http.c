@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,18 @@
 #include "source.h"
 
 #define STFS_HTTP_FIRST (64u << 10)
+#define PREFETCH_BLOCKS 8               /* blocks ahead, 32 MiB */
+
+static _Atomic uint64_t n_requests, n_retries, n_bytes, n_hits, n_failed;
+
+void stfs_remote_stats(struct stfs_remote_stats *out)
+{
+	out->requests = n_requests;
+	out->retries = n_retries;
+	out->bytes = n_bytes;
+	out->cache_hits = n_hits;
+	out->failed = n_failed;
+}
 
 static struct stfs_http_opts cfg = {
 	.connect_timeout_ms = 10000,
@@ -74,6 +87,9 @@ struct http_src {
 	struct stfs_cache_obj cobj; /* its blocks on disk, if cached */
 	unsigned inflight;          /* asynchronous reads not done */
 	pthread_cond_t idle;
+	uint64_t next_off;          /* where the last read ended */
+	unsigned streak;            /* reads in a row that went on from it */
+	uint64_t pf_next;           /* the next block to prefetch */
 };
 
 /* ---- one request --------------------------------------------------------- */
@@ -221,9 +237,13 @@ static int fetch(CURL *h, const char *url, const char *etag, uint64_t off,
 		CURLcode rc;
 		int again = 0, code = -EIO;
 
-		if (k)
+		if (k) {
 			sleep_ms(backoff_ms(k, retry_after));
+			n_retries++;
+		}
+		n_requests++;
 		rc = perform(h, url, etag, off, len, &x, &status, errbuf);
+		n_bytes += x.got;
 		retry_after = x.r.retry_after_s;
 		if (rc == CURLE_WRITE_ERROR && x.not_partial)
 			rc = CURLE_OK;          /* judged by its status below */
@@ -305,12 +325,17 @@ struct job {
 	void *buf;
 	size_t len;
 	uint64_t off;
-	stfs_source_done done;
+	stfs_source_done done;      /* NULL: a prefetch of block off */
 	void *arg;
 	struct job *next;
 };
 
+/* Reads someone waits for come first; prefetches after, at most
+ * 2 x connections of them queued (so at most connections blocks of
+ * memory in flight for them). */
 static struct job *queue, **queue_tail = &queue;
+static struct job *pf_queue, **pf_tail = &pf_queue;
+static unsigned n_pf_queued;
 static pthread_t *workers;
 static unsigned nworkers;
 static int stopping;
@@ -369,8 +394,10 @@ static int block_read(CURL *h, struct http_src *s, uint64_t b, size_t off,
 	int rc;
 
 	for (;;) {
-		if (stfs_cache_read(&s->cobj, b, blen, off, buf, len) == 0)
+		if (stfs_cache_read(&s->cobj, b, blen, off, buf, len) == 0) {
+			n_hits++;
 			return 0;
+		}
 		if (stfs_cache_offline()) {
 			snprintf(e.msg, sizeof(e.msg), "not in the cache, and "
 				 "offline");
@@ -403,7 +430,8 @@ static int block_read(CURL *h, struct http_src *s, uint64_t b, size_t off,
 			   tmp, &got, NULL, &e);
 		if (!rc) {
 			(void)stfs_cache_put(&s->cobj, b, tmp, blen);
-			memcpy(buf, tmp + off, len);
+			if (len)
+				memcpy(buf, tmp + off, len);
 		} else {
 			log_failure(s, start, blen, &e);
 		}
@@ -463,6 +491,14 @@ static int read_with(CURL *h, struct http_src *s, void *buf, size_t len,
 	return 0;
 }
 
+/* Bring block b of s into the cache, for a reader to come. */
+static void prefetch_block(CURL *h, struct http_src *s, uint64_t b)
+{
+	char none;
+
+	(void)block_read(h, s, b, 0, &none, 0);
+}
+
 static void *worker(void *arg)
 {
 	CURL *h = curl_easy_init();
@@ -473,17 +509,31 @@ static void *worker(void *arg)
 		struct job *j;
 		int rc;
 
-		while (!queue && !stopping)
+		while (!queue && !pf_queue && !stopping)
 			pthread_cond_wait(&work, &mu);
-		if (!queue)
+		if (queue) {
+			j = queue;
+			if (!(queue = j->next))
+				queue_tail = &queue;
+		} else if (pf_queue && !stopping) {
+			j = pf_queue;
+			if (!(pf_queue = j->next))
+				pf_tail = &pf_queue;
+			n_pf_queued--;
+		} else {
 			break;
-		j = queue;
-		queue = j->next;
-		if (!queue)
-			queue_tail = &queue;
+		}
 		pthread_mutex_unlock(&mu);
-		rc = h ? read_with(h, j->s, j->buf, j->len, j->off) : -ENOMEM;
-		j->done(j->arg, rc);
+		if (!j->done) {
+			if (h)
+				prefetch_block(h, j->s, j->off);
+		} else {
+			rc = h ? read_with(h, j->s, j->buf, j->len, j->off) :
+				 -ENOMEM;
+			if (rc)
+				n_failed++;
+			j->done(j->arg, rc);
+		}
 		pthread_mutex_lock(&mu);
 		if (--j->s->inflight == 0)
 			pthread_cond_broadcast(&j->s->idle);
@@ -517,6 +567,15 @@ static void stop_workers(void)
 
 	pthread_mutex_lock(&mu);
 	stopping = 1;
+	while (pf_queue) {              /* not worth fetching now */
+		struct job *j = pf_queue;
+		pf_queue = j->next;
+		if (--j->s->inflight == 0)
+			pthread_cond_broadcast(&j->s->idle);
+		free(j);
+	}
+	pf_tail = &pf_queue;
+	n_pf_queued = 0;
 	pthread_cond_broadcast(&work);
 	w = workers;
 	n = nworkers;
@@ -548,8 +607,71 @@ static int http_read(struct stfs_source *src, void *buf, size_t len,
 	return rc;
 }
 
+/* Queue prefetches of the blocks of [from, to) not queued yet (under mu). */
+static void prefetch(struct http_src *s, uint64_t from, uint64_t to)
+{
+	uint64_t nblocks = (s->base.info.size + STFS_CACHE_BLOCK - 1) /
+			   STFS_CACHE_BLOCK;
+	uint64_t b0 = from / STFS_CACHE_BLOCK, b1, b;
+
+	if (!s->cobj.valid || stfs_cache_offline() || from >= to)
+		return;
+	b1 = (to + STFS_CACHE_BLOCK - 1) / STFS_CACHE_BLOCK;
+	if (b1 > nblocks)
+		b1 = nblocks;
+	if (b1 > b0 + PREFETCH_BLOCKS)
+		b1 = b0 + PREFETCH_BLOCKS;
+	/* a window that jumped (another place, another tensor) restarts */
+	if (s->pf_next < b0 || s->pf_next > b1 + PREFETCH_BLOCKS)
+		s->pf_next = b0;
+	for (b = s->pf_next > b0 ? s->pf_next : b0;
+	     b < b1 && n_pf_queued < 2 * cfg.connections; b++) {
+		struct job *j = malloc(sizeof(*j));
+
+		if (!j || start_workers()) {
+			free(j);
+			break;
+		}
+		*j = (struct job){ s, NULL, 0, b, NULL, NULL, NULL };
+		s->inflight++;
+		*pf_tail = j;
+		pf_tail = &j->next;
+		n_pf_queued++;
+		pthread_cond_signal(&work);
+	}
+	s->pf_next = b;
+}
+
+/*
+ * What a read says of the reads to come (under mu): the start of a tensor
+ * will most likely be followed by the rest of it, so the blocks ahead
+ * within it are fetched; a reader going on where its last read ended is
+ * reading in file order, so the blocks ahead are fetched, into the next
+ * tensors; a read anywhere else (a random reader) fetches nothing more.
+ */
+static void plan_prefetch(struct http_src *s, uint64_t off, size_t len,
+			  const struct stfs_extent *ext)
+{
+	uint64_t end = off + len, window = (uint64_t)PREFETCH_BLOCKS *
+					   STFS_CACHE_BLOCK, slack = 1u << 20;
+	/* the kernel's readahead may send its requests (1 MiB each) a
+	 * little out of order */
+	int seq = s->next_off && off + slack >= s->next_off &&
+		  off <= s->next_off + slack;
+
+	s->streak = seq ? s->streak + 1 : 0;
+	if (end > s->next_off || !seq)
+		s->next_off = end;
+	if (ext && off == ext->off && ext->end > end)
+		prefetch(s, end, ext->end < end + window ? ext->end :
+			 end + window);
+	else if (seq && s->streak >= 2)
+		prefetch(s, end, end + window);
+}
+
 static void http_read_async(struct stfs_source *src, void *buf, size_t len,
-			    uint64_t off, stfs_source_done done, void *arg)
+			    uint64_t off, const struct stfs_extent *ext,
+			    stfs_source_done done, void *arg)
 {
 	struct http_src *s = (struct http_src *)src;
 	struct job *j;
@@ -576,6 +698,7 @@ static void http_read_async(struct stfs_source *src, void *buf, size_t len,
 	*queue_tail = j;
 	queue_tail = &j->next;
 	pthread_cond_signal(&work);
+	plan_prefetch(s, off, len, ext);
 	pthread_mutex_unlock(&mu);
 }
 

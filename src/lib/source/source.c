@@ -47,14 +47,15 @@ int stfs_source_read(struct stfs_source *s, void *buf, size_t len,
 }
 
 void stfs_source_read_async(struct stfs_source *s, void *buf, size_t len,
-			    uint64_t off, stfs_source_done done, void *arg)
+			    uint64_t off, const struct stfs_extent *ext,
+			    stfs_source_done done, void *arg)
 {
 	if (!in_range(s, len, off) || len == 0 || !s->ops->read_async) {
 		done(arg, in_range(s, len, off) ?
 		     (len ? s->ops->read(s, buf, len, off) : 0) : -EIO);
 		return;
 	}
-	s->ops->read_async(s, buf, len, off, done, arg);
+	s->ops->read_async(s, buf, len, off, ext, done, arg);
 }
 
 int stfs_source_slurp(struct stfs_source *s, uint64_t max, char **out,

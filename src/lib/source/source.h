@@ -12,6 +12,10 @@
 #include "stfs/stfs.h"
 
 /* Completion of an asynchronous read: err is 0 or a negative errno. */
+struct stfs_extent {
+	uint64_t off, end;      /* [off, end) of the source */
+};
+
 typedef void (*stfs_source_done)(void *arg, int err);
 
 struct stfs_source_ops {
@@ -20,9 +24,12 @@ struct stfs_source_ops {
 	int (*read)(struct stfs_source *s, void *buf, size_t len,
 		    uint64_t off);
 	/* Start such a read and call done exactly once, now or later, from
-	 * any thread.  NULL: read() then done(), before returning. */
+	 * any thread.  NULL: read() then done(), before returning.  The read
+	 * is part of the extent *ext (a tensor's bytes), a hint for what
+	 * may be read next, or NULL. */
 	void (*read_async)(struct stfs_source *s, void *buf, size_t len,
-			   uint64_t off, stfs_source_done done, void *arg);
+			   uint64_t off, const struct stfs_extent *ext,
+			   stfs_source_done done, void *arg);
 };
 
 /* What every kind of source shares; kinds embed it first. */
@@ -36,7 +43,8 @@ struct stfs_source {
 /* Read [off, off + len) of s asynchronously (see read_async).  Reads past
  * the size complete with -EIO. */
 void stfs_source_read_async(struct stfs_source *s, void *buf, size_t len,
-			    uint64_t off, stfs_source_done done, void *arg);
+			    uint64_t off, const struct stfs_extent *ext,
+			    stfs_source_done done, void *arg);
 
 /* Read the whole of s (at most max bytes, else -EFBIG) into a new buffer,
  * NUL-terminated: 0 or -errno. */
