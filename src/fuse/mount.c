@@ -621,8 +621,10 @@ out_unmount:
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_model:
-	stfs_fs_destroy(&fs);
+	/* the model first: closing a remote source waits for its reads in
+	 * flight, whose replies point into the open files' contents */
 	stfs_model_close(fs.model);
+	stfs_fs_destroy(&fs);
 out_session:
 	if (se)
 		fuse_session_destroy(se);

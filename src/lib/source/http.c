@@ -87,6 +87,7 @@ struct http_src {
 	struct stfs_cache_obj cobj; /* its blocks on disk, if cached */
 	unsigned inflight;          /* asynchronous reads not done */
 	pthread_cond_t idle;
+	atomic_int closing;         /* abort its transfers and retries */
 	uint64_t next_off;          /* where the last read ended */
 	unsigned streak;            /* reads in a row that went on from it */
 	uint64_t pf_next;           /* the next block to prefetch */
@@ -154,9 +155,18 @@ static int strong(const char *etag)
 	return etag[0] == '"';
 }
 
+/* libcurl's progress callback: non-zero aborts the transfer. */
+static int on_progress(void *ud, curl_off_t dt, curl_off_t dn,
+		       curl_off_t ut, curl_off_t un)
+{
+	const atomic_int *cancel = ud;
+
+	return cancel && atomic_load(cancel);
+}
+
 static CURLcode perform(CURL *h, const char *url, const char *etag,
 			uint64_t off, size_t len, struct xfer *x, long *status,
-			char *errbuf)
+			char *errbuf, const atomic_int *cancel)
 {
 	struct curl_slist *hdrs = NULL;
 	char range[64], cond[300];
@@ -189,6 +199,9 @@ static CURLcode perform(CURL *h, const char *url, const char *etag,
 	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(h, CURLOPT_USERAGENT, "stfs/" STFS_VERSION);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)cancel);
 	errbuf[0] = '\0';
 	rc = curl_easy_perform(h);
 	*status = 0;
@@ -226,7 +239,8 @@ static unsigned backoff_ms(unsigned k, unsigned retry_after_s)
  */
 static int fetch(CURL *h, const char *url, const char *etag, uint64_t off,
 		 size_t len, uint64_t want_total, char *buf, size_t *got,
-		 struct stfs_http_resp *resp, struct stfs_error *err)
+		 struct stfs_http_resp *resp, struct stfs_error *err,
+		 const atomic_int *cancel)
 {
 	char errbuf[CURL_ERROR_SIZE];
 	unsigned retry_after = 0;
@@ -241,8 +255,12 @@ static int fetch(CURL *h, const char *url, const char *etag, uint64_t off,
 			sleep_ms(backoff_ms(k, retry_after));
 			n_retries++;
 		}
+		if (cancel && atomic_load(cancel))
+			return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET,
+					 "closed while reading");
 		n_requests++;
-		rc = perform(h, url, etag, off, len, &x, &status, errbuf);
+		rc = perform(h, url, etag, off, len, &x, &status, errbuf,
+			     cancel);
 		n_bytes += x.got;
 		retry_after = x.r.retry_after_s;
 		if (rc == CURLE_WRITE_ERROR && x.not_partial)
@@ -427,7 +445,7 @@ static int block_read(CURL *h, struct http_src *s, uint64_t b, size_t off,
 	rc = -ENOMEM;
 	if ((tmp = malloc(blen))) {
 		rc = fetch(h, s->url, s->etag, start, blen, s->base.info.size,
-			   tmp, &got, NULL, &e);
+			   tmp, &got, NULL, &e, &s->closing);
 		if (!rc) {
 			(void)stfs_cache_put(&s->cobj, b, tmp, blen);
 			if (len)
@@ -483,7 +501,7 @@ static int read_with(CURL *h, struct http_src *s, void *buf, size_t len,
 	if (stfs_cache_offline())
 		return -EIO;
 	rc = fetch(h, s->url, s->etag, off, len, s->base.info.size, buf, &got,
-		   NULL, &e);
+		   NULL, &e, &s->closing);
 	if (rc) {
 		log_failure(s, off, len, &e);
 		return rc == -EACCES || rc == -ENOENT ? rc : -EIO;
@@ -707,7 +725,23 @@ static void http_close(struct stfs_source *src)
 	struct http_src *s = (struct http_src *)src;
 	int last;
 
+	atomic_store(&s->closing, 1);   /* transfers of s end now */
 	pthread_mutex_lock(&mu);
+	for (struct job **p = &pf_queue; *p;) {  /* its prefetches: none */
+		struct job *j = *p;
+
+		if (j->s != s) {
+			p = &j->next;
+			continue;
+		}
+		*p = j->next;
+		s->inflight--;
+		n_pf_queued--;
+		free(j);
+	}
+	pf_tail = &pf_queue;
+	while (*pf_tail)
+		pf_tail = &(*pf_tail)->next;
 	while (s->inflight)             /* reads still on the wire */
 		pthread_cond_wait(&s->idle, &mu);
 	last = --nsources == 0;
@@ -790,7 +824,7 @@ int stfs_source_open_http(const char *url, struct stfs_source **out,
 			sync_handle = curl_easy_init();
 		rc = sync_handle ? fetch(sync_handle, url, NULL, 0,
 					 STFS_HTTP_FIRST, UINT64_MAX, s->head,
-					 &s->head_len, &r, err) :
+					 &s->head_len, &r, err, NULL) :
 				   stfs_fail(err, -ENOMEM, NULL,
 					     STFS_NO_OFFSET, "out of memory");
 		pthread_mutex_unlock(&sync_mu);
