@@ -222,6 +222,29 @@ atexit.register(_cleanup)
 signal.signal(signal.SIGTERM, lambda *a: sys.exit(1))
 
 
+def inspect_json(*args):
+    """`stfs inspect --json ARGS...`, parsed; it must succeed."""
+    r = subprocess.run([STFS, "inspect", "--json"] + list(args),
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def expect_errno(path, errno_, within):
+    """Reading path fails with errno_ in under `within` seconds."""
+    t = time.time()
+    try:
+        with open(path, "rb") as f:
+            f.read()
+    except OSError as e:
+        assert e.errno == errno_, e
+    else:
+        raise AssertionError("%s was read; want errno %d" % (path, errno_))
+    el = time.time() - t
+    assert el < within, "%s failed after %.1f s" % (path, el)
+    return el
+
+
 def tmpdir():
     d = tempfile.mkdtemp(prefix="stfs-test-")
     return d

@@ -83,13 +83,6 @@ def sha(b):
     return hashlib.sha256(b).hexdigest()
 
 
-def stfs_inspect(path):
-    r = subprocess.run([T.STFS, "inspect", "--json", path],
-                       capture_output=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
-
-
 # ---- the real corpus --------------------------------------------------------
 
 def test_real_corpus(d, mnt):
@@ -118,7 +111,7 @@ def test_real_corpus(d, mnt):
                                                 t["name"]))], rel
             assert (meta or None) == (info.get("metadata") or None), rel
             # stfs's own parser takes it too
-            j = stfs_inspect(v)
+            j = T.inspect_json(v)
             assert len(j["tensors"]) == len(want)
         finally:
             T.stop_fg(p, mnt)
@@ -253,7 +246,7 @@ def test_directories_and_stripping(d, mnt):
         # read-only like everything else
         try:
             open(v, "r+b")
-            assert False, "opened for writing"
+            raise AssertionError("opened for writing")
         except OSError as e:
             assert e.errno == 30    # EROFS
     finally:
@@ -285,7 +278,7 @@ def test_selection(d, mnt):
                                             "model.embed")}, hdr
     finally:
         T.stop_fg(p, mnt)
-    j = stfs_inspect_args(["--exclude=model.layers.*", src])
+    j = T.inspect_json("--exclude=model.layers.*", src)
     assert {t["name"] for t in j["tensors"]} == \
         {k for k in tensors if not k.startswith("model.layers.")}
     for opt in ("include=nothing.*", "exclude=*.lora_C*"):
@@ -295,13 +288,6 @@ def test_selection(d, mnt):
         assert r.stderr.decode() == "stfs: %s: %s matches no tensor\n" % (
             src, opt), r.stderr
         assert not T.is_mount(mnt) and not T.daemons_for(mnt)
-
-
-def stfs_inspect_args(args):
-    r = subprocess.run([T.STFS, "inspect", "--json"] + args,
-                       capture_output=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
 
 
 # ---- shards: merging, faults, limits ------------------------------------------
@@ -322,7 +308,7 @@ def test_truncated_shard(d, mnt):
         try:
             try:
                 os.pread(fd, 1 << 20, 0)
-                assert False, "read past a truncated shard"
+                raise AssertionError("read past a truncated shard")
             except OSError as e:
                 assert e.errno == 5     # EIO
         finally:
@@ -358,7 +344,7 @@ def test_too_large_header(d, mnt):
         assert os.stat(v).st_size > 100000000
         try:
             open(v, "rb")
-            assert False, "opened a file whose header is too large"
+            raise AssertionError("opened a file whose header is too large")
         except OSError as e:
             assert e.errno == 27        # EFBIG
         with open(log) as f:

@@ -189,6 +189,12 @@ static int print_json(const struct stfs_model *m, int views)
 	return 0;
 }
 
+/* A libstfs log line (a remote read that failed, and why) on stderr. */
+static void log_stderr(const char *line)
+{
+	fprintf(stderr, "%s\n", line);
+}
+
 /* A libstfs warning on stderr; ctx is the SOURCE string. */
 static void warn_stderr(void *ctx, const char *text)
 {
@@ -271,6 +277,8 @@ int stfs_inspect_main(int argc, char **argv)
 	mo.exclude = exc_v;
 	mo.nexclude = nexc;
 	mo.warn = quiet ? NULL : warn_stderr;
+	if (!quiet)
+		stfs_set_log(log_stderr);
 	mo.ctx = (void *)src;
 	if (stfs_model_open_opts(src, &mo, &m, &err)) {
 		if (!quiet)
