@@ -45,11 +45,11 @@ def free_port():
     return port
 
 
-def wait_port(port, timeout=10):
+def wait_port(port, timeout=10, host="127.0.0.1"):
     end = time.time() + timeout
     while time.time() < end:
         try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            socket.create_connection((host, port), 0.2).close()
             return True
         except OSError:
             time.sleep(0.02)
@@ -60,8 +60,8 @@ class Nginx:
     """nginx serving root at http://127.0.0.1:PORT/ (and /noranges/, the
     same with ranges turned off), with its config and logs in d."""
 
-    def __init__(self, d, root, port=None):
-        self.d, self.root = d, root
+    def __init__(self, d, root, port=None, host="127.0.0.1"):
+        self.d, self.root, self.host = d, root, host
         self.port = port or free_port()
         self.proc = None
         os.makedirs(os.path.join(d, "tmp"), exist_ok=True)
@@ -72,7 +72,7 @@ pid %(d)s/nginx.pid;
 error_log %(d)s/error.log;
 events { worker_connections 256; }
 http {
-  log_format ranges '$request_uri $status $http_range';
+  log_format ranges '$request_uri $status $http_range [$http_authorization]';
   access_log %(d)s/access.log ranges;
   client_body_temp_path %(d)s/tmp;
   proxy_temp_path %(d)s/tmp;
@@ -80,25 +80,25 @@ http {
   uwsgi_temp_path %(d)s/tmp;
   scgi_temp_path %(d)s/tmp;
   server {
-    listen 127.0.0.1:%(port)d;
+    listen %(host)s:%(port)d;
     root %(root)s;
     location /noranges/ { alias %(root)s/; max_ranges 0; }
   }
 }
-""" % {"d": d, "root": root, "port": self.port}
+""" % {"d": d, "root": root, "port": self.port, "host": host}
         self.conf = os.path.join(d, "nginx.conf")
         with open(self.conf, "w") as f:
             f.write(conf)
         self.start()
 
     def url(self, path=""):
-        return "http://127.0.0.1:%d/%s" % (self.port, path)
+        return "http://%s:%d/%s" % (self.host, self.port, path)
 
     def start(self):
         self.proc = subprocess.Popen([NGINX, "-c", self.conf, "-p", self.d],
                                      stderr=subprocess.PIPE)
         T._procs.append(self.proc)
-        assert wait_port(self.port), "nginx did not start"
+        assert wait_port(self.port, host=self.host), "nginx did not start"
 
     def ranges(self):
         """(first, last) of every range request logged so far."""

@@ -181,6 +181,12 @@ struct stfs_http_opts {
 };
 void stfs_http_set_opts(const struct stfs_http_opts *o);
 
+/* s3:// addressing: virtual-hosted (https://BUCKET.HOST/KEY) or path-style
+ * (https://HOST/BUCKET/KEY).  AUTO, the default: virtual-hosted on AWS,
+ * path-style on an endpoint given by AWS_ENDPOINT_URL(_S3). */
+enum stfs_s3_style { STFS_S3_AUTO, STFS_S3_PATH, STFS_S3_VIRTUAL };
+void stfs_s3_set_style(enum stfs_s3_style style);
+
 /* The on-disk cache of remote sources (docs/remote.md): blocks under dir
  * (NULL: no cache), at most max_bytes of them; with offline, no network
  * at all: only what the cache holds.  0 or -errno. */
@@ -207,6 +213,17 @@ int stfs_source_open_file(const char *path, struct stfs_source **out,
 void stfs_source_close(struct stfs_source *s);
 void stfs_source_info(const struct stfs_source *s,
 		      struct stfs_source_info *out);
+/* What the service a source comes from says of it (hf://: the repo, the
+ * commit its revision resolved to, and the file's ETag on the Hub); NULL
+ * for what it does not say, and for local files and plain URLs. */
+enum stfs_origin_field {
+	STFS_ORIGIN_REPO,
+	STFS_ORIGIN_REVISION,
+	STFS_ORIGIN_ETAG,
+	STFS_ORIGIN_COUNT
+};
+const char *stfs_source_origin(const struct stfs_source *s,
+			       enum stfs_origin_field f);
 /* The source's name, for messages ("/m/a.safetensors"). */
 const char *stfs_source_name(const struct stfs_source *s);
 /* Read exactly len bytes at off into buf: 0, or -errno (-EIO for bytes

@@ -225,6 +225,10 @@ int stfs_inspect_main(int argc, char **argv)
 			flags |= STFS_TREE_F32;
 		} else if (strcmp(argv[i], "--offline") == 0) {
 			offline = 1;
+		} else if (strcmp(argv[i], "--s3-style=path") == 0 ||
+			   strcmp(argv[i], "--s3-style=virtual") == 0) {
+			stfs_s3_set_style(argv[i][11] == 'p' ? STFS_S3_PATH :
+					  STFS_S3_VIRTUAL);
 		} else if (strncmp(argv[i], "--include=", 10) == 0 ||
 			   strncmp(argv[i], "--exclude=", 10) == 0) {
 			int inc = argv[i][2] == 'i';
@@ -263,7 +267,8 @@ int stfs_inspect_main(int argc, char **argv)
 	if (!src) {
 		fprintf(stderr, "usage: stfs inspect [--json | -q] [--flat] "
 			"[--npy] [--convert=f32] [--include=GLOB] "
-			"[--exclude=GLOB] [--offline] SOURCE\n");
+			"[--exclude=GLOB] [--offline] [--s3-style=path|virtual] "
+			"SOURCE\n");
 		rc = 2;
 		goto out;
 	}

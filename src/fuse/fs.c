@@ -328,26 +328,56 @@ static void stfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size,
 /* ---- extended attributes -------------------------------------------- */
 
 enum { X_DTYPE, X_SHAPE, X_OFFSETS, X_FILE_OFFSET, X_NAME, X_FILE, X_URL,
-       X_VIEW, X_SOURCE_DTYPE, X_DATA_START, X_COUNT };
+       X_ETAG, X_REPO, X_REVISION, X_VIEW, X_SOURCE_DTYPE, X_DATA_START,
+       X_COUNT };
 
 static const char *const xnames[X_COUNT] = {
 	XATTR_PREFIX "dtype",       XATTR_PREFIX "shape",
 	XATTR_PREFIX "data_offsets", XATTR_PREFIX "file_offset",
 	XATTR_PREFIX "name",        XATTR_PREFIX "file",
-	XATTR_PREFIX "url",         XATTR_PREFIX "view",        XATTR_PREFIX "source_dtype",
+	XATTR_PREFIX "url",         XATTR_PREFIX "etag",
+	XATTR_PREFIX "repo",        XATTR_PREFIX "revision",
+	XATTR_PREFIX "view",        XATTR_PREFIX "source_dtype",
 	XATTR_PREFIX "data_start",
 };
+
+static const struct stfs_source *source_of(const struct stfs_fs *fs,
+					    const struct stfs_node_info *ni)
+{
+	return stfs_file_source(stfs_model_file(fs->model,
+		stfs_model_tensor_file(fs->model, ni->tensor)));
+}
 
 /* The URL of the object a tensor is in, or NULL for a local file. */
 static const char *url_of(const struct stfs_fs *fs,
 			  const struct stfs_node_info *ni)
 {
-	const struct stfs_file *f = stfs_model_file(fs->model,
-		stfs_model_tensor_file(fs->model, ni->tensor));
 	struct stfs_source_info si;
 
-	stfs_source_info(stfs_file_source(f), &si);
+	stfs_source_info(source_of(fs, ni), &si);
 	return si.url;
+}
+
+/* What the service says of a tensor's file (X_ETAG, X_REPO,
+ * X_REVISION): the Hub's ETag, else the server's; or NULL. */
+static const char *origin_of(const struct stfs_fs *fs,
+			     const struct stfs_node_info *ni, int which)
+{
+	const struct stfs_source *s = source_of(fs, ni);
+	struct stfs_source_info si;
+	const char *v;
+
+	switch (which) {
+	case X_REPO:
+		return stfs_source_origin(s, STFS_ORIGIN_REPO);
+	case X_REVISION:
+		return stfs_source_origin(s, STFS_ORIGIN_REVISION);
+	default:
+		if ((v = stfs_source_origin(s, STFS_ORIGIN_ETAG)) && *v)
+			return v;
+		stfs_source_info(s, &si);
+		return si.url ? si.etag : NULL;
+	}
 }
 
 /* The xattrs a tensor node has, in listing order, into out; their count.
@@ -368,6 +398,9 @@ static int xattrs_of(const struct stfs_fs *fs, const struct stfs_node_info *ni,
 		out[k++] = X_FILE;
 	if (url_of(fs, ni))
 		out[k++] = X_URL;
+	for (int x = X_ETAG; x <= X_REVISION; x++)
+		if (origin_of(fs, ni, x))
+			out[k++] = x;
 	if (!raw) {
 		out[k++] = X_VIEW;
 		out[k++] = X_SOURCE_DTYPE;
@@ -456,6 +489,12 @@ static void tensor_xattr(fuse_req_t req, const struct stfs_fs *fs,
 		return;
 	case X_URL:
 		file = url_of(fs, ni);
+		reply_value(req, file, strlen(file), size);
+		return;
+	case X_ETAG:
+	case X_REPO:
+	case X_REVISION:
+		file = origin_of(fs, ni, which);
 		reply_value(req, file, strlen(file), size);
 		return;
 	}

@@ -45,6 +45,7 @@ struct stfs_opts {
 	char *connect_timeout, *stall_timeout, *retries, *connections;
 	char *cache, *cache_size;
 	int nocache, offline;
+	char *s3_style;
 	char *log;
 };
 
@@ -83,6 +84,7 @@ static const struct fuse_opt stfs_opt_spec[] = {
 	STFS_OPT("cache_size=%s", cache_size, 0),
 	STFS_OPT("nocache", nocache, 1),
 	STFS_OPT("offline", offline, 1),
+	STFS_OPT("s3_style=%s", s3_style, 0),
 	STFS_OPT("log=%s", log, 0),
 	FUSE_OPT_KEY("max_read=", KEY_MAX_READ),   /* libfuse's, and ours */
 	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
@@ -113,13 +115,16 @@ void stfs_usage(FILE *out)
 "usage: stfs mount [-f] [-d] [-s] [-o OPT[,OPT...]] SOURCE MOUNTPOINT\n"
 "       stfs SOURCE MOUNTPOINT [-o OPT[,OPT...]]   (mount helper form)\n"
 "       stfs inspect [--json | -q] [--flat] [--npy] [--convert=f32]\n"
-"                    [--include=GLOB] [--exclude=GLOB] [--offline] SOURCE\n"
+"                    [--include=GLOB] [--exclude=GLOB] [--offline]\n"
+"                    [--s3-style=path|virtual] SOURCE\n"
 "       stfs umount [-z] MOUNTPOINT\n"
 "       stfs --help | --version\n"
 "\n"
 "SOURCE is a .safetensors file, a directory of shards, a\n"
-"*.safetensors.index.json file, or an http(s):// URL of one of these (a\n"
-"directory URL ends in /).  Each tensor becomes a read-only file;\n"
+"*.safetensors.index.json file, an http(s):// URL of one of these (a\n"
+"directory URL ends in /), hf://ORG/NAME[@REVISION][/FOLDER] (the\n"
+"Hugging Face Hub), or s3://BUCKET/KEY or s3://BUCKET/PREFIX/ (S3 and\n"
+"S3-compatible stores).  Each tensor becomes a read-only file;\n"
 "dtype, shape and offsets are user.safetensors.* extended attributes, and\n"
 "the header is the file %s at the root.\n"
 "\n"
@@ -151,6 +156,9 @@ void stfs_usage(FILE *out)
 "                     for URL sources: the on-disk cache (default\n"
 "                     $XDG_CACHE_HOME/stfs or ~/.cache/stfs, 10G), none,\n"
 "                     or the cache only, no network\n"
+"  -o s3_style=path|virtual\n"
+"                     s3:// addressing (default: virtual-hosted on AWS,\n"
+"                     path-style with AWS_ENDPOINT_URL)\n"
 "  -o allow_other, default_permissions, max_read=N, ... : as for any\n"
 "                     FUSE filesystem (see mount.fuse3(8)); ro is implied\n"
 "\n"
@@ -272,6 +280,15 @@ static int http_opts(const struct stfs_opts *o, const char *src)
 	h.retries = (unsigned)re;
 	h.connections = (unsigned)co;
 	stfs_http_set_opts(&h);
+	if (o->s3_style && strcmp(o->s3_style, "path") &&
+	    strcmp(o->s3_style, "virtual")) {
+		fprintf(stderr, "stfs: %s: s3_style=%s: give path or "
+			"virtual\n", src, o->s3_style);
+		return -1;
+	}
+	if (o->s3_style)
+		stfs_s3_set_style(o->s3_style[0] == 'p' ? STFS_S3_PATH :
+				  STFS_S3_VIRTUAL);
 	return 0;
 }
 
@@ -651,6 +668,7 @@ out_args:
 	free(o.stall_timeout);
 	free(o.retries);
 	free(o.connections);
+	free(o.s3_style);
 	free(o.cache);
 	free(o.cache_size);
 	free(o.max_read);

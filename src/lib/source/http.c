@@ -39,6 +39,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "format.h"
 #include "source.h"
 
@@ -79,6 +81,7 @@ int stfs_is_url(const char *arg)
 struct http_src {
 	struct stfs_source base;
 	char *url;
+	struct stfs_auth *auth;     /* its credentials, or NULL */
 	char etag[256];
 	char last_modified[256];
 	char *head;                 /* the first block */
@@ -117,8 +120,11 @@ struct xfer {
 	CURL *h;
 	char *buf;
 	size_t len, got;
+	int whole;                  /* a whole body (200), buf grown to len */
 	int overflow;
 	int not_partial;            /* a body that is not a 206's: dropped */
+	char why[2048];             /* the start of an error's body */
+	size_t why_len;
 	struct stfs_http_resp r;
 };
 
@@ -129,14 +135,35 @@ static size_t on_data(char *p, size_t sz, size_t n, void *ud)
 	long status = 0;
 
 	curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
-	if (status != 206) {
-		/* an error page, or a whole object for a range: stop now */
+	if (status >= 400) {
+		/* an error page: keep its start, it may say why */
+		size_t room = sizeof(x->why) - 1 - x->why_len;
+
+		memcpy(x->why + x->why_len, p, k < room ? k : room);
+		x->why_len += k < room ? k : room;
+		x->why[x->why_len] = '\0';
+		if (k < room)
+			return k;
+		x->not_partial = 1;
+		return 0;
+	}
+	if (status != (x->whole ? 200 : 206)) {
+		/* a whole object for a range: stop now */
 		x->not_partial = 1;
 		return 0;
 	}
 	if (k > x->len - x->got) {
 		x->overflow = 1;
 		return 0;               /* more than asked for: stop */
+	}
+	if (x->whole) {
+		char *nb = realloc(x->buf, x->got + k + 1);
+
+		if (!nb) {
+			x->overflow = 1;
+			return 0;
+		}
+		x->buf = nb;
 	}
 	memcpy(x->buf + x->got, p, k);
 	x->got += k;
@@ -147,6 +174,31 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud)
 {
 	stfs_http_header_line(p, sz * n, &((struct xfer *)ud)->r);
 	return sz * n;
+}
+
+/* Why the server refused a request, from what it said: the Hub's
+ * X-Error-Message, an S3 error document, or a JSON {"error": ...}. */
+static void why(const struct xfer *x, char *out, size_t outsz)
+{
+	json_object *j, *e;
+
+	out[0] = '\0';
+	if (x->r.error_message[0]) {
+		snprintf(out, outsz, "%s", x->r.error_message);
+		return;
+	}
+	if (stfs_s3_error_parse(x->why, x->why_len, out, outsz) == 0)
+		return;
+	if ((j = json_tokener_parse(x->why))) {
+		if (json_object_is_type(j, json_type_object) &&
+		    json_object_object_get_ex(j, "error", &e) &&
+		    json_object_is_type(e, json_type_string))
+			snprintf(out, outsz, "%s", json_object_get_string(e));
+		json_object_put(j);
+	}
+	for (char *p = out; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = ' ';
 }
 
 /* The first ETag is a strong one we can send in If-Match. */
@@ -164,23 +216,51 @@ static int on_progress(void *ud, curl_off_t dt, curl_off_t dn,
 	return cancel && atomic_load(cancel);
 }
 
-static CURLcode perform(CURL *h, const char *url, const char *etag,
-			uint64_t off, size_t len, struct xfer *x, long *status,
-			char *errbuf, const atomic_int *cancel)
+/* One request: a range of an object (or its whole body, q->whole). */
+struct request {
+	const char *url;
+	const char *etag;           /* sent in If-Match, checked in answers */
+	const struct stfs_auth *auth;
+	uint64_t off;
+	size_t len;                 /* whole: the most bytes taken */
+	uint64_t want_total;        /* the object's size, or UINT64_MAX */
+	int whole;
+	const atomic_int *cancel;   /* set: abort */
+};
+
+static CURLcode perform(CURL *h, const struct request *q, struct xfer *x,
+			long *status, char *errbuf)
 {
 	struct curl_slist *hdrs = NULL;
 	char range[64], cond[300];
+	const struct stfs_auth *a = q->auth;
 	CURLcode rc;
+	int ok = 1;
 
 	curl_easy_reset(h);
-	snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, off,
-		 off + len - 1);
-	if (etag && strong(etag)) {
-		snprintf(cond, sizeof(cond), "If-Match: %s", etag);
+	if (!q->whole) {
+		snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, q->off,
+			 q->off + q->len - 1);
+		curl_easy_setopt(h, CURLOPT_RANGE, range);
+	}
+	if (q->etag && strong(q->etag)) {
+		snprintf(cond, sizeof(cond), "If-Match: %s", q->etag);
 		hdrs = curl_slist_append(NULL, cond);
 	}
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_RANGE, range);
+	if (a && a->sign)
+		hdrs = stfs_auth_headers(a, q->url, hdrs, &ok);
+	if (!ok) {
+		curl_slist_free_all(hdrs);
+		snprintf(errbuf, CURL_ERROR_SIZE, "cannot sign the request");
+		return CURLE_OUT_OF_MEMORY;
+	}
+	if (a && a->bearer) {
+		/* libcurl sends it to this URL's host only, never on to
+		 * the host a redirect points to */
+		curl_easy_setopt(h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BEARER);
+		curl_easy_setopt(h, CURLOPT_XOAUTH2_BEARER, a->bearer);
+	}
+	curl_easy_setopt(h, CURLOPT_URL, q->url);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
@@ -193,7 +273,8 @@ static CURLcode perform(CURL *h, const char *url, const char *etag,
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
 			 (long)((cfg.stall_timeout_ms + 999) / 1000));
-	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+	/* a signed request is for its host alone */
+	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, a && a->sign ? 0L : 1L);
 	curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
@@ -201,7 +282,7 @@ static CURLcode perform(CURL *h, const char *url, const char *etag,
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
 	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
-	curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)cancel);
+	curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)q->cancel);
 	errbuf[0] = '\0';
 	rc = curl_easy_perform(h);
 	*status = 0;
@@ -232,60 +313,73 @@ static unsigned backoff_ms(unsigned k, unsigned retry_after_s)
 }
 
 /*
- * Fetch [off, off + len) of url into buf, with retries.  want_total is
- * the object's size (UINT64_MAX while opening: then a short answer at
- * the end of the object is fine, and *resp tells the size and version).
- * 0, or -errno with err filled.
+ * Do request q, with retries: bytes [q->off, q->off + q->len) into buf,
+ * *got of them; or with q->whole, the body into a new *body (NUL
+ * terminated, at most q->len bytes).  q->want_total is the object's size
+ * (UINT64_MAX while opening: then a short answer at the end of the object
+ * is fine, and *resp tells the size and version).  0, or -errno with err
+ * filled (the server's reason, when it gave one).
  */
-static int fetch(CURL *h, const char *url, const char *etag, uint64_t off,
-		 size_t len, uint64_t want_total, char *buf, size_t *got,
-		 struct stfs_http_resp *resp, struct stfs_error *err,
-		 const atomic_int *cancel)
+static int fetch(CURL *h, const struct request *q, char *buf, char **body,
+		 size_t *got, struct stfs_http_resp *resp,
+		 struct stfs_error *err)
 {
 	char errbuf[CURL_ERROR_SIZE];
 	unsigned retry_after = 0;
+	uint64_t off = q->off;
+	size_t len = q->len;
 
 	for (unsigned k = 0;; k++) {
-		struct xfer x = { .h = h, .buf = buf, .len = len };
+		struct xfer x = { .h = h, .buf = q->whole ? NULL : buf,
+				  .len = len, .whole = q->whole };
 		long status;
 		CURLcode rc;
 		int again = 0, code = -EIO;
+		char because[600];
 
 		if (k) {
 			sleep_ms(backoff_ms(k, retry_after));
 			n_retries++;
 		}
-		if (cancel && atomic_load(cancel))
+		if (q->cancel && atomic_load(q->cancel))
 			return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET,
 					 "closed while reading");
 		n_requests++;
-		rc = perform(h, url, etag, off, len, &x, &status, errbuf,
-			     cancel);
+		rc = perform(h, q, &x, &status, errbuf);
 		n_bytes += x.got;
 		retry_after = x.r.retry_after_s;
 		if (rc == CURLE_WRITE_ERROR && x.not_partial)
 			rc = CURLE_OK;          /* judged by its status below */
 		if (rc == CURLE_WRITE_ERROR && x.overflow) {
-			stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the server "
-				  "sent more than the %zu bytes asked for", len);
+			stfs_fail(err, q->whole ? -EFBIG : -EIO, NULL,
+				  STFS_NO_OFFSET, "the server sent more than "
+				  "the %zu bytes asked for", len);
 		} else if (rc != CURLE_OK) {
 			again = rc != CURLE_UNSUPPORTED_PROTOCOL &&
 				rc != CURLE_URL_MALFORMAT &&
 				rc != CURLE_TOO_MANY_REDIRECTS &&
+				rc != CURLE_OUT_OF_MEMORY &&
 				rc != CURLE_PEER_FAILED_VERIFICATION;
 			code = rc == CURLE_COULDNT_RESOLVE_HOST ?
 			       -EHOSTUNREACH : -ENETUNREACH;
 			stfs_fail(err, code, NULL, STFS_NO_OFFSET, "%s",
 				  errbuf[0] ? errbuf : curl_easy_strerror(rc));
-		} else if (status == 206) {
+		} else if (q->whole && status == 200) {
+			x.buf[x.got] = '\0';
+			*body = x.buf;
+			*got = x.got;
+			if (resp)
+				*resp = x.r;
+			return 0;
+		} else if (!q->whole && status == 206) {
 			const struct stfs_http_resp *r = &x.r;
-			uint64_t last = off + x.got - 1;
+			uint64_t last = off + x.got - 1, want = q->want_total;
 
 			if (!r->has_range || r->range_first != off ||
 			    !x.got || r->range_last != last ||
-			    (want_total != UINT64_MAX &&
-			     (r->total != want_total || x.got != len)) ||
-			    (want_total == UINT64_MAX && x.got != len &&
+			    (want != UINT64_MAX &&
+			     (r->total != want || x.got != len)) ||
+			    (want == UINT64_MAX && x.got != len &&
 			     last + 1 != r->total)) {
 				stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET,
 					  "the server answered bytes %" PRIu64
@@ -293,11 +387,11 @@ static int fetch(CURL *h, const char *url, const char *etag, uint64_t off,
 					  "bytes %" PRIu64 "-%" PRIu64,
 					  r->range_first, r->range_last, x.got,
 					  off, off + len - 1);
-			} else if (etag && etag[0] && r->etag[0] &&
-				   strcmp(etag, r->etag) != 0) {
+			} else if (q->etag && q->etag[0] && r->etag[0] &&
+				   strcmp(q->etag, r->etag) != 0) {
 				stfs_fail(err, -ESTALE, NULL, STFS_NO_OFFSET,
 					  "the object changed (ETag %s, was %s)",
-					  r->etag, etag);
+					  r->etag, q->etag);
 				code = -ESTALE;
 			} else {
 				*got = x.got;
@@ -305,10 +399,10 @@ static int fetch(CURL *h, const char *url, const char *etag, uint64_t off,
 					*resp = x.r;
 				return 0;
 			}
-		} else if (status == 200) {
+		} else if (status == 200 || (q->whole && status == 206)) {
 			stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the server "
 				  "ignores range requests (200 for a range)");
-		} else if (status == 416 && want_total == UINT64_MAX &&
+		} else if (status == 416 && q->want_total == UINT64_MAX &&
 			   x.r.has_total && x.r.total == 0) {
 			*got = 0;                       /* an empty object */
 			if (resp)
@@ -318,13 +412,24 @@ static int fetch(CURL *h, const char *url, const char *etag, uint64_t off,
 			stfs_fail(err, -ESTALE, NULL, STFS_NO_OFFSET, "the "
 				  "object changed since it was opened (412)");
 			code = -ESTALE;
+		} else if (status >= 300 && status < 400) {
+			stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "HTTP %ld: "
+				  "a redirect, not followed%s", status,
+				  q->auth && q->auth->sign ?
+				  " (a signed request is for its host only; "
+				  "is the region or the addressing style "
+				  "right?)" : "");
 		} else {
 			code = status == 401 || status == 403 ? -EACCES :
 			       status == 404 || status == 410 ? -ENOENT : -EIO;
 			again = status == 429 || status >= 500;
-			stfs_fail(err, code, NULL, STFS_NO_OFFSET, "HTTP %ld%s",
-				  status, reason(status));
+			why(&x, because, sizeof(because));
+			stfs_fail(err, code, NULL, STFS_NO_OFFSET, "HTTP %ld%s%s%s",
+				  status, reason(status), because[0] ? ": " : "",
+				  because);
 		}
+		if (q->whole)
+			free(x.buf);
 		if (!again || k >= cfg.retries)
 			return err ? err->code : code;
 	}
@@ -357,6 +462,8 @@ static unsigned n_pf_queued;
 static pthread_t *workers;
 static unsigned nworkers;
 static int stopping;
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static void global_init(void)
 {
@@ -444,8 +551,10 @@ static int block_read(CURL *h, struct http_src *s, uint64_t b, size_t off,
 	}
 	rc = -ENOMEM;
 	if ((tmp = malloc(blen))) {
-		rc = fetch(h, s->url, s->etag, start, blen, s->base.info.size,
-			   tmp, &got, NULL, &e, &s->closing);
+		struct request q = { s->url, s->etag, s->auth, start, blen,
+				     s->base.info.size, 0, &s->closing };
+
+		rc = fetch(h, &q, tmp, NULL, &got, NULL, &e);
 		if (!rc) {
 			(void)stfs_cache_put(&s->cobj, b, tmp, blen);
 			if (len)
@@ -476,6 +585,7 @@ static int read_with(CURL *h, struct http_src *s, void *buf, size_t len,
 		     uint64_t off)
 {
 	struct stfs_error e = { 0 };
+	struct request q;
 	size_t got;
 	int rc;
 
@@ -500,8 +610,9 @@ static int read_with(CURL *h, struct http_src *s, void *buf, size_t len,
 	}
 	if (stfs_cache_offline())
 		return -EIO;
-	rc = fetch(h, s->url, s->etag, off, len, s->base.info.size, buf, &got,
-		   NULL, &e, &s->closing);
+	q = (struct request){ s->url, s->etag, s->auth, off, len,
+			      s->base.info.size, 0, &s->closing };
+	rc = fetch(h, &q, buf, NULL, &got, NULL, &e);
 	if (rc) {
 		log_failure(s, off, len, &e);
 		return rc == -EACCES || rc == -ENOENT ? rc : -EIO;
@@ -754,6 +865,7 @@ static void http_close(struct stfs_source *src)
 		pthread_mutex_unlock(&sync_mu);
 	}
 	pthread_cond_destroy(&s->idle);
+	stfs_auth_unref(s->auth);
 	free(s->head);
 	free(s->url);
 	free(s->base.name);
@@ -790,16 +902,15 @@ static const struct stfs_source_ops http_ops = {
 	.read_async = http_read_async,
 };
 
-int stfs_source_open_http(const char *url, struct stfs_source **out,
-			  struct stfs_error *err)
+int stfs_source_open_http(const char *url, struct stfs_auth *auth,
+			  struct stfs_source **out, struct stfs_error *err)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	struct stfs_http_resp r;
 	struct http_src *s;
 	int rc;
 
 	*out = NULL;
-	pthread_once(&once, global_init);
+	pthread_once(&init_once, global_init);
 	s = calloc(1, sizeof(*s));
 	if (!s || !(s->url = strdup(url)) || !(s->base.name = strdup(url)) ||
 	    !(s->head = malloc(STFS_HTTP_FIRST))) {
@@ -813,6 +924,7 @@ int stfs_source_open_http(const char *url, struct stfs_source **out,
 	}
 	pthread_cond_init(&s->idle, NULL);
 	s->base.ops = &http_ops;
+	s->auth = stfs_auth_ref(auth);
 	pthread_mutex_lock(&mu);
 	nsources++;
 	pthread_mutex_unlock(&mu);
@@ -822,9 +934,11 @@ int stfs_source_open_http(const char *url, struct stfs_source **out,
 		pthread_mutex_lock(&sync_mu);
 		if (!sync_handle)
 			sync_handle = curl_easy_init();
-		rc = sync_handle ? fetch(sync_handle, url, NULL, 0,
-					 STFS_HTTP_FIRST, UINT64_MAX, s->head,
-					 &s->head_len, &r, err, NULL) :
+		struct request q = { url, NULL, auth, 0, STFS_HTTP_FIRST,
+				     UINT64_MAX, 0, NULL };
+
+		rc = sync_handle ? fetch(sync_handle, &q, s->head, NULL,
+					 &s->head_len, &r, err) :
 				   stfs_fail(err, -ENOMEM, NULL,
 					     STFS_NO_OFFSET, "out of memory");
 		pthread_mutex_unlock(&sync_mu);
@@ -870,4 +984,23 @@ int stfs_source_open_http(const char *url, struct stfs_source **out,
 	}
 	*out = &s->base;
 	return 0;
+}
+
+int stfs_http_get(const char *url, const struct stfs_auth *auth, size_t max,
+		  char **body, size_t *len, struct stfs_http_resp *resp,
+		  struct stfs_error *err)
+{
+	struct request q = { url, NULL, auth, 0, max, UINT64_MAX, 1, NULL };
+	CURL *h;
+	int rc;
+
+	*body = NULL;
+	*len = 0;
+	pthread_once(&init_once, global_init);
+	if (!(h = curl_easy_init()))
+		return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET,
+				 "out of memory");
+	rc = fetch(h, &q, NULL, body, len, resp, err);
+	curl_easy_cleanup(h);
+	return rc;
 }

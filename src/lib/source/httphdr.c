@@ -2,7 +2,9 @@
  * httphdr.c: the parts of an HTTP response stfs relies on, parsed from
  * header lines a server sent: Content-Range (which bytes, of how large an
  * object), ETag and Last-Modified (which version), Retry-After (how long
- * to wait).  Servers are untrusted: every number is checked for overflow
+ * to wait), Link's rel="next" (the next page of a listing), and the
+ * Hugging Face Hub's X-Error-Code and X-Error-Message (why a request was
+ * refused).  Servers are untrusted: every number is checked for overflow
  * and every field for its exact syntax; what does not parse is ignored,
  * and the caller then refuses the response.
  */
@@ -86,6 +88,28 @@ static void copy_value(char *out, size_t outsz, const char *s,
 	out[n] = '\0';
 }
 
+/* Link: <URL>; rel="next" (among other links, separated by commas). */
+static void link_next(const char *s, const char *end,
+		      struct stfs_http_resp *r)
+{
+	while (s < end) {
+		const char *lt = memchr(s, '<', (size_t)(end - s)), *gt, *p;
+
+		if (!lt || !(gt = memchr(lt, '>', (size_t)(end - lt))))
+			return;
+		/* the link's parameters: up to the next comma */
+		for (p = gt + 1; p < end && *p != ','; p++) {
+			if (end - p >= 10 && strncasecmp(p, "rel=\"next\"", 10)
+			    == 0) {
+				copy_value(r->link_next, sizeof(r->link_next),
+					   lt + 1, gt);
+				return;
+			}
+		}
+		s = p;
+	}
+}
+
 void stfs_http_header_line(const char *line, size_t len,
 			   struct stfs_http_resp *r)
 {
@@ -110,6 +134,14 @@ void stfs_http_header_line(const char *line, size_t len,
 		copy_value(r->etag, sizeof(r->etag), v, end);
 	} else if (nlen == 13 && strncasecmp(line, "last-modified", 13) == 0) {
 		copy_value(r->last_modified, sizeof(r->last_modified), v, end);
+	} else if (nlen == 4 && strncasecmp(line, "link", 4) == 0) {
+		link_next(v, end, r);
+	} else if (nlen == 12 && strncasecmp(line, "x-error-code", 12) == 0) {
+		copy_value(r->error_code, sizeof(r->error_code), v, end);
+	} else if (nlen == 15 && strncasecmp(line, "x-error-message", 15)
+		   == 0) {
+		copy_value(r->error_message, sizeof(r->error_message), v,
+			   end);
 	} else if (nlen == 11 && strncasecmp(line, "retry-after", 11) == 0) {
 		uint64_t secs;
 		const char *p = v;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 
@@ -34,7 +35,6 @@ static int locate_url(struct stfs_location *loc, struct stfs_error *err)
 	const char *arg = loc->arg, *slash = strrchr(arg, '/');
 	const char *host = strstr(arg, "://") + 3;
 
-	loc->remote = 1;
 	if (!(loc->canonical = strdup(arg)))
 		return -ENOMEM;
 	if (!*host || slash < host)
@@ -87,34 +87,30 @@ static void free_list(char **list, size_t n)
 	free(list);
 }
 
-/* A directory: its one index, or its *.safetensors files. */
-static int list_dir(struct stfs_location *loc, struct stfs_error *err)
+int stfs_location_pick(struct stfs_location *loc, char **all, size_t n,
+		       const char *where, struct stfs_error *err)
 {
-	DIR *d = opendir(loc->base);
-	struct dirent *de;
 	char **indexes = NULL;
 	size_t nindexes = 0;
 	int rc = 0;
 
-	if (!d)
-		return stfs_fail(err, -errno, NULL, STFS_NO_OFFSET,
-				 "cannot open directory: %s", strerror(errno));
-	while ((de = readdir(d))) {
-		if (de->d_name[0] == '.')
+	for (size_t i = 0; i < n && !rc; i++) {
+		if (all[i][0] == '.')
 			continue;
-		if (ends_with(de->d_name, ".safetensors.index.json"))
-			rc = push(&indexes, &nindexes, de->d_name);
-		else if (ends_with(de->d_name, ".safetensors"))
-			rc = push(&loc->names, &loc->nnames, de->d_name);
-		if (rc) {
-			rc = nomem(err);
-			goto out;
-		}
+		if (ends_with(all[i], ".safetensors.index.json"))
+			rc = push(&indexes, &nindexes, all[i]);
+		else if (ends_with(all[i], ".safetensors"))
+			rc = push(&loc->names, &loc->nnames, all[i]);
+	}
+	if (rc) {
+		rc = nomem(err);
+		goto out;
 	}
 	if (nindexes > 1)
 		qsort(indexes, nindexes, sizeof(*indexes), cmp_str);
 	if (loc->nnames > 1)
 		qsort(loc->names, loc->nnames, sizeof(*loc->names), cmp_str);
+	loc->kind = STFS_LOC_DIR;
 	if (nindexes > 1) {
 		char names[400] = "";
 		for (size_t i = 0; i < nindexes; i++) {
@@ -127,15 +123,39 @@ static int list_dir(struct stfs_location *loc, struct stfs_error *err)
 			       "the source: %s", names);
 	} else if (nindexes == 1) {
 		loc->kind = STFS_LOC_INDEX;
+		free(loc->name);
 		loc->name = indexes[0];
 		indexes[0] = NULL;
 	} else if (loc->nnames == 0) {
 		rc = stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET,
-			       "no *.safetensors files in this directory");
+			       "no *.safetensors files in %s", where);
 	}
 out:
-	closedir(d);
 	free_list(indexes, nindexes);
+	return rc;
+}
+
+/* A directory: its one index, or its *.safetensors files. */
+static int list_dir(struct stfs_location *loc, struct stfs_error *err)
+{
+	DIR *d = opendir(loc->base);
+	struct dirent *de;
+	char **all = NULL;
+	size_t n = 0;
+	int rc = 0;
+
+	if (!d)
+		return stfs_fail(err, -errno, NULL, STFS_NO_OFFSET,
+				 "cannot open directory: %s", strerror(errno));
+	while ((de = readdir(d)))
+		if (push(&all, &n, de->d_name)) {
+			closedir(d);
+			free_list(all, n);
+			return nomem(err);
+		}
+	closedir(d);
+	rc = stfs_location_pick(loc, all, n, "this directory", err);
+	free_list(all, n);
 	return rc;
 }
 
@@ -153,7 +173,21 @@ int stfs_locate(const char *arg, struct stfs_location **out,
 		free(loc);
 		return nomem(err);
 	}
+	if (strncmp(arg, "hf://", 5) == 0 || strncmp(arg, "s3://", 5) == 0) {
+		loc->remote = 1;
+		if (!(loc->canonical = strdup(arg))) {
+			rc = nomem(err);
+			goto fail;
+		}
+		rc = arg[0] == 'h' ? stfs_locate_hf(loc, err) :
+				     stfs_locate_s3(loc, err);
+		if (rc)
+			goto fail;
+		*out = loc;
+		return 0;
+	}
 	if (stfs_is_url(arg)) {
+		loc->http = 1;
 		if ((rc = locate_url(loc, err))) {
 			if (rc == -ENOMEM)
 				nomem(err);
@@ -206,11 +240,49 @@ void stfs_location_free(struct stfs_location *loc)
 	if (!loc)
 		return;
 	free_list(loc->names, loc->nnames);
+	free_list(loc->etag_names, loc->netags);
+	free_list(loc->etags, loc->netags);
+	stfs_auth_unref(loc->auth);
+	free(loc->local_base);
+	free(loc->repo);
+	free(loc->revision);
 	free(loc->arg);
 	free(loc->canonical);
 	free(loc->base);
 	free(loc->name);
 	free(loc);
+}
+
+/* What the service says of the file called name: on its source. */
+static void set_origin(const struct stfs_location *loc, const char *name,
+		       struct stfs_source *src)
+{
+	src->origin[STFS_ORIGIN_REPO] = loc->repo;
+	src->origin[STFS_ORIGIN_REVISION] = loc->revision;
+	for (size_t i = 0; i < loc->netags; i++)
+		if (strcmp(loc->etag_names[i], name) == 0)
+			src->origin[STFS_ORIGIN_ETAG] = loc->etags[i];
+}
+
+/* The file called name in loc->local_base (the Hugging Face cache's
+ * snapshot), if it is there: 0, -ENOENT if not, else -errno. */
+static int open_local(const struct stfs_location *loc, const char *name,
+		      struct stfs_source **out, struct stfs_error *err)
+{
+	char *path;
+	int rc;
+
+	if (asprintf(&path, "%s/%s", loc->local_base, name) < 0)
+		return nomem(err);
+	if (access(path, F_OK) != 0) {
+		free(path);
+		return -ENOENT;
+	}
+	rc = stfs_source_open_file(path, out, err);
+	free(path);
+	if (!rc)
+		set_origin(loc, name, *out);
+	return rc;
 }
 
 int stfs_location_open(const struct stfs_location *loc, const char *name,
@@ -224,18 +296,25 @@ int stfs_location_open(const struct stfs_location *loc, const char *name,
 		return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET,
 				 "not a plain file name");
 	/* the file itself keeps the name it was given */
-	if (loc->kind == STFS_LOC_FILE && strcmp(name, loc->name) == 0)
-		return loc->remote ? stfs_source_open_http(loc->arg, out, err) :
+	if (loc->kind == STFS_LOC_FILE && strcmp(name, loc->name) == 0 &&
+	    !loc->remote)
+		return loc->http ? stfs_source_open_http(loc->arg, NULL, out,
+							 err) :
 		       stfs_source_open_file(loc->arg, out, err);
-	if (loc->remote) {
+	if (loc->local_base && (rc = open_local(loc, name, out, err)) !=
+	    -ENOENT)
+		return rc;
+	if (loc->http || loc->remote) {
 		char *esc = curl_easy_escape(NULL, name, 0);
 		if (!esc || asprintf(&path, "%s/%s", loc->base, esc) < 0) {
 			curl_free(esc);
 			return nomem(err);
 		}
 		curl_free(esc);
-		rc = stfs_source_open_http(path, out, err);
+		rc = stfs_source_open_http(path, loc->auth, out, err);
 		free(path);
+		if (!rc)
+			set_origin(loc, name, *out);
 		return rc;
 	}
 	if (asprintf(&path, "%s%s%s", loc->base,

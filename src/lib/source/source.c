@@ -21,6 +21,12 @@ void stfs_source_info(const struct stfs_source *s,
 	*out = s->info;
 }
 
+const char *stfs_source_origin(const struct stfs_source *s,
+			       enum stfs_origin_field f)
+{
+	return (unsigned)f < STFS_ORIGIN_COUNT ? s->origin[f] : NULL;
+}
+
 const char *stfs_source_name(const struct stfs_source *s)
 {
 	return s->name;

@@ -8,6 +8,9 @@
 #define STFS_SOURCE_H
 
 #include <limits.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
 
 #include "stfs/stfs.h"
 
@@ -38,6 +41,7 @@ struct stfs_source {
 	char *name;
 	struct stfs_source_info info;
 	const void *map;            /* info.size bytes, or NULL */
+	const char *origin[STFS_ORIGIN_COUNT]; /* the locator's, or NULL */
 };
 
 /* Read [off, off + len) of s asynchronously (see read_async).  Reads past
@@ -51,6 +55,8 @@ void stfs_source_read_async(struct stfs_source *s, void *buf, size_t len,
 int stfs_source_slurp(struct stfs_source *s, uint64_t max, char **out,
 		      size_t *len);
 
+struct stfs_auth;
+
 /* ---- HTTP (http.c, httphdr.c) ----------------------------------------- */
 
 /* What stfs takes from a response's header lines. */
@@ -61,6 +67,9 @@ struct stfs_http_resp {
 	char etag[256];         /* "" if none (or unusable) */
 	char last_modified[64];
 	unsigned retry_after_s; /* 0 if none */
+	char link_next[2048];   /* Link: <URL>; rel="next", or "" */
+	char error_code[128];   /* X-Error-Code (the Hub), or "" */
+	char error_message[512]; /* X-Error-Message (the Hub), or "" */
 };
 
 /* Take one header line (with or without its CRLF) into r.  A status line
@@ -75,8 +84,15 @@ int stfs_is_url(const char *arg);
  * gives its size and version (ETag, Last-Modified): 0, or -errno with err
  * saying why (HTTP status, connection error, a server that ignores
  * ranges). */
-int stfs_source_open_http(const char *url, struct stfs_source **out,
-			  struct stfs_error *err);
+int stfs_source_open_http(const char *url, struct stfs_auth *auth,
+			  struct stfs_source **out, struct stfs_error *err);
+/* GET url whole (an API call or a listing, 200 expected) with auth (or
+ * NULL), with the same timeouts and retries as reads: 0 with *body (NUL
+ * terminated, malloc'd; at most max bytes, else -EFBIG), *len and *resp;
+ * or -errno with err saying why (the server's own reason if it gave one). */
+int stfs_http_get(const char *url, const struct stfs_auth *auth, size_t max,
+		  char **body, size_t *len, struct stfs_http_resp *resp,
+		  struct stfs_error *err);
 
 /* ---- the on-disk cache of remote objects (cache.c) ----------------------- */
 
@@ -110,6 +126,100 @@ int stfs_cache_read(const struct stfs_cache_obj *o, uint64_t block,
 int stfs_cache_put(const struct stfs_cache_obj *o, uint64_t block,
 		   const void *buf, size_t len);
 
+/* ---- the Hub's JSON answers (hub.c) -------------------------------------- */
+
+/* The commit ("sha": 40 lowercase hex digits) of a revision API answer:
+ * 0, or -EINVAL. */
+int stfs_hub_parse_sha(const char *json, size_t len, char sha[41]);
+/* A tree API page: file() for each file's path, the Hub's ETag (its LFS
+ * sha256, else its blob id; NULL if neither is usable) and size; a
+ * non-zero return stops and is returned.  0, or -EINVAL. */
+int stfs_hub_parse_tree(const char *json, size_t len,
+			int (*file)(void *arg, const char *path,
+				    const char *etag, uint64_t size),
+			void *arg);
+
+/* ---- S3's XML (s3xml.c) ------------------------------------------------- */
+
+/* An S3 error document's "Code: Message" into out: 0, or -EINVAL when xml
+ * is not one. */
+int stfs_s3_error_parse(const char *xml, size_t len, char *out,
+			size_t outsz);
+/* One ListObjectsV2 page: object() for each key (decoded) and size, in
+ * order (a non-zero return stops the parse and is returned); whether more
+ * pages follow, and if so *next_token (malloc'd).  0, or -EINVAL for a
+ * document that is not such a page. */
+int stfs_s3_list_parse(const char *xml, size_t len,
+		       int (*object)(void *arg, const char *key,
+				     uint64_t size),
+		       void *arg, int *truncated, char **next_token);
+
+/* ---- hashing and signing (sha256.c, sigv4.c) ---------------------------- */
+
+struct stfs_sha256 {
+	uint32_t h[8];
+	uint64_t len;
+	uint8_t buf[64];
+};
+
+void stfs_sha256_init(struct stfs_sha256 *c);
+void stfs_sha256_update(struct stfs_sha256 *c, const void *data, size_t n);
+void stfs_sha256_final(struct stfs_sha256 *c, uint8_t out[32]);
+void stfs_sha256(const void *data, size_t n, uint8_t out[32]);
+void stfs_hmac_sha256(const void *key, size_t klen, const void *msg,
+		      size_t mlen, uint8_t out[32]);
+/* n bytes as 2n lowercase hex digits and a NUL. */
+void stfs_hex(const uint8_t *p, size_t n, char *out);
+
+#define STFS_SIGV4_MAX_HEADERS 8
+
+struct stfs_sigv4_hdr {
+	const char *name;       /* lowercase */
+	const char *value;      /* trimmed */
+};
+
+/* One request to sign.  path and query are in their canonical form
+ * already (each byte but A-Za-z0-9-._~ percent-encoded, the query's
+ * parameters sorted); host and x-amz-date are signed with headers. */
+struct stfs_sigv4_req {
+	const char *method, *host, *path, *query;
+	const struct stfs_sigv4_hdr *headers;
+	size_t nheaders;
+	const char *payload_hash;       /* hex SHA-256 of the body */
+	const char *amzdate;            /* YYYYMMDDTHHMMSSZ */
+	const char *access_key, *secret_key, *region, *service;
+};
+
+/* The Authorization header's value for r into auth: 0, or -EINVAL when
+ * it does not fit (or too many headers), -ENOMEM. */
+int stfs_sigv4_sign(const struct stfs_sigv4_req *r, char *auth,
+		    size_t authsz);
+
+/* What a remote source's requests carry, shared by the sources of one
+ * location (reference counted): a bearer token (the Hugging Face Hub),
+ * sent by libcurl to the URL's own host only, never on to the host of a
+ * redirect; or AWS keys, with which every request is signed (and
+ * redirects are not followed). */
+struct stfs_auth {
+	atomic_uint refs;
+	char *bearer;
+	int sign;                       /* access_key and secret_key set */
+	char *access_key, *secret_key, *token, *region;
+};
+
+struct stfs_auth *stfs_auth_new(const char *bearer, const char *access_key,
+				const char *secret_key, const char *token,
+				const char *region);
+struct stfs_auth *stfs_auth_ref(struct stfs_auth *a);
+void stfs_auth_unref(struct stfs_auth *a);
+struct curl_slist;
+/* Append to list the headers that sign a GET of url now (x-amz-date,
+ * x-amz-content-sha256, x-amz-security-token, Authorization); *ok is 0
+ * if that failed.  Returns the list. */
+struct curl_slist *stfs_auth_headers(const struct stfs_auth *a,
+				     const char *url, struct curl_slist *list,
+				     int *ok);
+
 /* ---- the locator ------------------------------------------------------ */
 
 enum stfs_loc_kind {
@@ -131,13 +241,27 @@ struct stfs_location {
 	char *name;         /* FILE and INDEX: that file's name */
 	char **names;       /* DIR: the *.safetensors files, sorted */
 	size_t nnames;
-	int remote;         /* base is a URL prefix */
+	int http;           /* SOURCE is an http(s) URL; base is a URL */
+	int remote;         /* hf:// or s3://: base is a URL prefix */
+	struct stfs_auth *auth;     /* what requests to base carry */
+	char *local_base;   /* hf: the snapshot in the Hugging Face cache */
+	char *repo, *revision;      /* hf: the repo and its resolved commit */
+	char **etag_names, **etags; /* the service's ETag of each file */
+	size_t netags;
 };
 
 /* Find what SOURCE names; errors say what is wrong with it. */
 int stfs_locate(const char *arg, struct stfs_location **out,
 		struct stfs_error *err);
 void stfs_location_free(struct stfs_location *loc);
+/* From the file names of a directory-like place (all[n]), pick what to
+ * mount: its one index, or its *.safetensors files (kind, name, names).
+ * where names the place in the error when there is neither. */
+int stfs_location_pick(struct stfs_location *loc, char **all, size_t n,
+		       const char *where, struct stfs_error *err);
+/* The locators of hf:// (hub.c) and s3:// (s3.c): loc->arg is set. */
+int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err);
+int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err);
 /* Open the file called name at loc. */
 int stfs_location_open(const struct stfs_location *loc, const char *name,
 		       struct stfs_source **out, struct stfs_error *err);

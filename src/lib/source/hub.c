@@ -1,0 +1,730 @@
+/*
+ * hub.c: the locator of hf:// sources, models and datasets on the Hugging
+ * Face Hub (or any server that speaks its API: HF_ENDPOINT).
+ *
+ *   hf://[datasets/]ORG/NAME[@REVISION][/SUBDIR]
+ *
+ * The revision (a branch, a tag, refs/pr/N or a commit; main if none) is
+ * resolved once, here, to a commit through the revision API, and every
+ * byte is then read from that commit (/resolve/SHA/FILE), so a push while
+ * mounted changes nothing.  The tree API (paginated with Link headers)
+ * lists SUBDIR, and the usual rules pick the index or the shards.
+ *
+ * The Hub's conventions: the token from HF_TOKEN, HUGGING_FACE_HUB_TOKEN,
+ * or the file at HF_TOKEN_PATH or $HF_HOME/token, sent to the Hub only
+ * (never on to the host /resolve redirects to); HF_HUB_OFFLINE=1 for no
+ * network.  Files of the commit found in the Hugging Face cache
+ * (HF_HUB_CACHE, default $HF_HOME/hub) are read from there; stfs never
+ * writes into it.  Offline, the cache's refs resolve the revision and its
+ * snapshot lists the files.
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <curl/curl.h>
+#include <dirent.h>
+#include <errno.h>
+#include <json-c/json.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "format.h"
+#include "source.h"
+
+#define HUB_DEFAULT "https://huggingface.co"
+#define API_MAX (64u << 20)         /* bytes of one API answer, at most */
+#define PAGES_MAX 10000
+
+struct hf {
+	int dataset;
+	char *repo;             /* ORG/NAME */
+	char *rev;              /* as given (decoded), or "main" */
+	char *subdir;           /* "" or a/b */
+	char *endpoint;         /* no trailing '/' */
+	char *token;            /* or NULL */
+	int offline;
+	char *cache;            /* the repo's folder in the HF cache */
+	char sha[41];
+	/* the files of SUBDIR: names, the Hub's ETags */
+	char **names, **etags;
+	size_t n;
+	char **dirs;            /* subfolders with weights (no SUBDIR) */
+	size_t ndirs;
+};
+
+static int nomem(struct stfs_error *err)
+{
+	return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET, "out of memory");
+}
+
+static int push2(struct hf *h, const char *name, const char *etag)
+{
+	char **a = realloc(h->names, (h->n + 1) * sizeof(*a)), **b;
+
+	if (!a)
+		return -ENOMEM;
+	h->names = a;
+	if (!(b = realloc(h->etags, (h->n + 1) * sizeof(*b))))
+		return -ENOMEM;
+	h->etags = b;
+	a[h->n] = strdup(name);
+	b[h->n] = etag ? strdup(etag) : strdup("");
+	if (!a[h->n] || !b[h->n]) {
+		free(a[h->n]);
+		free(b[h->n]);
+		return -ENOMEM;
+	}
+	h->n++;
+	return 0;
+}
+
+static int push_dir(struct hf *h, const char *dir, size_t len)
+{
+	char **a;
+
+	for (size_t i = 0; i < h->ndirs; i++)
+		if (strlen(h->dirs[i]) == len && !memcmp(h->dirs[i], dir, len))
+			return 0;
+	if (!(a = realloc(h->dirs, (h->ndirs + 1) * sizeof(*a))))
+		return -ENOMEM;
+	h->dirs = a;
+	if (!(a[h->ndirs] = strndup(dir, len)))
+		return -ENOMEM;
+	h->ndirs++;
+	return 0;
+}
+
+static void hf_free(struct hf *h)
+{
+	for (size_t i = 0; i < h->n; i++) {
+		free(h->names[i]);
+		free(h->etags[i]);
+	}
+	for (size_t i = 0; i < h->ndirs; i++)
+		free(h->dirs[i]);
+	free(h->names);
+	free(h->etags);
+	free(h->dirs);
+	free(h->repo);
+	free(h->rev);
+	free(h->subdir);
+	free(h->endpoint);
+	if (h->token)
+		memset(h->token, 0, strlen(h->token));
+	free(h->token);
+	free(h->cache);
+}
+
+/* ---- hf://... ------------------------------------------------------------ */
+
+/* A repo name part: letters, digits, '-', '_', '.'; not "." or "..". */
+static int name_ok(const char *s, size_t n)
+{
+	if (!n || n > 96 || (n == 1 && s[0] == '.') ||
+	    (n == 2 && s[0] == '.' && s[1] == '.'))
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)s[i]) && !strchr("-_.", s[i]))
+			return 0;
+	return 1;
+}
+
+/* A path in the repo: components that are not empty, "." or "..", of
+ * printable characters. */
+static int path_ok(const char *s)
+{
+	const char *c = s;
+
+	for (;;) {
+		const char *e = strchr(c, '/');
+		size_t n = e ? (size_t)(e - c) : strlen(c);
+
+		if (!n || (n == 1 && c[0] == '.') ||
+		    (n == 2 && c[0] == '.' && c[1] == '.'))
+			return 0;
+		for (size_t i = 0; i < n; i++)
+			if ((unsigned char)c[i] < 0x20 || c[i] == 0x7f ||
+			    c[i] == '\\')
+				return 0;
+		if (!e)
+			return 1;
+		c = e + 1;
+	}
+}
+
+/* "%2F" in a revision given URL-encoded (refs%2Fpr%2F1) */
+static void decode_slashes(char *s)
+{
+	char *o = s;
+
+	for (; *s; s++) {
+		if (s[0] == '%' && s[1] == '2' && (s[2] == 'F' || s[2] == 'f')) {
+			*o++ = '/';
+			s += 2;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o = '\0';
+}
+
+static int parse(const char *arg, struct hf *h, struct stfs_error *err)
+{
+	const char *p = arg + 5, *org, *name, *e;
+	size_t lorg, lname;
+
+	if (!strncmp(p, "datasets/", 9)) {
+		h->dataset = 1;
+		p += 9;
+	} else if (!strncmp(p, "models/", 7)) {
+		p += 7;
+	}
+	org = p;
+	if (!(e = strchr(p, '/')))
+		goto bad;
+	lorg = (size_t)(e - org);
+	name = e + 1;
+	lname = strcspn(name, "@/");
+	if (!name_ok(org, lorg) || !name_ok(name, lname))
+		goto bad;
+	if (asprintf(&h->repo, "%.*s/%.*s", (int)lorg, org, (int)lname,
+		     name) < 0)
+		return nomem(err);
+	p = name + lname;
+	if (*p == '@') {
+		const char *r = ++p;
+		size_t n = strcspn(r, "/");
+
+		/* refs/pr/N and refs/convert/X span three components */
+		if (!strncmp(r, "refs/pr/", 8) || !strncmp(r, "refs/convert/",
+							    13)) {
+			const char *third = strchr(strchr(r, '/') + 1, '/') + 1;
+			n = (size_t)(third - r) + strcspn(third, "/");
+		}
+		if (!n || !(h->rev = strndup(r, n)))
+			return n ? nomem(err) : stfs_fail(err, -EINVAL, NULL,
+				STFS_NO_OFFSET, "an empty revision after '@'");
+		decode_slashes(h->rev);
+		p = r + n;
+	} else if (!(h->rev = strdup("main"))) {
+		return nomem(err);
+	}
+	if (*p == '/')
+		p++;
+	if (!(h->subdir = strdup(p)))
+		return nomem(err);
+	while (*h->subdir && h->subdir[strlen(h->subdir) - 1] == '/')
+		h->subdir[strlen(h->subdir) - 1] = '\0';
+	if (*h->subdir && !path_ok(h->subdir))
+		return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "not a "
+				 "folder of a repo: %s", h->subdir);
+	for (const char *c = h->rev; *c; c++)
+		if ((unsigned char)*c <= 0x20 || *c == 0x7f)
+			goto bad;
+	return 0;
+bad:
+	return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "not a repo: "
+			 "give hf://ORG/NAME[@REVISION][/FOLDER] or "
+			 "hf://datasets/ORG/NAME...");
+}
+
+/* ---- the Hub's conventions -------------------------------------------- */
+
+static const char *env(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? v : NULL;
+}
+
+static char *hf_home(void)
+{
+	const char *v;
+	char *s = NULL;
+
+	if ((v = env("HF_HOME")))
+		return strdup(v);
+	if ((v = env("XDG_CACHE_HOME")))
+		return asprintf(&s, "%s/huggingface", v) < 0 ? NULL : s;
+	return asprintf(&s, "%s/.cache/huggingface", env("HOME") ?
+			env("HOME") : "/root") < 0 ? NULL : s;
+}
+
+/* The first line of a file, trimmed; NULL if none. */
+static char *first_line(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	char buf[4096], *s = NULL;
+	size_t n;
+
+	if (!f)
+		return NULL;
+	if (fgets(buf, sizeof(buf), f)) {
+		n = strlen(buf);
+		while (n && isspace((unsigned char)buf[n - 1]))
+			buf[--n] = '\0';
+		if (n)
+			s = strdup(buf);
+	}
+	fclose(f);
+	return s;
+}
+
+static char *find_token(void)
+{
+	const char *v;
+	char *home, *path = NULL, *t;
+
+	if ((v = env("HF_TOKEN")) || (v = env("HUGGING_FACE_HUB_TOKEN")))
+		return strdup(v);
+	if ((v = env("HF_TOKEN_PATH")))
+		return first_line(v);
+	if (!(home = hf_home()) || asprintf(&path, "%s/token", home) < 0) {
+		free(home);
+		return NULL;
+	}
+	free(home);
+	t = first_line(path);
+	free(path);
+	return t;
+}
+
+static int truthy(const char *v)
+{
+	return v && (!strcmp(v, "1") || !strcasecmp(v, "on") ||
+		     !strcasecmp(v, "yes") || !strcasecmp(v, "true"));
+}
+
+/* The repo's folder in the Hugging Face cache:
+ * $HF_HUB_CACHE/models--ORG--NAME (or datasets--...). */
+static char *repo_cache(const struct hf *h)
+{
+	const char *v = env("HF_HUB_CACHE"), *slash = strchr(h->repo, '/');
+	const char *kind = h->dataset ? "datasets" : "models";
+	char *home = NULL, *s = NULL;
+	int n;
+
+	if (!v && !(home = hf_home()))
+		return NULL;
+	n = asprintf(&s, "%s%s/%s--%.*s--%s", v ? v : home, v ? "" : "/hub",
+		     kind, (int)(slash - h->repo), h->repo, slash + 1);
+	free(home);
+	return n < 0 ? NULL : s;
+}
+
+/* ---- the Hub's answers (also fuzzed) ----------------------------------- */
+
+static int is_sha(const char *s)
+{
+	size_t n = 0;
+
+	for (; s[n]; n++)
+		if (!isxdigit((unsigned char)s[n]) || isupper((unsigned char)s[n]))
+			return 0;
+	return n == 40;
+}
+
+int stfs_hub_parse_sha(const char *json, size_t len, char sha[41])
+{
+	json_tokener *tok = json_tokener_new();
+	json_object *j, *v;
+	int rc = -EINVAL;
+
+	if (!tok)
+		return -ENOMEM;
+	j = json_tokener_parse_ex(tok, json, (int)(len > INT_MAX ? INT_MAX :
+						   len));
+	if (j && json_object_is_type(j, json_type_object) &&
+	    json_object_object_get_ex(j, "sha", &v) &&
+	    json_object_is_type(v, json_type_string) &&
+	    is_sha(json_object_get_string(v))) {
+		memcpy(sha, json_object_get_string(v), 41);
+		rc = 0;
+	}
+	json_object_put(j);
+	json_tokener_free(tok);
+	return rc;
+}
+
+int stfs_hub_parse_tree(const char *json, size_t len,
+			int (*file)(void *arg, const char *path,
+				    const char *etag, uint64_t size),
+			void *arg)
+{
+	json_tokener *tok = json_tokener_new();
+	json_object *j;
+	int rc = -EINVAL;
+
+	if (!tok)
+		return -ENOMEM;
+	j = json_tokener_parse_ex(tok, json, (int)(len > INT_MAX ? INT_MAX :
+						   len));
+	if (!j || !json_object_is_type(j, json_type_array))
+		goto out;
+	rc = 0;
+	for (size_t i = 0; !rc && i < json_object_array_length(j); i++) {
+		json_object *e = json_object_array_get_idx(j, i), *t, *p, *o,
+			    *lfs, *sz;
+		const char *etag = NULL;
+		int64_t size = 0;
+
+		if (!json_object_is_type(e, json_type_object) ||
+		    !json_object_object_get_ex(e, "type", &t) ||
+		    !json_object_object_get_ex(e, "path", &p) ||
+		    !json_object_is_type(t, json_type_string) ||
+		    !json_object_is_type(p, json_type_string)) {
+			rc = -EINVAL;
+			break;
+		}
+		if (strcmp(json_object_get_string(t), "file") != 0)
+			continue;
+		/* the Hub's ETag: the LFS object's sha256, else the blob's */
+		if (json_object_object_get_ex(e, "lfs", &lfs) &&
+		    json_object_is_type(lfs, json_type_object) &&
+		    json_object_object_get_ex(lfs, "oid", &o) &&
+		    json_object_is_type(o, json_type_string))
+			etag = json_object_get_string(o);
+		else if (json_object_object_get_ex(e, "oid", &o) &&
+			 json_object_is_type(o, json_type_string))
+			etag = json_object_get_string(o);
+		if (json_object_object_get_ex(e, "size", &sz) &&
+		    json_object_is_type(sz, json_type_int))
+			size = json_object_get_int64(sz);
+		if (etag && (strlen(etag) > 128 || strpbrk(etag, "\"\\")))
+			etag = NULL;
+		rc = file(arg, json_object_get_string(p), etag,
+			  size > 0 ? (uint64_t)size : 0);
+	}
+out:
+	json_object_put(j);
+	json_tokener_free(tok);
+	return rc;
+}
+
+/* ---- online: the API ----------------------------------------------------- */
+
+static char *escape_path(const char *path)
+{
+	/* each component escaped, the slashes kept */
+	size_t cap = strlen(path) * 3 + 1;
+	char *out = malloc(cap), *o = out;
+	const char *c = path;
+
+	if (!out)
+		return NULL;
+	*o = '\0';
+	while (*c) {
+		size_t n = strcspn(c, "/");
+		char *e = curl_easy_escape(NULL, c, (int)n);
+
+		if (!e) {
+			free(out);
+			return NULL;
+		}
+		o += sprintf(o, "%s%s", o == out ? "" : "/", e);
+		curl_free(e);
+		c += n;
+		if (*c)
+			c++;
+	}
+	return out;
+}
+
+static int resolve(struct hf *h, struct stfs_auth *auth,
+		   struct stfs_error *err)
+{
+	char *rev = curl_easy_escape(NULL, h->rev, 0), *url = NULL, *body;
+	struct stfs_http_resp r;
+	size_t len;
+	int rc;
+
+	if (!rev || asprintf(&url, "%s/api/%s/%s/revision/%s", h->endpoint,
+			     h->dataset ? "datasets" : "models", h->repo,
+			     rev) < 0) {
+		curl_free(rev);
+		return nomem(err);
+	}
+	curl_free(rev);
+	rc = stfs_http_get(url, auth, API_MAX, &body, &len, &r, err);
+	free(url);
+	if (rc)
+		return rc;
+	if (stfs_hub_parse_sha(body, len, h->sha))
+		rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the Hub's "
+			       "answer for revision %s has no commit sha",
+			       h->rev);
+	free(body);
+	return rc;
+}
+
+struct lister {
+	struct hf *h;
+	int recursive;
+};
+
+static int on_file(void *arg, const char *path, const char *etag,
+		   uint64_t size)
+{
+	struct lister *l = arg;
+	struct hf *h = l->h;
+	size_t sl = strlen(h->subdir);
+	const char *name = path, *slash;
+
+	(void)size;
+	if (sl) {
+		if (strncmp(path, h->subdir, sl) != 0 || path[sl] != '/')
+			return 0;
+		name = path + sl + 1;
+	}
+	if (!(slash = strrchr(name, '/')))
+		return push2(h, name, etag);
+	/* deeper: a subfolder holding weights? */
+	if (!sl && strstr(slash, ".safetensors") &&
+	    (!strcmp(slash + strlen(slash) - 12, ".safetensors") ||
+	     !strcmp(slash + strlen(slash) - 23, ".safetensors.index.json")))
+		return push_dir(h, name, (size_t)(slash - name));
+	return 0;
+}
+
+static int list_online(struct hf *h, struct stfs_auth *auth, int recursive,
+		       struct stfs_error *err)
+{
+	struct lister l = { h, recursive };
+	char *sub = escape_path(h->subdir), *url = NULL;
+	size_t elen = strlen(h->endpoint);
+	int rc = 0, pages = 0;
+
+	if (!sub || asprintf(&url, "%s/api/%s/%s/tree/%s%s%s%s", h->endpoint,
+			     h->dataset ? "datasets" : "models", h->repo,
+			     h->sha, *sub ? "/" : "", sub,
+			     recursive ? "?recursive=true" : "") < 0) {
+		free(sub);
+		return nomem(err);
+	}
+	free(sub);
+	while (url && !rc) {
+		struct stfs_http_resp r;
+		char *body;
+		size_t len;
+
+		rc = stfs_http_get(url, auth, API_MAX, &body, &len, &r, err);
+		free(url);
+		url = NULL;
+		if (rc)
+			break;
+		if ((rc = stfs_hub_parse_tree(body, len, on_file, &l)))
+			rc = rc == -ENOMEM ? nomem(err) :
+			     stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
+				       "Hub's file list does not parse");
+		free(body);
+		if (rc || !r.link_next[0])
+			break;
+		/* the next page, from the Hub itself only: the token goes
+		 * with it */
+		if (strncmp(r.link_next, h->endpoint, elen) != 0 ||
+		    r.link_next[elen] != '/' || ++pages > PAGES_MAX) {
+			rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
+				       "Hub's next page is elsewhere: %s",
+				       r.link_next);
+			break;
+		}
+		if (!(url = strdup(r.link_next)))
+			rc = nomem(err);
+	}
+	free(url);
+	return rc;
+}
+
+/* ---- offline: the Hugging Face cache ------------------------------------ */
+
+static int resolve_cached(struct hf *h, struct stfs_error *err)
+{
+	char *path = NULL, *sha;
+
+	if (is_sha(h->rev)) {
+		memcpy(h->sha, h->rev, 41);
+		return 0;
+	}
+	if (!h->cache || asprintf(&path, "%s/refs/%s", h->cache, h->rev) < 0)
+		return nomem(err);
+	sha = first_line(path);
+	if (!sha || !is_sha(sha)) {
+		stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "offline, and "
+			  "revision %s is not in the Hugging Face cache (%s)",
+			  h->rev, path);
+		free(path);
+		free(sha);
+		return -ENOENT;
+	}
+	memcpy(h->sha, sha, 41);
+	free(sha);
+	free(path);
+	return 0;
+}
+
+/* The ETag of a cached file: the name of the blob its link points to. */
+static void blob_of(const char *path, char *out, size_t outsz)
+{
+	char target[PATH_MAX];
+	ssize_t n = readlink(path, target, sizeof(target) - 1);
+	const char *b;
+
+	out[0] = '\0';
+	if (n <= 0)
+		return;
+	target[n] = '\0';
+	b = strrchr(target, '/');
+	b = b ? b + 1 : target;
+	if (strlen(b) < outsz)
+		memcpy(out, b, strlen(b) + 1);
+}
+
+static int list_cached(struct hf *h, const char *snap, int depth,
+		       const char *rel, struct stfs_error *err)
+{
+	DIR *d = opendir(snap);
+	struct dirent *de;
+	int rc = 0;
+
+	if (!d)
+		return depth ? 0 : stfs_fail(err, -ENOENT, NULL,
+			STFS_NO_OFFSET, "offline, and not in the Hugging "
+			"Face cache: %s", snap);
+	while (!rc && (de = readdir(d))) {
+		char *p = NULL, etag[256];
+		struct stat st;
+
+		if (de->d_name[0] == '.' ||
+		    asprintf(&p, "%s/%s", snap, de->d_name) < 0)
+			continue;
+		if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
+			if (!depth)
+				rc = list_cached(h, p, 1, de->d_name, err);
+		} else if (!depth) {
+			blob_of(p, etag, sizeof(etag));
+			rc = push2(h, de->d_name, etag) ? nomem(err) : 0;
+		} else if (strstr(de->d_name, ".safetensors")) {
+			rc = push_dir(h, rel, strlen(rel)) ? nomem(err) : 0;
+		}
+		free(p);
+	}
+	closedir(d);
+	return rc;
+}
+
+/* ---- the locator ------------------------------------------------------ */
+
+static int no_weights(struct hf *h, struct stfs_error *err)
+{
+	char dirs[512] = "";
+
+	if (*h->subdir || !h->ndirs)
+		return stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "no "
+				 "*.safetensors files in %s at %.12s",
+				 *h->subdir ? h->subdir : "the repo", h->sha);
+	for (size_t i = 0; i < h->ndirs; i++) {
+		size_t l = strlen(dirs);
+		snprintf(dirs + l, sizeof(dirs) - l, "%s%s", i ? ", " : "",
+			 h->dirs[i]);
+	}
+	return stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "no "
+			 "*.safetensors files at the top of the repo; these "
+			 "folders hold weights, mount one of them "
+			 "(hf://%s/%s): %s", h->repo, h->dirs[0], dirs);
+}
+
+int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
+{
+	struct hf h = { 0 };
+	struct stfs_auth *auth = NULL;
+	const char *ep = env("HF_ENDPOINT");
+	char *snap = NULL, *sub = NULL;
+	struct stat st;
+	int rc;
+
+	if ((rc = parse(loc->arg, &h, err)))
+		goto out;
+	if (!(h.endpoint = strdup(ep ? ep : HUB_DEFAULT)) ||
+	    !(h.cache = repo_cache(&h))) {
+		rc = nomem(err);
+		goto out;
+	}
+	while (strlen(h.endpoint) > 8 && h.endpoint[strlen(h.endpoint) - 1]
+	       == '/')
+		h.endpoint[strlen(h.endpoint) - 1] = '\0';
+	if (!stfs_is_url(h.endpoint)) {
+		rc = stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "HF_ENDPOINT"
+			       " is not an http(s) URL: %s", h.endpoint);
+		goto out;
+	}
+	h.token = find_token();
+	h.offline = truthy(getenv("HF_HUB_OFFLINE")) || stfs_cache_offline();
+	if (!(auth = stfs_auth_new(h.token, NULL, NULL, NULL, NULL))) {
+		rc = nomem(err);
+		goto out;
+	}
+	if (h.offline) {
+		if ((rc = resolve_cached(&h, err)))
+			goto out;
+	} else if ((rc = resolve(&h, auth, err))) {
+		goto out;
+	}
+	if (asprintf(&snap, "%s/snapshots/%s%s%s", h.cache, h.sha,
+		     *h.subdir ? "/" : "", h.subdir) < 0) {
+		snap = NULL;
+		rc = nomem(err);
+		goto out;
+	}
+	rc = h.offline ? list_cached(&h, snap, 0, "", err) :
+			 list_online(&h, auth, 0, err);
+	if (rc)
+		goto out;
+	if ((rc = stfs_location_pick(loc, h.names, h.n, "the repo", err))) {
+		if (rc != -ENOENT)
+			goto out;
+		/* nothing here: which folders have weights? */
+		if (!*h.subdir && !h.offline)
+			(void)list_online(&h, auth, 1, err);
+		rc = no_weights(&h, err);
+		goto out;
+	}
+	/* what the service says of each file */
+	loc->etag_names = h.names;
+	loc->etags = h.etags;
+	loc->netags = h.n;
+	h.names = h.etags = NULL;
+	h.n = 0;
+	if (!(sub = escape_path(h.subdir)) ||
+	    asprintf(&loc->base, "%s/%s%s/resolve/%s%s%s", h.endpoint,
+		     h.dataset ? "datasets/" : "", h.repo, h.sha,
+		     *sub ? "/" : "", sub) < 0) {
+		loc->base = NULL;
+		rc = nomem(err);
+		goto out;
+	}
+	if (stat(snap, &st) == 0 && S_ISDIR(st.st_mode)) {
+		loc->local_base = snap;
+		snap = NULL;
+	}
+	loc->repo = h.repo;
+	h.repo = NULL;
+	if (!(loc->revision = strdup(h.sha))) {
+		rc = nomem(err);
+		goto out;
+	}
+	loc->auth = auth;
+	auth = NULL;
+	if (h.offline && !loc->local_base)
+		rc = stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "offline, "
+			       "and not in the Hugging Face cache");
+out:
+	free(sub);
+	free(snap);
+	stfs_auth_unref(auth);
+	hf_free(&h);
+	return rc;
+}

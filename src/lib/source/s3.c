@@ -1,0 +1,402 @@
+/*
+ * s3.c: the locator of s3:// sources, objects in AWS S3 or an
+ * S3-compatible store (MinIO, Ceph RGW, OpenStack Swift's s3api).
+ *
+ *   s3://BUCKET/KEY        one file (or an index: KEY ends .index.json)
+ *   s3://BUCKET/PREFIX/    its index, else every *.safetensors directly
+ *                          under PREFIX, listed with ListObjectsV2
+ *
+ * AWS's conventions: keys from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
+ * AWS_SESSION_TOKEN, else the profile (AWS_PROFILE, default "default") in
+ * ~/.aws/credentials and ~/.aws/config (AWS_SHARED_CREDENTIALS_FILE,
+ * AWS_CONFIG_FILE); the region from AWS_REGION, AWS_DEFAULT_REGION or the
+ * profile (us-east-1 if none); the endpoint from AWS_ENDPOINT_URL_S3,
+ * AWS_ENDPOINT_URL or the profile's endpoint_url (AWS's regional endpoint
+ * if none).  With keys every request is signed (SigV4, sigv4.c); without,
+ * requests go unsigned, for public buckets.  Addressing: virtual-hosted
+ * (https://BUCKET.s3.REGION.amazonaws.com/KEY) on AWS, path-style
+ * (ENDPOINT/BUCKET/KEY) on another endpoint, unless set
+ * (stfs_s3_set_style).
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format.h"
+#include "source.h"
+
+#define LIST_MAX (16u << 20)        /* bytes of one listing page */
+#define PAGES_MAX 100000
+
+static enum stfs_s3_style style = STFS_S3_AUTO;
+
+void stfs_s3_set_style(enum stfs_s3_style s)
+{
+	style = s;
+}
+
+static int nomem(struct stfs_error *err)
+{
+	return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET, "out of memory");
+}
+
+static const char *env(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? v : NULL;
+}
+
+/* ---- ~/.aws/credentials and ~/.aws/config -------------------------------- */
+
+static char *trim(char *s)
+{
+	char *e = s + strlen(s);
+
+	while (isspace((unsigned char)*s))
+		s++;
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = '\0';
+	return s;
+}
+
+/* key's value in [section] of the INI file at path, or NULL. */
+static char *ini_get(const char *path, const char *section, const char *key)
+{
+	FILE *f = path ? fopen(path, "re") : NULL;
+	char line[4096], *val = NULL;
+	int in = 0;
+
+	if (!f)
+		return NULL;
+	while (!val && fgets(line, sizeof(line), f)) {
+		char *l = trim(line), *eq;
+
+		if (*l == '#' || *l == ';' || !*l)
+			continue;
+		if (*l == '[') {
+			char *end = strchr(l, ']');
+			if (end) {
+				*end = '\0';
+				in = strcmp(trim(l + 1), section) == 0;
+			}
+			continue;
+		}
+		if (in && (eq = strchr(l, '='))) {
+			*eq = '\0';
+			if (strcmp(trim(l), key) == 0 && *trim(eq + 1))
+				val = strdup(trim(eq + 1));
+		}
+	}
+	fclose(f);
+	return val;
+}
+
+struct aws {
+	char *cred_path, *conf_path;
+	const char *profile;
+	char *conf_section;     /* "default" or "profile NAME" */
+};
+
+static char *home_file(const char *var, const char *name)
+{
+	const char *v = env(var), *home = env("HOME");
+	char *s = NULL;
+
+	if (v)
+		return strdup(v);
+	return asprintf(&s, "%s/.aws/%s", home ? home : "/root", name) < 0 ?
+	       NULL : s;
+}
+
+/* A setting of the profile: the credentials file first for keys, the
+ * config file for the rest. */
+static char *profile_get(const struct aws *a, const char *key)
+{
+	char *v = ini_get(a->cred_path, a->profile, key);
+
+	return v ? v : ini_get(a->conf_path, a->conf_section, key);
+}
+
+/* ---- s3://BUCKET/KEY ------------------------------------------------------ */
+
+static int bucket_ok(const char *b, size_t n)
+{
+	if (n < 1 || n > 255)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)b[i]) && !strchr(".-_", b[i]))
+			return 0;
+	return 1;
+}
+
+/* Each '/'-separated part of path escaped as SigV4 wants (all but
+ * A-Za-z0-9-._~), the slashes kept. */
+static char *escape_key(const char *path)
+{
+	char *out = malloc(strlen(path) * 3 + 1), *o = out;
+	const char *c = path;
+
+	if (!out)
+		return NULL;
+	*o = '\0';
+	for (;;) {
+		size_t n = strcspn(c, "/");
+		char *e = n ? curl_easy_escape(NULL, c, (int)n) : NULL;
+
+		if (n && !e) {
+			free(out);
+			return NULL;
+		}
+		o += sprintf(o, "%s", e ? e : "");
+		curl_free(e);
+		c += n;
+		if (!*c)
+			break;
+		*o++ = '/';
+		*o = '\0';
+		c++;
+	}
+	return out;
+}
+
+struct s3 {
+	char *bucket, *key;
+	char *endpoint;         /* scheme://host[:port], no path */
+	int virtual;
+};
+
+/* The URL of "directory" dir (escaped, "" or ending in '/') in the
+ * bucket, without its trailing '/'. */
+static char *url_of(const struct s3 *s, const char *dir_esc)
+{
+	const char *host = strstr(s->endpoint, "://") + 3;
+	size_t l = strlen(dir_esc);
+	char *u = NULL;
+	int n;
+
+	if (l && dir_esc[l - 1] == '/')
+		l--;
+	if (s->virtual)
+		n = asprintf(&u, "%.*s%s.%s%s%.*s",
+			     (int)(host - s->endpoint), s->endpoint, s->bucket,
+			     host, l ? "/" : "", (int)l, dir_esc);
+	else
+		n = asprintf(&u, "%s/%s%s%.*s", s->endpoint, s->bucket,
+			     l ? "/" : "", (int)l, dir_esc);
+	return n < 0 ? NULL : u;
+}
+
+/* ---- listing ------------------------------------------------------------ */
+
+struct names {
+	const char *prefix;
+	char **all;
+	size_t n;
+};
+
+static int on_object(void *arg, const char *key, uint64_t size)
+{
+	struct names *l = arg;
+	size_t pl = strlen(l->prefix);
+	char **a;
+
+	(void)size;
+	if (strncmp(key, l->prefix, pl) != 0 || !key[pl] ||
+	    strchr(key + pl, '/'))
+		return 0;               /* not directly under the prefix */
+	if (!(a = realloc(l->all, (l->n + 1) * sizeof(*a))))
+		return -ENOMEM;
+	l->all = a;
+	if (!(a[l->n] = strdup(key + pl)))
+		return -ENOMEM;
+	l->n++;
+	return 0;
+}
+
+/* The keys directly under s->key (a prefix ending in '/', or ""). */
+static int list(const struct s3 *s, struct stfs_auth *auth, struct names *l,
+		struct stfs_error *err)
+{
+	char *token = NULL, *root = url_of(s, "");
+	int rc = 0, pages = 0, truncated = 1;
+
+	if (!root)
+		return nomem(err);
+	while (!rc && truncated) {
+		char *tok = token ? curl_easy_escape(NULL, token, 0) : NULL;
+		char *pre = curl_easy_escape(NULL, s->key, 0), *url = NULL;
+		struct stfs_http_resp r;
+		char *body;
+		size_t len;
+
+		/* the query's parameters sorted, as SigV4 signs them */
+		if (!pre || (token && !tok) ||
+		    asprintf(&url, "%s/?%s%s%sdelimiter=%%2F&list-type=2&"
+			     "prefix=%s", root, tok ? "continuation-token=" :
+			     "", tok ? tok : "", tok ? "&" : "", pre) < 0)
+			url = NULL;
+		curl_free(tok);
+		curl_free(pre);
+		free(token);
+		token = NULL;
+		if (!url) {
+			rc = nomem(err);
+			break;
+		}
+		rc = stfs_http_get(url, auth, LIST_MAX, &body, &len, &r, err);
+		free(url);
+		if (rc)
+			break;
+		rc = stfs_s3_list_parse(body, len, on_object, l, &truncated,
+					&token);
+		free(body);
+		if (rc == -ENOMEM)
+			rc = nomem(err);
+		else if (rc)
+			rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
+				       "bucket's listing does not parse");
+		else if (truncated && ++pages > PAGES_MAX)
+			rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
+				       "listing goes on for too many pages");
+	}
+	free(token);
+	free(root);
+	return rc;
+}
+
+/* ---- the locator ------------------------------------------------------ */
+
+int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err)
+{
+	struct aws a = { 0 };
+	struct s3 s = { 0 };
+	struct names l = { 0 };
+	char *access = NULL, *secret = NULL, *token = NULL, *region = NULL;
+	char *ep = NULL, *dir = NULL, *slash;
+	const char *p = loc->arg + 5, *k;
+	int rc = 0, custom;
+
+	k = strchr(p, '/');
+	if (!bucket_ok(p, k ? (size_t)(k - p) : strlen(p)))
+		return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "not a "
+				 "bucket: give s3://BUCKET/KEY or "
+				 "s3://BUCKET/PREFIX/");
+	if (!(s.bucket = k ? strndup(p, (size_t)(k - p)) : strdup(p)) ||
+	    !(s.key = strdup(k ? k + 1 : "")))
+		goto nomem;
+	for (const char *c = s.key; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f) {
+			rc = stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET,
+				       "a control character in the key");
+			goto out;
+		}
+
+	/* the profile */
+	a.profile = env("AWS_PROFILE") ? env("AWS_PROFILE") : "default";
+	if (!(a.cred_path = home_file("AWS_SHARED_CREDENTIALS_FILE",
+				      "credentials")) ||
+	    !(a.conf_path = home_file("AWS_CONFIG_FILE", "config")))
+		goto nomem;
+	if (strcmp(a.profile, "default") == 0)
+		a.conf_section = strdup("default");
+	else if (asprintf(&a.conf_section, "profile %s", a.profile) < 0)
+		a.conf_section = NULL;
+	if (!a.conf_section)
+		goto nomem;
+	if (env("AWS_ACCESS_KEY_ID") && env("AWS_SECRET_ACCESS_KEY")) {
+		access = strdup(env("AWS_ACCESS_KEY_ID"));
+		secret = strdup(env("AWS_SECRET_ACCESS_KEY"));
+		token = env("AWS_SESSION_TOKEN") ?
+			strdup(env("AWS_SESSION_TOKEN")) : NULL;
+	} else {
+		access = profile_get(&a, "aws_access_key_id");
+		secret = profile_get(&a, "aws_secret_access_key");
+		token = profile_get(&a, "aws_session_token");
+	}
+	region = env("AWS_REGION") ? strdup(env("AWS_REGION")) :
+		 env("AWS_DEFAULT_REGION") ? strdup(env("AWS_DEFAULT_REGION")) :
+		 profile_get(&a, "region");
+	if (!region && !(region = strdup("us-east-1")))
+		goto nomem;
+	ep = env("AWS_ENDPOINT_URL_S3") ? strdup(env("AWS_ENDPOINT_URL_S3")) :
+	     env("AWS_ENDPOINT_URL") ? strdup(env("AWS_ENDPOINT_URL")) :
+	     profile_get(&a, "endpoint_url");
+	custom = ep != NULL;
+	if (!ep && asprintf(&ep, "https://s3.%s.amazonaws.com", region) < 0)
+		goto nomem;
+	while (strlen(ep) > 8 && ep[strlen(ep) - 1] == '/')
+		ep[strlen(ep) - 1] = '\0';
+	if (!stfs_is_url(ep) || strchr(strstr(ep, "://") + 3, '/') ||
+	    strchr(ep, '?')) {
+		rc = stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "the S3 "
+			       "endpoint is not http(s)://HOST[:PORT]: %s", ep);
+		goto out;
+	}
+	s.endpoint = ep;
+	s.virtual = style == STFS_S3_VIRTUAL ||
+		    (style == STFS_S3_AUTO && !custom);
+	if (!(loc->auth = stfs_auth_new(NULL, access, secret, token, region)))
+		goto nomem;
+
+	/* what the key names */
+	if (!*s.key || s.key[strlen(s.key) - 1] == '/') {
+		l.prefix = s.key;
+		rc = list(&s, loc->auth, &l, err);
+		if (rc == -EACCES && *s.key) {
+			/* no right to list: its index, if there is one */
+			loc->kind = STFS_LOC_INDEX;
+			if (!(loc->name = strdup("model.safetensors.index."
+						 "json")))
+				goto nomem;
+			rc = 0;
+		} else if (!rc) {
+			rc = stfs_location_pick(loc, l.all, l.n, "this prefix",
+						err);
+		}
+		if (rc)
+			goto out;
+		if (!(dir = escape_key(s.key)))
+			goto nomem;
+	} else {
+		slash = strrchr(s.key, '/');
+		loc->kind = strlen(s.key) > 11 &&
+			    !strcmp(s.key + strlen(s.key) - 11, ".index.json") ?
+			    STFS_LOC_INDEX : STFS_LOC_FILE;
+		if (!(loc->name = strdup(slash ? slash + 1 : s.key)))
+			goto nomem;
+		if (slash)
+			slash[1] = '\0';
+		else
+			s.key[0] = '\0';
+		if (!(dir = escape_key(s.key)))
+			goto nomem;
+	}
+	if (!(loc->base = url_of(&s, dir)))
+		goto nomem;
+	goto out;
+nomem:
+	rc = nomem(err);
+out:
+	for (size_t i = 0; i < l.n; i++)
+		free(l.all[i]);
+	free(l.all);
+	if (secret)
+		memset(secret, 0, strlen(secret));
+	free(access);
+	free(secret);
+	free(token);
+	free(region);
+	free(ep);
+	free(dir);
+	free(s.bucket);
+	free(s.key);
+	free(a.cred_path);
+	free(a.conf_path);
+	free(a.conf_section);
+	return rc;
+}

@@ -1,0 +1,167 @@
+"""s3server.py: a real S3-compatible server for the tests: OpenStack Swift
+from Debian (proxy, account, container and object servers, one node, one
+replica) with its s3api middleware, which checks every request's SigV4
+signature against tempauth's users.  Its configuration is in tests/swift/;
+rings, devices and logs go to a directory of the test's own, and every
+server is stopped (by stfstest's cleanup too) when the test ends.
+
+Objects are put with Swift's own API (tempauth tokens), so the data a test
+starts from does not depend on stfs's signer.
+"""
+import os
+import shutil
+import subprocess
+import time
+import datetime
+import hashlib
+import hmac
+import urllib.error
+import urllib.request
+from urllib.parse import quote
+
+import stfstest as T
+from test_remote import free_port, wait_port
+
+CONF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "swift")
+ACCESS, SECRET = "test:tester", "testing"
+READER, READER_SECRET = "test:reader", "secret2"
+
+
+def sign(method, host, path, query, data, access, secret, headers,
+         region="us-east-1", now=None):
+    """SigV4 headers for an S3 request (AWS's "Signature Calculations for
+    the Authorization Header"): headers plus Host, X-Amz-Date,
+    X-Amz-Content-Sha256 and Authorization."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    amzdate = now.strftime("%Y%m%dT%H%M%SZ")
+    day = amzdate[:8]
+    payload = hashlib.sha256(data).hexdigest()
+    headers.update({"Host": host, "X-Amz-Date": amzdate,
+                    "X-Amz-Content-Sha256": payload})
+    canon_h = sorted((k.lower(), " ".join(str(v).split()))
+                     for k, v in headers.items())
+    signed = ";".join(k for k, _ in canon_h)
+    q = "&".join("%s=%s" % (quote(k, safe="-_.~"), quote(v, safe="-_.~"))
+                 for k, v in sorted(p.partition("=")[::2] for p in
+                                    query.split("&") if p))
+    creq = "\n".join([method, path, q] +
+                     ["%s:%s" % kv for kv in canon_h] +
+                     ["", signed, payload])
+    scope = "%s/%s/s3/aws4_request" % (day, region)
+    sts = "\n".join(["AWS4-HMAC-SHA256", amzdate, scope,
+                     hashlib.sha256(creq.encode()).hexdigest()])
+    k = ("AWS4" + secret).encode()
+    for part in (day, region, "s3", "aws4_request"):
+        k = hmac.new(k, part.encode(), hashlib.sha256).digest()
+    sig = hmac.new(k, sts.encode(), hashlib.sha256).hexdigest()
+    headers["Authorization"] = (
+        "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, Signature=%s"
+        % (access, scope, signed, sig))
+    return headers
+
+
+def available():
+    return shutil.which("swift-proxy-server") is not None or \
+        os.path.exists("/usr/bin/swift-proxy-server")
+
+
+class Swift:
+    def __init__(self, d):
+        self.d = d
+        self.procs = []
+        self.ports = {k: free_port() for k in
+                      ("proxy", "account", "container", "object",
+                       "memcache")}
+        os.makedirs(os.path.join(d, "devices", "d1"), exist_ok=True)
+        for name in ("swift.conf", "proxy-server.conf",
+                     "account-server.conf", "container-server.conf",
+                     "object-server.conf"):
+            with open(os.path.join(CONF, name)) as f:
+                text = f.read()
+            kind = name.split("-")[0]
+            text = text.replace("@DIR@", d).replace(
+                "@PORT@", str(self.ports.get(kind, 0))).replace(
+                "@MEMCACHE@", str(self.ports["memcache"]))
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        for kind in ("account", "container", "object"):
+            b = os.path.join(d, kind + ".builder")
+            for args in (["create", "6", "1", "1"],
+                         ["add", "r1z1-127.0.0.1:%d/d1" % self.ports[kind],
+                          "100"],
+                         ["rebalance"]):
+                r = subprocess.run(["swift-ring-builder", b] + args,
+                                   capture_output=True, cwd=d)
+                assert r.returncode in (0, 1), r
+        # tempauth keeps its tokens in memcached
+        p = subprocess.Popen(["memcached", "-l", "127.0.0.1", "-p",
+                              str(self.ports["memcache"]), "-U", "0",
+                              "-u", "root", "-m", "16"])
+        self.procs.append(p)
+        T._procs.append(p)
+        for kind in ("account", "container", "object", "proxy"):
+            log = open(os.path.join(d, kind + ".log"), "wb")
+            p = subprocess.Popen(["/usr/bin/swift-%s-server" % kind, "-v",
+                                  os.path.join(d, kind + "-server.conf")],
+                                 stdout=log, stderr=subprocess.STDOUT)
+            log.close()
+            self.procs.append(p)
+            T._procs.append(p)
+        for kind, port in self.ports.items():
+            if not wait_port(port, 30):
+                self.stop()
+                raise AssertionError("%s did not start" % kind)
+        self.endpoint = "http://127.0.0.1:%d" % self.ports["proxy"]
+        end = time.time() + 30
+        while True:                 # the proxy answers once it is ready
+            try:
+                self.request("GET", "/")
+                break
+            except OSError:
+                if time.time() > end:
+                    raise
+                time.sleep(0.2)
+
+    def request(self, method, path, data=b"", access=ACCESS, secret=SECRET,
+                headers=None):
+        """An S3 request signed by this file's own SigV4 signer (written
+        from AWS's description, independent of stfs's): (status, headers,
+        body)."""
+        host = self.endpoint.split("//", 1)[1]
+        path, _, query = path.partition("?")
+        h = sign(method, host, path, query, data, access, secret,
+                 dict(headers or {}))
+        req = urllib.request.Request(self.endpoint + path +
+                                     ("?" + query if query else ""),
+                                     data=data if method == "PUT" else None,
+                                     method=method, headers=h)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, r.headers, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers, e.read()
+
+    def bucket(self, name):
+        st, _, body = self.request("PUT", "/" + name)
+        assert st == 200, body
+
+    def put(self, bucket, key, data):
+        st, h, body = self.request("PUT", "/%s/%s" % (bucket, quote(key)),
+                                   data)
+        assert st == 200, body
+        return h["ETag"]
+
+    def delete(self, bucket, key):
+        st, _, body = self.request("DELETE", "/%s/%s" % (bucket, quote(key)))
+        assert st == 204, body
+
+    def stop(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
