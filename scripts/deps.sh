@@ -3,13 +3,16 @@
 # installed yet: for `demo`, what building stfs and running the demo need;
 # for `test` (the default), everything the full test suite uses as well
 # (Check, clang for the fuzzers, numpy, torch and R for the reading
-# examples, the packaging tools, nginx for the remote tests).  Quiet when
-# everything is there.
+# examples, the packaging tools, nginx for the remote tests, OpenStack
+# Swift and memcached for the S3 tests, Node.js and the Hugging Face
+# JavaScript client from tests/hubjs/package-lock.json for the Hub
+# tests).  Quiet when everything is there.
 set -euo pipefail
 base=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
       libjson-c-dev libcurl4-openssl-dev attr python3 python3-numpy)
 full=(check clang libclang-rt-14-dev python3-torch r-base-core debhelper
-      dpkg-dev fakeroot rpm nginx)
+      dpkg-dev fakeroot rpm nginx swift swift-proxy swift-account
+      swift-container swift-object memcached)
 case "${1:-test}" in
 demo) pkgs=("${base[@]}") ;;
 test) pkgs=("${base[@]}" "${full[@]}") ;;
@@ -20,7 +23,21 @@ for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
 		missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+# Node.js (the machine's, else Debian's) for the Hub client check
+if [ "${1:-test}" = test ] && ! command -v node >/dev/null; then
+	missing+=(nodejs npm)
+fi
+hubjs() {   # the pinned client, from the lockfile
+	local d
+	d="$(dirname "$0")/../tests/hubjs"
+	[ "${1:-test}" = test ] || return 0
+	[ -d "$d/node_modules/@huggingface/hub" ] && return 0
+	(cd "$d" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+}
+if [ ${#missing[@]} -eq 0 ]; then
+	hubjs "${1:-test}"
+	exit
+fi
 echo "deps: installing ${missing[*]}"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -35,3 +52,4 @@ if [ ! -e $rc_d ]; then
 	trap '$SUDO rm -f $rc_d' EXIT
 fi
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+hubjs "${1:-test}"

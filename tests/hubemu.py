@@ -7,6 +7,8 @@ only), as the Hub answers (checked against the official JavaScript client,
 - GET /api/.../tree/REV[/PATH][?recursive=true]: a JSON array of
   {"type", "oid", "size", "path", "lfs"}, PAGE entries a page, the next
   page in a Link: <...>; rel="next" header (with a cursor);
+- GET/HEAD /[datasets/]ORG/NAME/raw/REV/PATH: the file as git holds it
+  (an LFS pointer for *.safetensors);
 - GET/HEAD /[datasets/]ORG/NAME/resolve/REV/PATH: 302 to the file in a
   folder that nginx serves on another address (REPO/SHA/PATH), with
   X-Repo-Commit, X-Linked-Etag and X-Linked-Size, as the Hub does for
@@ -146,7 +148,8 @@ class Hub:
                                      else []) + parts[2:])
         else:
             repo, rest = self._find(parts)
-        if repo is None or (api and kind == "datasets") != repo.dataset:
+        dataset = kind == "datasets" if api else parts[:1] == ["datasets"]
+        if repo is None or dataset != repo.dataset:
             return self._error(h, 401, "RepoNotFound",
                                "Repository Not Found for url: %s%s. Please "
                                "make sure you specified the correct "
@@ -174,6 +177,8 @@ class Hub:
             return self._tree(h, repo, rest[1:], u, with_body)
         if not api and rest[:1] == ["resolve"] and len(rest) >= 3:
             return self._resolve(h, repo, rest[1:], with_body)
+        if not api and rest[:1] == ["raw"] and len(rest) >= 3:
+            return self._raw(h, repo, rest[1:], with_body)
         return self._error(h, 404, "EntryNotFound", "Not Found", with_body)
 
     def _revision_and_path(self, repo, rest):
@@ -230,6 +235,20 @@ class Hub:
             headers.append(("Link", '<%s%s?%s>; rel="next"' % (
                 self.url, u.path, urllib.parse.urlencode(nq))))
         self._send(h, 200, page, headers, with_body)
+
+    def _raw(self, h, repo, rest, with_body):
+        """The file as git has it: an LFS pointer for weights."""
+        sha, path = self._revision_and_path(repo, rest)
+        if not sha or path not in repo.commits[sha]:
+            return self._error(h, 404, "EntryNotFound",
+                               "Entry not found", with_body)
+        data = repo.commits[sha][path]
+        if path.endswith(".safetensors"):
+            data = ("version https://git-lfs.github.com/spec/v1\n"
+                    "oid sha256:%s\nsize %d\n" % (
+                        hashlib.sha256(data).hexdigest(), len(data))
+                    ).encode()
+        self._send(h, 200, data, [("X-Repo-Commit", sha)], with_body)
 
     def _resolve(self, h, repo, rest, with_body):
         sha, path = self._revision_and_path(repo, rest)

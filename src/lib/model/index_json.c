@@ -24,6 +24,25 @@ static void meta_obj(struct stfs_jw *w, const struct stfs_header *h)
 	stfs_jw_end(w, '}');
 }
 
+/* A remote shard's URL and ETag (the service's, else the server's). */
+static void shard_origin(struct stfs_jw *w, const struct stfs_source *s)
+{
+	const char *etag = stfs_source_origin(s, STFS_ORIGIN_ETAG);
+	struct stfs_source_info si;
+
+	stfs_source_info(s, &si);
+	if (si.url) {
+		stfs_jw_key(w, "url", 3);
+		stfs_jw_cstr(w, si.url);
+	}
+	if (!etag || !*etag)
+		etag = si.url ? si.etag : NULL;
+	if (etag) {
+		stfs_jw_key(w, "etag", 4);
+		stfs_jw_cstr(w, etag);
+	}
+}
+
 int stfs_model_index_json(struct stfs_model *m, const char *index_meta,
 			  size_t meta_len, struct stfs_error *err)
 {
@@ -71,6 +90,21 @@ int stfs_model_index_json(struct stfs_model *m, const char *index_meta,
 		stfs_jw_end(&w, '}');
 	}
 	stfs_jw_end(&w, ']');
+	if (m->nfiles && stfs_source_origin(m->files[0]->src,
+					    STFS_ORIGIN_REPO)) {
+		const struct stfs_source *s0 = m->files[0]->src;
+		const char *rev = stfs_source_origin(s0, STFS_ORIGIN_REVISION);
+
+		stfs_jw_key(&w, "origin", 6);
+		stfs_jw_begin(&w, '{');
+		stfs_jw_key(&w, "repo", 4);
+		stfs_jw_cstr(&w, stfs_source_origin(s0, STFS_ORIGIN_REPO));
+		if (rev) {
+			stfs_jw_key(&w, "revision", 8);
+			stfs_jw_cstr(&w, rev);
+		}
+		stfs_jw_end(&w, '}');
+	}
 	stfs_jw_key(&w, "shards", 6);
 	stfs_jw_begin(&w, '{');
 	for (size_t i = 0; i < m->nfiles; i++) {
@@ -80,6 +114,7 @@ int stfs_model_index_json(struct stfs_model *m, const char *index_meta,
 		meta_obj(&w, m->files[i]->header);
 		stfs_jw_key(&w, "size", 4);
 		stfs_jw_u64(&w, stfs_file_size(m->files[i]));
+		shard_origin(&w, m->files[i]->src);
 		stfs_jw_end(&w, '}');
 	}
 	stfs_jw_end(&w, '}');

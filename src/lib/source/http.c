@@ -123,7 +123,7 @@ struct xfer {
 	int whole;                  /* a whole body (200), buf grown to len */
 	int overflow;
 	int not_partial;            /* a body that is not a 206's: dropped */
-	char why[2048];             /* the start of an error's body */
+	char why[4096];             /* the start of an error's body */
 	size_t why_len;
 	struct stfs_http_resp r;
 };

@@ -683,7 +683,7 @@ int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 			 list_online(&h, auth, 0, err);
 	if (rc)
 		goto out;
-	if ((rc = stfs_location_pick(loc, h.names, h.n, "the repo", err))) {
+	if ((rc = stfs_location_pick_one(loc, h.names, h.n, "the repo", err))) {
 		if (rc != -ENOENT)
 			goto out;
 		/* nothing here: which folders have weights? */

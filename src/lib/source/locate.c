@@ -87,6 +87,22 @@ static void free_list(char **list, size_t n)
 	free(list);
 }
 
+int stfs_location_pick_one(struct stfs_location *loc, char **all, size_t n,
+			   const char *where, struct stfs_error *err)
+{
+	int rc = stfs_location_pick(loc, all, n, where, err);
+
+	if (!rc && loc->kind == STFS_LOC_DIR && loc->nnames == 1) {
+		loc->kind = STFS_LOC_FILE;
+		free(loc->name);
+		loc->name = loc->names[0];
+		free(loc->names);
+		loc->names = NULL;
+		loc->nnames = 0;
+	}
+	return rc;
+}
+
 int stfs_location_pick(struct stfs_location *loc, char **all, size_t n,
 		       const char *where, struct stfs_error *err)
 {

@@ -355,7 +355,7 @@ int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err)
 				goto nomem;
 			rc = 0;
 		} else if (!rc) {
-			rc = stfs_location_pick(loc, l.all, l.n, "this prefix",
+			rc = stfs_location_pick_one(loc, l.all, l.n, "this prefix",
 						err);
 		}
 		if (rc)

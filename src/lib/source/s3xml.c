@@ -15,19 +15,32 @@
 
 #include "source.h"
 
-/* The text of the first <tag>...</tag> in [s, end): its bounds, or 0. */
+/* The text of the first <tag ...>...</tag> in [s, end) (the start tag
+ * may have attributes): its bounds, or 0. */
 static int element(const char *s, const char *end, const char *tag,
 		   const char **t0, const char **t1)
 {
 	char open[64], close[64];
 	size_t lo, lc;
-	const char *p, *q;
+	const char *p = s, *q;
 
-	lo = (size_t)snprintf(open, sizeof(open), "<%s>", tag);
+	lo = (size_t)snprintf(open, sizeof(open), "<%s", tag);
 	lc = (size_t)snprintf(close, sizeof(close), "</%s>", tag);
-	if (!(p = memmem(s, (size_t)(end - s), open, lo)))
+	for (;;) {
+		if (!(p = memmem(p, (size_t)(end - p), open, lo)))
+			return 0;
+		p += lo;
+		if (p < end && (*p == '>' || *p == ' ' || *p == '\t' ||
+				*p == '\n' || *p == '\r'))
+			break;          /* not a longer name */
+	}
+	if (!(p = memchr(p, '>', (size_t)(end - p))))
 		return 0;
-	p += lo;
+	p++;
+	if (p[-2] == '/') {             /* <tag/>: empty */
+		*t0 = *t1 = p;
+		return 1;
+	}
 	if (!(q = memmem(p, (size_t)(end - p), close, lc)))
 		return 0;
 	*t0 = p;
@@ -127,16 +140,17 @@ bad:
 int stfs_s3_error_parse(const char *xml, size_t len, char *out,
 			size_t outsz)
 {
-	const char *end = xml + len, *e0, *e1, *c0, *c1, *m0, *m1;
+	const char *end = xml + len, *e0, *c0, *c1, *m0, *m1;
 	char *code, *msg = NULL;
 
 	if (!outsz)
 		return -EINVAL;
 	out[0] = '\0';
-	if (!element(xml, end, "Error", &e0, &e1) ||
-	    !element(e0, e1, "Code", &c0, &c1) || !(code = decode(c0, c1)))
+	/* only the start of a long error may be at hand: no </Error> */
+	if (!(e0 = memmem(xml, len, "<Error", 6)) ||
+	    !element(e0, end, "Code", &c0, &c1) || !(code = decode(c0, c1)))
 		return -EINVAL;
-	if (element(e0, e1, "Message", &m0, &m1))
+	if (element(e0, end, "Message", &m0, &m1))
 		msg = decode(m0, m1);
 	snprintf(out, outsz, "%s%s%s", code, msg && *msg ? ": " : "",
 		 msg ? msg : "");

@@ -259,6 +259,10 @@ void stfs_location_free(struct stfs_location *loc);
  * where names the place in the error when there is neither. */
 int stfs_location_pick(struct stfs_location *loc, char **all, size_t n,
 		       const char *where, struct stfs_error *err);
+/* The same, but one *.safetensors file is a file, not a set of shards
+ * (a repo or a prefix with its model.safetensors). */
+int stfs_location_pick_one(struct stfs_location *loc, char **all, size_t n,
+			   const char *where, struct stfs_error *err);
 /* The locators of hf:// (hub.c) and s3:// (s3.c): loc->arg is set. */
 int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err);
 int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err);

@@ -1,0 +1,443 @@
+#!/usr/bin/env python3
+"""test_hub.py: hf:// sources against a Hugging Face Hub emulator
+(tests/hubemu.py, on 127.0.0.1) whose /resolve redirects to nginx on
+another address (127.0.0.2), as the Hub's do to its CDN.
+
+- the real corpus and the real shard set pushed to repos, mounted by
+  repo id, every tensor's sha256 checked; xattrs repo, revision, etag;
+- the official JavaScript client (@huggingface/hub: listFiles,
+  parseSafetensorsMetadata) against the emulator gets what stfs gets;
+- revisions: a branch, a tag, refs/pr/N, a commit; a push during a mount
+  changes nothing; folders (a diffusers layout) and what is said without
+  one; datasets;
+- the token: from HF_TOKEN, HUGGING_FACE_HUB_TOKEN, HF_TOKEN_PATH and
+  $HF_HOME/token, sent to the Hub and never to nginx; a gated repo
+  without it is refused with the Hub's reason, nothing mounted;
+- the Hugging Face cache (models--ORG--NAME): HF_HUB_OFFLINE=1 with no
+  server at all, and online with the files read from disk.
+"""
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stfstest as T  # noqa: E402
+import hubemu  # noqa: E402
+from test_remote import Nginx, free_port, read, sha  # noqa: E402
+
+EXPECTED = os.path.join(T.REAL, "expected.json")
+HUBJS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hubjs")
+X = "user.safetensors."
+
+
+@contextlib.contextmanager
+def env(**kw):
+    """os.environ with kw set (None: unset) for the block."""
+    old = {k: os.environ.get(k) for k in kw}
+    for k, v in kw.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+class World:
+    """The emulator, nginx behind it, and an environment that points at
+    them with a fresh HF_HOME and stfs cache and no token."""
+
+    def __init__(self, d):
+        self.d = d
+        self.files = os.path.join(d, "files")
+        os.makedirs(self.files)
+        os.makedirs(os.path.join(d, "ngx"))
+        self.ngx = Nginx(os.path.join(d, "ngx"), self.files,
+                         host="127.0.0.2")
+        self.hub = hubemu.Hub(self.files, self.ngx.url())
+        self.env = env(HF_ENDPOINT=self.hub.url,
+                       HF_HOME=os.path.join(d, "hfhome"),
+                       HF_HUB_CACHE=None, HF_TOKEN=None,
+                       HUGGING_FACE_HUB_TOKEN=None, HF_TOKEN_PATH=None,
+                       HF_HUB_OFFLINE=None,
+                       XDG_CACHE_HOME=os.path.join(d, "xdg"))
+        self.env.__enter__()
+
+    def nginx_log(self):
+        with open(os.path.join(self.ngx.d, "access.log")) as f:
+            return f.read()
+
+    def close(self):
+        self.env.__exit__(None, None, None)
+        self.hub.stop()
+        self.ngx.stop()
+
+
+@contextlib.contextmanager
+def world(d):
+    w = World(d)
+    try:
+        yield w
+    finally:
+        w.close()
+
+
+def stfs(*args):
+    return subprocess.run([T.STFS] + list(args), capture_output=True,
+                          timeout=120, text=True)
+
+
+def refused(src, mnt, *want):
+    """Mounting src fails at once, exit 1, naming src and each of want;
+    nothing is mounted."""
+    r = stfs("mount", src, mnt)
+    assert r.returncode == 1, (src, r)
+    assert r.stderr.startswith("stfs: %s: " % src), r.stderr
+    for w in want:
+        assert w in r.stderr, (w, r.stderr)
+    assert not T.is_mount(mnt)
+    return r.stderr
+
+
+def corpus():
+    """(repo file name, bytes, expected tensors) of each valid real file."""
+    with open(EXPECTED) as f:
+        exp = json.load(f)
+    for rel, info in sorted(exp["files"].items()):
+        if info["valid"] and not rel.startswith("jl-sharded/"):
+            with open(os.path.join(T.REAL, rel), "rb") as f:
+                yield rel, f.read(), info["tensors"]
+
+
+def shard_files():
+    d = os.path.join(T.REAL, "jl-sharded")
+    out = {}
+    for n in os.listdir(d):
+        if n.endswith(".safetensors") or n.endswith(".json"):
+            with open(os.path.join(d, n), "rb") as f:
+                out[n] = f.read()
+    return out
+
+
+def check_tensors(mnt, j, want, repo, sha_):
+    for t in j["tensors"]:
+        w = [x for x in want if x["name"] == t["name"]][0]
+        fp = os.path.join(mnt, t["path"])
+        assert sha(read(fp)) == w["sha256"], t["name"]
+        assert os.getxattr(fp, X + "repo") == repo.encode()
+        assert os.getxattr(fp, X + "revision") == sha_.encode()
+
+
+def test_real_corpus(d, mnt):
+    """Every valid real file as the model.safetensors of its own repo."""
+    with world(d) as w:
+        n = 0
+        for rel, data, want in corpus():
+            rid = "org/m%d" % n
+            sha_ = w.hub.push(w.hub.repo(rid), {"model.safetensors": data,
+                                                "README.md": b"# model\n"})
+            src = "hf://" + rid
+            j = T.inspect_json(src)
+            assert len(j["tensors"]) == len(want), rel
+            p = T.mount_fg(src, mnt)
+            try:
+                check_tensors(mnt, j, want, rid, sha_)
+                if j["tensors"]:
+                    fp = os.path.join(mnt, j["tensors"][0]["path"])
+                    assert os.getxattr(fp, X + "etag") == \
+                        hashlib.sha256(data).hexdigest().encode()
+            finally:
+                T.stop_fg(p, mnt)
+            n += 1
+        # every byte came from nginx, from the commit, with no token
+        log = w.nginx_log()
+        assert "/%s/" % sha_ in log and "[-]" in log
+        assert "Bearer" not in log
+        print("     %d real files from hf:// repos" % n)
+
+
+def test_real_shards(d, mnt):
+    """The real shard set, through its index; the tree API's pages."""
+    with world(d) as w:
+        files = shard_files()
+        sha_ = w.hub.push(w.hub.repo("org/sharded"), files)
+        want = {t["name"]: t for t in T.inspect_json(
+            os.path.join(T.REAL, "jl-sharded"))["tensors"]}
+        j = T.inspect_json("hf://org/sharded")
+        assert j["sharded"] and {t["name"] for t in j["tensors"]} == \
+            set(want)
+        p = T.mount_fg("hf://org/sharded", mnt)
+        try:
+            for k, t in want.items():
+                with open(os.path.join(T.REAL, "jl-sharded", t["file"]),
+                          "rb") as f:
+                    f.seek(t["file_offset"])
+                    b = f.read(t["bytes"])
+                fp = os.path.join(mnt, t["path"])
+                assert read(fp) == b, k
+                assert os.getxattr(fp, X + "etag") == hashlib.sha256(
+                    files[t["file"]]).hexdigest().encode()
+                assert os.getxattr(fp, X + "revision") == sha_.encode()
+            hdr = json.loads(read(os.path.join(mnt, "%header.json")))
+            assert hdr["origin"] == {"repo": "org/sharded",
+                                     "revision": sha_}
+            assert {k: v["etag"] for k, v in hdr["shards"].items()} == {
+                k: hashlib.sha256(v).hexdigest() for k, v in files.items()
+                if k.endswith(".safetensors")}
+        finally:
+            T.stop_fg(p, mnt)
+        # more files than a page: the listing went on to the next pages
+        pages = [s for s, _ in w.hub.seen if "/tree/" in s]
+        assert len(pages) >= len(files) // hubemu.PAGE, pages
+
+
+def test_js_client(d, mnt):
+    """@huggingface/hub against the emulator gets what stfs gets."""
+    node = shutil.which("node")
+    mods = os.path.join(HUBJS, "node_modules", "@huggingface", "hub")
+    if not node or not os.path.isdir(mods):
+        if os.environ.get("CI") == "true":
+            raise AssertionError("node or %s missing (npm ci in %s)" % (
+                mods, HUBJS))
+        print("     (node or @huggingface/hub missing: npm ci in %s)" %
+              HUBJS)
+        return
+    with world(d) as w:
+        files = shard_files()
+        single = open(os.path.join(T.REAL, "jl-nonsharded",
+                                   "model.safetensors"), "rb").read()
+        w.hub.push(w.hub.repo("org/sharded"), dict(files, **{
+            "extra/notes.txt": b"x"}))
+        w.hub.push(w.hub.repo("org/single"), {"model.safetensors": single})
+        for rid in ("org/sharded", "org/single"):
+            r = subprocess.run([node, os.path.join(HUBJS, "check.mjs"),
+                                w.hub.url, rid, "main"],
+                               capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+            js = json.loads(r.stdout)
+            st = T.inspect_json("hf://" + rid)
+            # the files: every *.safetensors the client lists is a file
+            # of stfs's, with the same size
+            listed = {f["path"]: f["size"] for f in js["files"]
+                      if f["path"].endswith(".safetensors")}
+            assert listed == {f["file"]: f["size"] for f in st["files"]}
+            # the tensors: the same dtype, shape, offsets and file
+            assert {k: (v["file"], v["dtype"], v["shape"],
+                        v["data_offsets"])
+                    for k, v in js["tensors"].items()} == \
+                {t["name"]: (t["file"], t["dtype"], t["shape"],
+                             t["data_offsets"]) for t in st["tensors"]}
+            assert js["sharded"] == st["sharded"]
+
+
+def test_revisions(d, mnt):
+    """Branches, tags, refs/pr/N and commits; a push while mounted."""
+    with world(d) as w:
+        a = open(os.path.join(T.REAL, "jl-nonsharded",
+                              "model.safetensors"), "rb").read()
+        b = open(os.path.join(T.REAL, "candle", "jfk-codes.safetensors"),
+                 "rb").read()
+        r = w.hub.repo("org/rev")
+        s1 = w.hub.push(r, {"model.safetensors": a})
+        r.refs["v1"] = s1
+        s2 = w.hub.push(r, {"model.safetensors": b}, branch="refs/pr/1")
+        names = lambda src: {t["name"] for t in T.inspect_json(src)[  # noqa
+            "tensors"]}
+        na, nb = names(os.path.join(T.REAL, "jl-nonsharded",
+                                    "model.safetensors")), \
+            names(os.path.join(T.REAL, "candle", "jfk-codes.safetensors"))
+        for src, want in (("hf://org/rev", na), ("hf://org/rev@main", na),
+                          ("hf://org/rev@v1", na), ("hf://org/rev@" + s1, na),
+                          ("hf://org/rev@refs/pr/1", nb),
+                          ("hf://org/rev@refs%2Fpr%2F1", nb),
+                          ("hf://org/rev@" + s2, nb)):
+            assert names(src) == want, src
+        # a push to main while mounted changes nothing there
+        p = T.mount_fg("hf://org/rev", mnt)
+        try:
+            t = sorted(na)[0]
+            before = read(os.path.join(mnt, t))
+            s3 = w.hub.push(r, {"model.safetensors": b})
+            assert s3 != s1
+            assert read(os.path.join(mnt, t)) == before
+            assert os.getxattr(os.path.join(mnt, t), X + "revision") == \
+                s1.encode()
+            assert sorted(os.listdir(mnt)) == sorted(
+                os.listdir(mnt))       # still there, still the same
+        finally:
+            T.stop_fg(p, mnt)
+        assert names("hf://org/rev") == nb       # a new mount: the push
+        refused("hf://org/rev@nope", mnt, "404", "Invalid rev id: nope")
+
+
+def test_folders(d, mnt):
+    """A diffusers layout: a folder mounts; the repo without one says
+    which folders hold weights; datasets."""
+    with world(d) as w:
+        a = open(os.path.join(T.REAL, "jl-nonsharded",
+                              "model.safetensors"), "rb").read()
+        files = shard_files()
+        layout = {"model_index.json": b"{}",
+                  "unet/diffusion_pytorch_model.safetensors": a,
+                  "unet/config.json": b"{}"}
+        layout.update({"text_encoder/" + k: v for k, v in files.items()})
+        w.hub.push(w.hub.repo("org/pipe"), layout)
+        j = T.inspect_json("hf://org/pipe/unet")
+        assert not j["sharded"] and j["files"][0]["file"] == \
+            "diffusion_pytorch_model.safetensors"
+        j = T.inspect_json("hf://org/pipe/text_encoder/")
+        assert j["sharded"] and len(j["files"]) == 6
+        p = T.mount_fg("hf://org/pipe/text_encoder", mnt)
+        try:
+            t = j["tensors"][0]
+            with open(os.path.join(T.REAL, "jl-sharded", t["file"]),
+                      "rb") as f:
+                f.seek(t["file_offset"])
+                assert read(os.path.join(mnt, t["path"])) == \
+                    f.read(t["bytes"])
+        finally:
+            T.stop_fg(p, mnt)
+        refused("hf://org/pipe", mnt, "text_encoder", "unet",
+                "hf://org/pipe/")
+        refused("hf://org/pipe/vae", mnt, "404")
+        w.hub.push(w.hub.repo("org/data", dataset=True),
+                   {"model.safetensors": a})
+        assert T.inspect_json("hf://datasets/org/data")["tensors"]
+        refused("hf://org/data", mnt, "Repository Not Found")
+        for bad in ("hf://", "hf://org", "hf://org/", "hf://../x",
+                    "hf://org/na me", "hf://org/x@", "hf://org/x/../y"):
+            r = stfs("inspect", bad)
+            assert r.returncode == 1 and r.stderr.startswith(
+                "stfs: %s: " % bad), (bad, r)
+
+
+def test_token(d, mnt):
+    """Where the token comes from; it goes to the Hub only; a gated repo
+    without it says the Hub's reason."""
+    with world(d) as w:
+        a = open(os.path.join(T.REAL, "jl-nonsharded",
+                              "model.safetensors"), "rb").read()
+        w.hub.push(w.hub.repo("org/gated", gated=True),
+                   {"model.safetensors": a})
+        refused("hf://org/gated", mnt, "401", "GatedRepo" if False else
+                "Access to model org/gated is restricted")
+        with env(HF_TOKEN="hf_wrong"):
+            refused("hf://org/gated", mnt, "restricted")
+        tokfile = os.path.join(d, "tok")
+        with open(tokfile, "w") as f:
+            f.write(hubemu.TOKEN + "\n")
+        os.makedirs(os.environ["HF_HOME"], exist_ok=True)
+        with open(os.path.join(os.environ["HF_HOME"], "token"), "w") as f:
+            f.write(hubemu.TOKEN + "\n")
+        ways = [dict(HF_TOKEN=hubemu.TOKEN),
+                dict(HUGGING_FACE_HUB_TOKEN=hubemu.TOKEN),
+                dict(HF_TOKEN_PATH=tokfile),
+                dict()]                           # $HF_HOME/token
+        for way in ways:
+            with env(**way):
+                p = T.mount_fg("hf://org/gated", mnt)
+                try:
+                    names = [n for n in os.listdir(mnt) if n[0] != "%"]
+                    assert names
+                    read(os.path.join(mnt, names[0]))
+                finally:
+                    T.stop_fg(p, mnt)
+        # HF_TOKEN comes before the file
+        with env(HF_TOKEN="hf_wrong"):
+            refused("hf://org/gated", mnt, "restricted")
+        seen = [a for s, a in w.hub.seen if "/org/gated/" in s]
+        assert "Bearer " + hubemu.TOKEN in seen
+        assert hubemu.TOKEN not in w.nginx_log()
+        assert "Bearer" not in w.nginx_log()
+
+
+def fake_cache(hub_cache, rid, files, rev="main"):
+    """A Hugging Face cache folder as huggingface_hub makes it: blobs
+    named by ETag, snapshot files linking to them, refs/REV."""
+    sha_ = hashlib.sha1(repr(sorted(files)).encode()).hexdigest()
+    top = os.path.join(hub_cache, "models--" + rid.replace("/", "--"))
+    os.makedirs(os.path.join(top, "blobs"), exist_ok=True)
+    os.makedirs(os.path.join(top, "refs"), exist_ok=True)
+    with open(os.path.join(top, "refs", rev), "w") as f:
+        f.write(sha_)
+    for path, data in files.items():
+        etag = hashlib.sha256(data).hexdigest()
+        with open(os.path.join(top, "blobs", etag), "wb") as f:
+            f.write(data)
+        link = os.path.join(top, "snapshots", sha_, path)
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        os.symlink(os.path.relpath(os.path.join(top, "blobs", etag),
+                                   os.path.dirname(link)), link)
+    return sha_
+
+
+def test_hf_cache(d, mnt):
+    """The Hugging Face cache: offline with no server, and online with
+    the files read from disk, not fetched."""
+    hub_cache = os.path.join(d, "hub-cache")
+    files = shard_files()
+    sha_ = fake_cache(hub_cache, "org/cached", files)
+    want = {t["name"]: t for t in T.inspect_json(
+        os.path.join(T.REAL, "jl-sharded"))["tensors"]}
+    dead = "http://127.0.0.1:%d" % free_port()
+    with env(HF_HUB_CACHE=hub_cache, HF_HUB_OFFLINE="1", HF_ENDPOINT=dead,
+             XDG_CACHE_HOME=os.path.join(d, "xdg")):
+        j = T.inspect_json("hf://org/cached")
+        assert {t["name"] for t in j["tensors"]} == set(want)
+        p = T.mount_fg("hf://org/cached", mnt)
+        try:
+            for k, t in want.items():
+                fp = os.path.join(mnt, t["path"])
+                with open(os.path.join(T.REAL, "jl-sharded", t["file"]),
+                          "rb") as f:
+                    f.seek(t["file_offset"])
+                    assert read(fp) == f.read(t["bytes"]), k
+                assert os.getxattr(fp, X + "revision") == sha_.encode()
+                assert os.getxattr(fp, X + "etag") == hashlib.sha256(
+                    files[t["file"]]).hexdigest().encode()
+        finally:
+            T.stop_fg(p, mnt)
+        assert T.inspect_json("hf://org/cached@" + sha_)["tensors"]
+        refused("hf://org/cached@v2", mnt, "offline", "refs/v2")
+        refused("hf://org/other", mnt, "offline")
+    # online: the revision from the Hub, the bytes from the cache
+    with world(d) as w:
+        r = w.hub.repo("org/cached")
+        online_sha = w.hub.push(r, files)
+        fake_cache(hub_cache, "org/cached", {})     # no files there...
+        top = os.path.join(hub_cache, "models--org--cached", "snapshots")
+        os.rename(os.path.join(top, sha_), os.path.join(top, online_sha))
+        with env(HF_HUB_CACHE=hub_cache):
+            p = T.mount_fg("hf://org/cached", mnt)
+            try:
+                for k, t in want.items():
+                    read(os.path.join(mnt, t["path"]))
+            finally:
+                T.stop_fg(p, mnt)
+        assert ".safetensors" not in w.nginx_log(), w.nginx_log()
+
+
+def run():
+    return T.run_tests([
+        test_real_corpus,
+        test_real_shards,
+        test_js_client,
+        test_revisions,
+        test_folders,
+        test_token,
+        test_hf_cache,
+    ])
+
+
+if __name__ == "__main__":
+    sys.exit(run())
