@@ -2,8 +2,10 @@
 from Debian (proxy, account, container and object servers, one node, one
 replica) with its s3api middleware, which checks every request's SigV4
 signature against tempauth's users.  Its configuration is in tests/swift/;
-rings, devices and logs go to a directory of the test's own, and every
-server is stopped (by stfstest's cleanup too) when the test ends.
+rings, devices and logs go to a directory of the test's own.  It lives
+across the tests of a file (it takes seconds to start), so its servers
+are not in stfstest's per-test cleanup: stop() ends them, and so does an
+exit hook, even when a test fails.
 
 Objects are put with Swift's own API (tempauth tokens), so the data a test
 starts from does not depend on stfs's signer.
@@ -19,7 +21,8 @@ import urllib.error
 import urllib.request
 from urllib.parse import quote
 
-import stfstest as T
+import atexit
+
 from test_remote import free_port, wait_port
 
 CONF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "swift")
@@ -69,6 +72,7 @@ class Swift:
     def __init__(self, d):
         self.d = d
         self.procs = []
+        atexit.register(self.stop)
         self.ports = {k: free_port() for k in
                       ("proxy", "account", "container", "object",
                        "memcache")}
@@ -98,7 +102,6 @@ class Swift:
                               str(self.ports["memcache"]), "-U", "0",
                               "-u", "root", "-m", "16"])
         self.procs.append(p)
-        T._procs.append(p)
         for kind in ("account", "container", "object", "proxy"):
             log = open(os.path.join(d, kind + ".log"), "wb")
             p = subprocess.Popen(["/usr/bin/swift-%s-server" % kind, "-v",
@@ -106,7 +109,6 @@ class Swift:
                                  stdout=log, stderr=subprocess.STDOUT)
             log.close()
             self.procs.append(p)
-            T._procs.append(p)
         for kind, port in self.ports.items():
             if not wait_port(port, 30):
                 self.stop()

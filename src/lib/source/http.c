@@ -14,7 +14,8 @@
  *
  * Failures that may pass (no connection, a stall, 5xx, 429) are retried
  * with exponential backoff and jitter, honouring Retry-After; then the
- * read fails with EIO.  401/403 are EACCES, 404/410 ENOENT.  Connect and
+ * read fails with EIO.  401/403 are EACCES (at open, 404/410 are
+ * ENOENT; after it, an object gone is EIO).  Connect and
  * stall timeouts bound every attempt, so a read ends in bounded time:
  * at most (retries + 1) x (connect + stall timeout) plus the backoffs.
  *
@@ -564,7 +565,7 @@ static int block_read(CURL *h, struct http_src *s, uint64_t b, size_t off,
 		}
 		free(tmp);
 	}
-	rc = rc == -EACCES || rc == -ENOENT || rc == -ENOMEM ? rc :
+	rc = rc == -EACCES || rc == -ENOMEM ? rc :
 	     rc ? -EIO : 0;
 	pthread_mutex_lock(&fl_mu);
 	me.rc = rc;
@@ -615,7 +616,7 @@ static int read_with(CURL *h, struct http_src *s, void *buf, size_t len,
 	rc = fetch(h, &q, buf, NULL, &got, NULL, &e);
 	if (rc) {
 		log_failure(s, off, len, &e);
-		return rc == -EACCES || rc == -ENOENT ? rc : -EIO;
+		return rc == -EACCES ? rc : -EIO;
 	}
 	return 0;
 }
