@@ -12,5 +12,6 @@ Suite *file_suite(void);
 Suite *names_suite(void);
 Suite *views_suite(void);
 Suite *model_suite(void);
+Suite *remote_suite(void);
 
 #endif

@@ -1,0 +1,388 @@
+/*
+ * check_remote.c: unit tests of what remote sources parse and compute
+ * without a network: SHA-256 and HMAC (FIPS 180-2 and RFC 4231 vectors),
+ * the SigV4 signer (AWS's published examples), S3's XML (listings and
+ * errors), the Hub's JSON (revision and tree answers) and the Link and
+ * X-Error-* headers.
+ */
+#include <check.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "source.h"
+#include "suites.h"
+
+static void hex_of(const void *msg, size_t n, char out[65])
+{
+	uint8_t d[32];
+
+	stfs_sha256(msg, n, d);
+	stfs_hex(d, 32, out);
+}
+
+START_TEST(t_sha256)
+{
+	char h[65], *big;
+	struct stfs_sha256 c;
+	uint8_t d[32];
+
+	hex_of("", 0, h);
+	ck_assert_str_eq(h, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934c"
+			    "a495991b7852b855");
+	hex_of("abc", 3, h);
+	ck_assert_str_eq(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9c"
+			    "b410ff61f20015ad");
+	hex_of("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56,
+	       h);
+	ck_assert_str_eq(h, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167"
+			    "f6ecedd419db06c1");
+	/* a million 'a's, fed in uneven pieces */
+	big = malloc(1000000);
+	ck_assert_ptr_nonnull(big);
+	memset(big, 'a', 1000000);
+	stfs_sha256_init(&c);
+	for (size_t off = 0, k = 1; off < 1000000; off += k, k = k * 3 % 997 + 1)
+		stfs_sha256_update(&c, big + off, off + k > 1000000 ?
+				   1000000 - off : k);
+	stfs_sha256_final(&c, d);
+	stfs_hex(d, 32, h);
+	ck_assert_str_eq(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e"
+			    "046d39ccc7112cd0");
+	free(big);
+}
+END_TEST
+
+START_TEST(t_hmac)
+{
+	uint8_t d[32], key[131];
+	char h[65];
+	const char *msg = "Test Using Larger Than Block-Size Key - Hash Key "
+			  "First";
+
+	/* RFC 4231, test cases 2 and 6 (a key longer than a block) */
+	stfs_hmac_sha256("Jefe", 4, "what do ya want for nothing?", 28, d);
+	stfs_hex(d, 32, h);
+	ck_assert_str_eq(h, "5bdcc146bf60754e6a042426089575c75a003f089d273983"
+			    "9dec58b964ec3843");
+	memset(key, 0xaa, sizeof(key));
+	stfs_hmac_sha256(key, sizeof(key), msg, strlen(msg), d);
+	stfs_hex(d, 32, h);
+	ck_assert_str_eq(h, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c514"
+			    "0546040f0ee37f54");
+}
+END_TEST
+
+#define EMPTY "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b78" \
+	      "52b855"
+
+START_TEST(t_sigv4_examples)
+{
+	char auth[512];
+	/* Amazon S3's "GET Object" example (a Range header signed) */
+	const struct stfs_sigv4_hdr h1[] = {
+		{ "range", "bytes=0-9" },
+		{ "x-amz-content-sha256", EMPTY },
+	};
+	struct stfs_sigv4_req r = {
+		.method = "GET", .host = "examplebucket.s3.amazonaws.com",
+		.path = "/test.txt", .query = "", .headers = h1,
+		.nheaders = 2, .payload_hash = EMPTY,
+		.amzdate = "20130524T000000Z",
+		.access_key = "AKIAIOSFODNN7EXAMPLE",
+		.secret_key = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+		.region = "us-east-1", .service = "s3",
+	};
+
+	ck_assert_int_eq(stfs_sigv4_sign(&r, auth, sizeof(auth)), 0);
+	ck_assert_str_eq(auth, "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE"
+		"/20130524/us-east-1/s3/aws4_request, SignedHeaders=host;range;"
+		"x-amz-content-sha256;x-amz-date, Signature=f0e8bdb87c964420e857"
+		"bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41");
+	/* its "GET Bucket (List Objects)" example: a query */
+	r.path = "/";
+	r.query = "max-keys=2&prefix=J";
+	r.headers = h1 + 1;
+	r.nheaders = 1;
+	ck_assert_int_eq(stfs_sigv4_sign(&r, auth, sizeof(auth)), 0);
+	ck_assert_ptr_nonnull(strstr(auth, "SignedHeaders=host;x-amz-content-"
+		"sha256;x-amz-date, Signature=34b48302e7b5fa45bde8084f4b7868a8"
+		"6f0a534bc59db6670ed5711ef69dc6f7"));
+	/* the SigV4 test suite's get-vanilla: another service, no
+	 * x-amz-content-sha256 */
+	r = (struct stfs_sigv4_req){
+		.method = "GET", .host = "example.amazonaws.com", .path = "/",
+		.query = "", .payload_hash = EMPTY,
+		.amzdate = "20150830T123600Z", .access_key = "AKIDEXAMPLE",
+		.secret_key = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+		.region = "us-east-1", .service = "service",
+	};
+	ck_assert_int_eq(stfs_sigv4_sign(&r, auth, sizeof(auth)), 0);
+	ck_assert_str_eq(auth, "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/"
+		"20150830/us-east-1/service/aws4_request, SignedHeaders=host;"
+		"x-amz-date, Signature=5fa00fa31553b73ebf1942676e86291e8372ff2a"
+		"2260956d9b8aae1d763fbf31");
+	/* what does not fit is refused, never cut */
+	ck_assert_int_eq(stfs_sigv4_sign(&r, auth, 40), -EINVAL);
+	r.amzdate = "2015";
+	ck_assert_int_eq(stfs_sigv4_sign(&r, auth, sizeof(auth)), -EINVAL);
+}
+END_TEST
+
+START_TEST(t_auth_headers)
+{
+	struct stfs_auth *a = stfs_auth_new(NULL, "AK", "SK", "TOKEN",
+					    "eu-west-1");
+	struct curl_slist *l;
+	int ok, seen = 0;
+
+	ck_assert_ptr_nonnull(a);
+	ck_assert_int_eq(a->sign, 1);
+	l = stfs_auth_headers(a, "http://127.0.0.1:9000/b/k%20x?list-type=2",
+			      NULL, &ok);
+	ck_assert_int_eq(ok, 1);
+	for (struct curl_slist *p = l; p; p = p->next) {
+		if (!strncmp(p->data, "Authorization: AWS4-HMAC-SHA256 "
+			     "Credential=AK/", 46)) {
+			ck_assert_ptr_nonnull(strstr(p->data, "/eu-west-1/s3/"));
+			ck_assert_ptr_nonnull(strstr(p->data, "SignedHeaders=host;"
+				"x-amz-content-sha256;x-amz-date;"
+				"x-amz-security-token,"));
+			seen |= 1;
+		}
+		if (!strcmp(p->data, "x-amz-security-token: TOKEN"))
+			seen |= 2;
+		if (!strcmp(p->data, "x-amz-content-sha256: " EMPTY))
+			seen |= 4;
+	}
+	ck_assert_int_eq(seen, 7);
+	curl_slist_free_all(l);
+	l = stfs_auth_headers(a, "not a url", NULL, &ok);
+	ck_assert_int_eq(ok, 0);
+	curl_slist_free_all(l);
+	stfs_auth_unref(stfs_auth_ref(a));
+	stfs_auth_unref(a);
+	a = stfs_auth_new("hf_x", NULL, NULL, NULL, NULL);
+	ck_assert_int_eq(a->sign, 0);
+	ck_assert_str_eq(a->bearer, "hf_x");
+	stfs_auth_unref(a);
+}
+END_TEST
+
+struct keys {
+	char got[8][64];
+	uint64_t size[8];
+	int n;
+};
+
+static int on_key(void *arg, const char *key, uint64_t size)
+{
+	struct keys *k = arg;
+
+	if (k->n == 8)
+		return -E2BIG;
+	snprintf(k->got[k->n], sizeof(k->got[0]), "%s", key);
+	k->size[k->n++] = size;
+	return 0;
+}
+
+START_TEST(t_s3_list)
+{
+	const char *page =
+		"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+		"<ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+		"<Name>b</Name><Prefix>m/</Prefix><KeyCount>2</KeyCount>"
+		"<IsTruncated>true</IsTruncated>"
+		"<Contents><Key>m/a&amp;b &#233;&#x4E2D;.safetensors</Key>"
+		"<Size>12</Size><ETag>&quot;x&quot;</ETag></Contents>"
+		"<Contents><Key>m/c.safetensors</Key><Size>0</Size></Contents>"
+		"<CommonPrefixes><Prefix>m/sub/</Prefix></CommonPrefixes>"
+		"<NextContinuationToken>1/a+b=</NextContinuationToken>"
+		"</ListBucketResult>";
+	struct keys k = { 0 };
+	char *token;
+	int more;
+
+	ck_assert_int_eq(stfs_s3_list_parse(page, strlen(page), on_key, &k,
+					    &more, &token), 0);
+	ck_assert_int_eq(k.n, 2);
+	ck_assert_str_eq(k.got[0], "m/a&b \xc3\xa9\xe4\xb8\xad.safetensors");
+	ck_assert_int_eq(k.size[0], 12);
+	ck_assert_str_eq(k.got[1], "m/c.safetensors");
+	ck_assert_int_eq(more, 1);
+	ck_assert_str_eq(token, "1/a+b=");
+	free(token);
+
+	/* the last page; an empty one */
+	const char *last = "<ListBucketResult><IsTruncated>false</IsTruncated>"
+			   "</ListBucketResult>";
+	k.n = 0;
+	ck_assert_int_eq(stfs_s3_list_parse(last, strlen(last), on_key, &k,
+					    &more, &token), 0);
+	ck_assert_int_eq(k.n + more, 0);
+	ck_assert_ptr_null(token);
+
+	/* refused: not a listing, a bad size, a bad reference, a NUL, more
+	 * pages with no token, a cut document */
+	const char *bad[] = {
+		"<Error><Code>NoSuchBucket</Code></Error>",
+		"<ListBucketResult><IsTruncated>false</IsTruncated><Contents>"
+		"<Key>a</Key><Size>-1</Size></Contents></ListBucketResult>",
+		"<ListBucketResult><IsTruncated>false</IsTruncated><Contents>"
+		"<Key>a</Key><Size>99999999999999999999</Size></Contents>"
+		"</ListBucketResult>",
+		"<ListBucketResult><IsTruncated>false</IsTruncated><Contents>"
+		"<Key>a&bogus;</Key><Size>1</Size></Contents></ListBucketResult>",
+		"<ListBucketResult><IsTruncated>false</IsTruncated><Contents>"
+		"<Key>a&#0;</Key><Size>1</Size></Contents></ListBucketResult>",
+		"<ListBucketResult><IsTruncated>false</IsTruncated><Contents>"
+		"<Key>a&#xD800;</Key><Size>1</Size></Contents></ListBucketResult>",
+		"<ListBucketResult><IsTruncated>true</IsTruncated>"
+		"</ListBucketResult>",
+		"<ListBucketResult><IsTruncated>false</IsTruncated><Contents>"
+		"<Key>a</Key><Size>1</Size>",
+		"",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		k.n = 0;
+		ck_assert_msg(stfs_s3_list_parse(bad[i], strlen(bad[i]), on_key,
+						 &k, &more, &token) == -EINVAL,
+			      "accepted %s", bad[i]);
+		ck_assert_ptr_null(token);
+	}
+	/* a key with a NUL inside the text itself */
+	const char nul[] = "<ListBucketResult><IsTruncated>false</IsTruncated>"
+			   "<Contents><Key>a\0b</Key><Size>1</Size></Contents>"
+			   "</ListBucketResult>";
+	ck_assert_int_eq(stfs_s3_list_parse(nul, sizeof(nul) - 1, on_key, &k,
+					    &more, &token), -EINVAL);
+}
+END_TEST
+
+START_TEST(t_s3_error)
+{
+	char out[128];
+	const char *e = "<?xml version='1.0' encoding='UTF-8'?>\n<Error><Code>"
+			"NoSuchKey</Code><Message>The specified key &lt;k&gt; "
+			"does not\nexist.</Message><RequestId>tx1</RequestId>";
+
+	/* even cut short (no </Error>): only the start of a long one */
+	ck_assert_int_eq(stfs_s3_error_parse(e, strlen(e), out, sizeof(out)),
+			 0);
+	ck_assert_str_eq(out, "NoSuchKey: The specified key <k> does not "
+			      "exist.");
+	ck_assert_int_eq(stfs_s3_error_parse("<Error><Code>X</Code></Error>",
+					     29, out, sizeof(out)), 0);
+	ck_assert_str_eq(out, "X");
+	ck_assert_int_eq(stfs_s3_error_parse("<html>no</html>", 15, out,
+					     sizeof(out)), -EINVAL);
+	ck_assert_int_eq(stfs_s3_error_parse("<Error><Code>X", 14, out,
+					     sizeof(out)), -EINVAL);
+	ck_assert_int_eq(stfs_s3_error_parse(e, strlen(e), out, 8), 0);
+	ck_assert_str_eq(out, "NoSuchK");
+}
+END_TEST
+
+struct files {
+	char path[4][64], etag[4][80];
+	int n;
+};
+
+static int on_file(void *arg, const char *path, const char *etag,
+		   uint64_t size)
+{
+	struct files *f = arg;
+
+	(void)size;
+	if (f->n == 4)
+		return -E2BIG;
+	snprintf(f->path[f->n], sizeof(f->path[0]), "%s", path);
+	snprintf(f->etag[f->n++], sizeof(f->etag[0]), "%s",
+		 etag ? etag : "(none)");
+	return 0;
+}
+
+START_TEST(t_hub_json)
+{
+	char sha[41];
+	const char *rev = "{\"id\":\"o/n\",\"sha\":\"0123456789abcdef0123456789"
+			  "abcdef01234567\",\"siblings\":[]}";
+	const char *tree =
+		"[{\"type\":\"directory\",\"oid\":\"1\",\"size\":0,\"path\":\"u\"},"
+		"{\"type\":\"file\",\"oid\":\"abc\",\"size\":3,\"path\":\"u/a\"},"
+		"{\"type\":\"file\",\"oid\":\"abd\",\"size\":9,\"path\":\"m.st\","
+		"\"lfs\":{\"oid\":\"ff00\",\"size\":9}},"
+		"{\"type\":\"file\",\"oid\":\"a\\\"q\",\"size\":1,\"path\":\"q\"}]";
+	struct files f = { 0 };
+
+	ck_assert_int_eq(stfs_hub_parse_sha(rev, strlen(rev), sha), 0);
+	ck_assert_str_eq(sha, "0123456789abcdef0123456789abcdef01234567");
+	ck_assert_int_eq(stfs_hub_parse_sha("{\"sha\":\"main\"}", 14, sha),
+			 -EINVAL);
+	ck_assert_int_eq(stfs_hub_parse_sha("{\"sha\":\"0123456789ABCDEF012345"
+					    "6789abcdef01234567\"}", 50, sha),
+			 -EINVAL);
+	ck_assert_int_eq(stfs_hub_parse_sha("[1]", 3, sha), -EINVAL);
+	ck_assert_int_eq(stfs_hub_parse_sha("{\"sha\":", 7, sha), -EINVAL);
+	ck_assert_int_eq(stfs_hub_parse_tree(tree, strlen(tree), on_file, &f),
+			 0);
+	ck_assert_int_eq(f.n, 3);
+	ck_assert_str_eq(f.path[0], "u/a");
+	ck_assert_str_eq(f.etag[0], "abc");
+	ck_assert_str_eq(f.etag[1], "ff00");       /* the LFS object's */
+	ck_assert_str_eq(f.etag[2], "(none)");     /* a quote: unusable */
+	ck_assert_int_eq(stfs_hub_parse_tree("{}", 2, on_file, &f), -EINVAL);
+	ck_assert_int_eq(stfs_hub_parse_tree("[{\"type\":1}]", 12, on_file,
+					     &f), -EINVAL);
+	ck_assert_int_eq(stfs_hub_parse_tree("[", 1, on_file, &f), -EINVAL);
+}
+END_TEST
+
+START_TEST(t_link_and_errors)
+{
+	struct stfs_http_resp r;
+	const char *l1 = "Link: <https://h/api/x?cursor=2>; rel=\"next\"\r\n";
+	const char *l2 = "link: <https://h/p>; rel=\"prev\", <https://h/n?a=1>;"
+			 " rel=\"next\"\r\n";
+	const char *l3 = "Link: <https://h/p>; rel=\"prev\"\r\n";
+	const char *l4 = "Link: <https://h/p; rel=\"next\"\r\n";
+
+	memset(&r, 0, sizeof(r));
+	stfs_http_header_line(l1, strlen(l1), &r);
+	ck_assert_str_eq(r.link_next, "https://h/api/x?cursor=2");
+	memset(&r, 0, sizeof(r));
+	stfs_http_header_line(l2, strlen(l2), &r);
+	ck_assert_str_eq(r.link_next, "https://h/n?a=1");
+	memset(&r, 0, sizeof(r));
+	stfs_http_header_line(l3, strlen(l3), &r);
+	stfs_http_header_line(l4, strlen(l4), &r);
+	ck_assert_str_eq(r.link_next, "");
+	stfs_http_header_line("X-Error-Code: GatedRepo\r\n", 25, &r);
+	stfs_http_header_line("X-Error-Message: Access is restricted.\r\n", 40,
+			      &r);
+	ck_assert_str_eq(r.error_code, "GatedRepo");
+	ck_assert_str_eq(r.error_message, "Access is restricted.");
+	/* a new response (after a redirect) forgets them */
+	stfs_http_header_line("HTTP/1.1 200 OK\r\n", 17, &r);
+	ck_assert_str_eq(r.error_message, "");
+}
+END_TEST
+
+Suite *remote_suite(void)
+{
+	Suite *s = suite_create("remote");
+	TCase *tc = tcase_create("remote");
+
+	tcase_add_test(tc, t_sha256);
+	tcase_add_test(tc, t_hmac);
+	tcase_add_test(tc, t_sigv4_examples);
+	tcase_add_test(tc, t_auth_headers);
+	tcase_add_test(tc, t_s3_list);
+	tcase_add_test(tc, t_s3_error);
+	tcase_add_test(tc, t_hub_json);
+	tcase_add_test(tc, t_link_and_errors);
+	suite_add_tcase(s, tc);
+	return s;
+}
