@@ -2,9 +2,9 @@
  * fuzz_http.c: libFuzzer harness for the HTTP response-header parser
  * (httphdr.c).  Servers are untrusted: any header lines, split at '\n',
  * must not crash or read out of bounds, and what is taken from them must
- * be consistent: a range within its object, an ETag and a Last-Modified
- * that are terminated and free of control bytes, a Retry-After of at most
- * an hour.
+ * be consistent: a range within its object, an ETag, a Last-Modified, a
+ * Link's next URL and the Hub's X-Error-* that are terminated and free of
+ * control bytes, a Retry-After of at most an hour.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -47,6 +47,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		check_text(r.etag, sizeof(r.etag));
 		check_text(r.last_modified, sizeof(r.last_modified));
+		check_text(r.link_next, sizeof(r.link_next));
+		check_text(r.error_code, sizeof(r.error_code));
+		check_text(r.error_message, sizeof(r.error_message));
 		if (r.retry_after_s > 3600)
 			abort();
 		p = e;

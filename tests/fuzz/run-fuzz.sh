@@ -4,7 +4,9 @@
 #   fuzz_header  the header parser and the name mapping, seeded with the
 #                header of every file in shared/data/real and examples/;
 #   fuzz_index   the index.json reader, seeded with every *.index.json there;
-#   fuzz_http    the HTTP response-header parser of remote sources.
+#   fuzz_http    the HTTP response-header parser of remote sources;
+#   fuzz_remote  S3's listings and errors (XML), the Hub's revision and
+#                tree answers (JSON).
 # Inputs in tests/fuzz/regressions/<harness>/ are replayed first; crashes
 # are written there too, for review, and become regression inputs.
 set -euo pipefail
@@ -26,6 +28,7 @@ mkdir -p "$out"/{corpus,seeds}-{header,index}
 build fuzz_header
 build fuzz_index
 build fuzz_http
+build fuzz_remote
 python3 - "$out" "$shared/data/real" examples <<'PY'
 import os, struct, sys
 out, *srcs = sys.argv[1:]
@@ -59,7 +62,16 @@ printf 'HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-1048575/241591963
 	> "$out/seeds-http/seed000"
 printf 'HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */0\r\n' \
 	> "$out/seeds-http/seed001"
-for h in header index http; do
+mkdir -p "$out"/{corpus,seeds}-remote
+{ printf '\0'; printf '<?xml version="1.0"?><ListBucketResult xmlns="x"><IsTruncated>true</IsTruncated><Contents><Key>m/a&amp;b&#233;.safetensors</Key><Size>12</Size></Contents><NextContinuationToken>t</NextContinuationToken></ListBucketResult>'; } \
+	> "$out/seeds-remote/seed000"
+{ printf '\1'; printf '<Error><Code>NoSuchKey</Code><Message>The key &lt;k&gt;</Message></Error>'; } \
+	> "$out/seeds-remote/seed001"
+{ printf '\2'; printf '{"id":"o/n","sha":"0123456789abcdef0123456789abcdef01234567"}'; } \
+	> "$out/seeds-remote/seed002"
+{ printf '\3'; printf '[{"type":"file","oid":"a","size":3,"path":"u/a","lfs":{"oid":"ff","size":3}},{"type":"directory","path":"u"}]'; } \
+	> "$out/seeds-remote/seed003"
+for h in header index http remote; do
 	reg=tests/fuzz/regressions/$h
 	mkdir -p "$reg"
 	echo "fuzz: fuzz_$h for $secs s"

@@ -1,0 +1,71 @@
+/*
+ * fuzz_remote.c: libFuzzer harness for what remote services answer, all
+ * untrusted: S3's ListObjectsV2 pages and error documents (s3xml.c), and
+ * the Hub's revision and tree answers (hub.c).  The first byte picks the
+ * parser; the rest is the document.  Nothing may crash or read out of
+ * bounds, and what is taken must be sane: keys and tokens terminated, an
+ * error message one line of text, a commit 40 hex digits.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "source.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static int on_key(void *arg, const char *key, uint64_t size)
+{
+	(void)size;
+	*(size_t *)arg += strlen(key);
+	return 0;
+}
+
+static int on_file(void *arg, const char *path, const char *etag,
+		   uint64_t size)
+{
+	(void)size;
+	*(size_t *)arg += strlen(path) + (etag ? strlen(etag) : 0);
+	if (etag && (strlen(etag) > 128 || strchr(etag, '"')))
+		abort();
+	return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char *doc, out[256], sha[41], *token = NULL;
+	size_t n = 0;
+	int more;
+
+	if (size < 1)
+		return 0;
+	/* exactly the document, no NUL after it: reads past it are caught */
+	if (!(doc = malloc(size - 1 ? size - 1 : 1)))
+		return 0;
+	memcpy(doc, data + 1, size - 1);
+	switch (data[0] % 4) {
+	case 0:
+		if (stfs_s3_list_parse(doc, size - 1, on_key, &n, &more,
+				       &token) == 0 && more &&
+		    (!token || !*token))
+			abort();
+		free(token);
+		break;
+	case 1:
+		if (stfs_s3_error_parse(doc, size - 1, out, sizeof(out)) == 0)
+			for (char *p = out; *p; p++)
+				if ((unsigned char)*p < 0x20)
+					abort();
+		break;
+	case 2:
+		if (stfs_hub_parse_sha(doc, size - 1, sha) == 0 &&
+		    (strlen(sha) != 40 || strspn(sha, "0123456789abcdef") != 40))
+			abort();
+		break;
+	default:
+		(void)stfs_hub_parse_tree(doc, size - 1, on_file, &n);
+		break;
+	}
+	free(doc);
+	return 0;
+}
