@@ -262,6 +262,41 @@ def test_real_shards(d, mnt):
         ngx.stop()
 
 
+def test_many_shards(d, mnt):
+    """40 shards open several at a time: all there, in order; with two
+    broken, the mount fails naming the first of them, as if one by one."""
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    n = T.make_405b(data, shards=40, per=2)
+    ngx = Nginx(os.path.join(d, "ngx"), data)
+    try:
+        j = T.inspect_json(ngx.url())
+        assert len(j["tensors"]) == n
+        files = sorted({t["file"] for t in j["tensors"]})
+        assert len(files) == 40 and files[0].startswith("model-00001-")
+        p = T.mount_fg(ngx.url(), mnt)
+        try:
+            assert len(os.listdir(os.path.join(mnt, "model/layers"))) == 40
+            st = os.stat(os.path.join(mnt, "model/layers/39/mlp/w1/weight"))
+            assert st.st_size == 16384 * 21568 * 2
+        finally:
+            T.stop_fg(p, mnt)
+        os.unlink(os.path.join(data, "model-00031-of-00040.safetensors"))
+        with open(os.path.join(data, "model-00017-of-00040.safetensors"),
+                  "r+b") as f:
+            f.write((1 << 40).to_bytes(8, "little"))
+        for cmd in (["mount", ngx.url(), mnt], ["inspect", ngx.url()]):
+            r = subprocess.run([T.STFS] + cmd, capture_output=True,
+                               timeout=60)
+            err = r.stderr.decode()
+            assert r.returncode == 1, r
+            assert "shard model-00017-of-00040.safetensors" in err, err
+            assert "00031" not in err, err
+            assert not T.is_mount(mnt) and not T.daemons_for(mnt)
+    finally:
+        ngx.stop()
+
+
 def test_large_reads(d, mnt):
     data = os.path.join(d, "data")
     os.mkdir(data)
@@ -581,6 +616,7 @@ def run():
     return T.run_tests([
         test_real_corpus,
         test_real_shards,
+        test_many_shards,
         test_large_reads,
         test_refused_at_mount,
         test_changed_and_down,

@@ -39,25 +39,33 @@ static int cmp_entry(const void *x, const void *y)
 	return a->file < b->file ? -1 : a->file > b->file;
 }
 
-int stfs_model_add_file(struct stfs_model *m, const char *name,
-			struct stfs_error *err)
+/* Open and validate the file called name (its header, with the size). */
+static int open_one(struct stfs_model *m, const char *name,
+		    struct stfs_file **f, struct stfs_error *err)
 {
 	struct stfs_source *src;
-	struct stfs_file *f, **files;
-	char **names, msg[sizeof(err->msg)];
+	char msg[sizeof(err->msg)];
 	int rc;
 
+	*f = NULL;
 	rc = stfs_location_open(m->loc, name, &src, err);
 	if (!rc)
-		rc = stfs_file_open_source(src, &f, err);
-	if (rc) {
-		if (err && m->sharded) {
-			memcpy(msg, err->msg, sizeof(msg));
-			snprintf(err->msg, sizeof(err->msg), "shard %.200s: "
-				 "%.300s", name, msg);
-		}
-		return rc;
+		rc = stfs_file_open_source(src, f, err);
+	if (rc && err && m->sharded) {
+		memcpy(msg, err->msg, sizeof(msg));
+		snprintf(err->msg, sizeof(err->msg), "shard %.200s: %.300s",
+			 name, msg);
 	}
+	return rc;
+}
+
+/* Add the open file f, called name, to m (closing it on failure). */
+static int append(struct stfs_model *m, const char *name, struct stfs_file *f,
+		  struct stfs_error *err)
+{
+	struct stfs_file **files;
+	char **names;
+
 	files = realloc(m->files, (m->nfiles + 1) * sizeof(*files));
 	if (files)
 		m->files = files;
@@ -71,6 +79,91 @@ int stfs_model_add_file(struct stfs_model *m, const char *name,
 	}
 	files[m->nfiles++] = f;
 	return 0;
+}
+
+int stfs_model_add_file(struct stfs_model *m, const char *name,
+			struct stfs_error *err)
+{
+	struct stfs_file *f;
+	int rc = open_one(m, name, &f, err);
+
+	return rc ? rc : append(m, name, f, err);
+}
+
+/* Remote shards are opened OPENERS at a time: each open is a round trip
+ * or two (the first 64 KiB, then the rest of a long header), so a set of
+ * hundreds of shards mounts in a few round trips' time, not hundreds. */
+#define OPENERS 16
+
+struct slot {
+	struct stfs_file *f;
+	int rc;
+	struct stfs_error err;
+};
+
+struct openers {
+	struct stfs_model *m;
+	const char *const *names;
+	size_t n, next;
+	struct slot *slots;
+	pthread_mutex_t mu;
+};
+
+static void *opener(void *arg)
+{
+	struct openers *o = arg;
+
+	for (;;) {
+		size_t i;
+
+		pthread_mutex_lock(&o->mu);
+		i = o->next++;
+		pthread_mutex_unlock(&o->mu);
+		if (i >= o->n)
+			return NULL;
+		memset(&o->slots[i].err, 0, sizeof(o->slots[i].err));
+		o->slots[i].rc = open_one(o->m, o->names[i], &o->slots[i].f,
+					  &o->slots[i].err);
+	}
+}
+
+int stfs_model_add_files(struct stfs_model *m, const char *const *names,
+			 size_t n,
+			 struct stfs_error *err)
+{
+	struct openers o = { m, names, n, 0, NULL,
+			     PTHREAD_MUTEX_INITIALIZER };
+	pthread_t th[OPENERS];
+	size_t nth = 0, i;
+	int rc = 0;
+
+	if (n < 2 || !(m->loc->http || m->loc->remote) ||
+	    !(o.slots = calloc(n, sizeof(*o.slots)))) {
+		for (i = 0; !rc && i < n; i++)
+			rc = stfs_model_add_file(m, names[i], err);
+		return rc;
+	}
+	while (nth < OPENERS && nth < n &&
+	       pthread_create(&th[nth], NULL, opener, &o) == 0)
+		nth++;
+	opener(&o);                     /* this thread is one of them */
+	for (i = 0; i < nth; i++)
+		pthread_join(th[i], NULL);
+	/* in order: the first failure is the one reported, as if opened one
+	 * after another */
+	for (i = 0; i < n; i++) {
+		if (!rc && o.slots[i].rc) {
+			rc = o.slots[i].rc;
+			if (err)
+				*err = o.slots[i].err;
+		} else if (!rc) {
+			rc = append(m, names[i], o.slots[i].f, err);
+		} else {
+			stfs_file_close(o.slots[i].f);
+		}
+	}
+	free(o.slots);
+	return rc;
 }
 
 int stfs_model_collect(struct stfs_model *m, struct stfs_error *err)
@@ -304,8 +397,8 @@ int stfs_model_open_opts(const char *source, const struct stfs_model_opts *o,
 			rc = stfs_model_collect(m, err);
 		break;
 	case STFS_LOC_DIR:
-		for (size_t i = 0; !rc && i < m->loc->nnames; i++)
-			rc = stfs_model_add_file(m, m->loc->names[i], err);
+		rc = stfs_model_add_files(m, (const char *const *)
+					  m->loc->names, m->loc->nnames, err);
 		if (!rc && !(rc = stfs_model_collect(m, err)))
 			rc = stfs_model_unique(m, err);
 		break;

@@ -54,6 +54,11 @@ struct stfs_model {
  * the shard when the model is sharded. */
 int stfs_model_add_file(struct stfs_model *m, const char *name,
 			struct stfs_error *err);
+/* The same for n files, remote ones opened several at a time; on failure
+ * the first failing file (in order) is reported. */
+int stfs_model_add_files(struct stfs_model *m, const char *const *names,
+			 size_t n,
+			 struct stfs_error *err);
 /* Make every tensor of every file an entry, sorted by name. */
 int stfs_model_collect(struct stfs_model *m, struct stfs_error *err);
 /* Sort the entries by name (then file). */

@@ -175,9 +175,8 @@ int stfs_shards_open_index(struct stfs_model *m,
 	if ((rc = read_index(m, &ix, err)))
 		return rc;
 	/* The distinct shards, sorted, each checked before any is opened. */
-	for (size_t i = 0; i < ix.nshards; i++)
-		if ((rc = stfs_model_add_file(m, ix.shards[i], err)))
-			goto out;
+	if ((rc = stfs_model_add_files(m, ix.shards, ix.nshards, err)))
+		goto out;
 
 	/* Every tensor of every shard, in (shard, name) order. */
 	for (size_t i = 0; i < m->nfiles; i++)

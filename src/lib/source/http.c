@@ -22,11 +22,12 @@
  * Asynchronous reads go to a pool of worker threads, one connection
  * (a libcurl easy handle, kept alive) each, started on first use so that
  * they belong to the daemon after it has gone to the background.  The
- * request loop never waits for the network.  Synchronous reads (opening,
- * headers) use one shared handle.  Credentials are never sent to another
- * host on a redirect (libcurl's default, kept), TLS is verified (libcurl's
- * default, with the usual CA variables), and the usual proxy variables
- * apply.
+ * request loop never waits for the network.  Synchronous requests
+ * (opening, headers, API calls) take a handle from a small pool of idle
+ * ones, so several shards can be opened at once.  Credentials are never
+ * sent to another host on a redirect (libcurl's default, kept), TLS is
+ * verified (libcurl's default, with the usual CA variables), and the usual
+ * proxy variables apply.
  */
 #define _GNU_SOURCE
 #include <curl/curl.h>
@@ -440,8 +441,42 @@ static int fetch(CURL *h, const struct request *q, char *buf, char **body,
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t work = PTHREAD_COND_INITIALIZER;
-static pthread_mutex_t sync_mu = PTHREAD_MUTEX_INITIALIZER;
-static CURL *sync_handle;           /* synchronous reads, under sync_mu */
+/* Handles for synchronous requests (opening, headers, API calls), kept
+ * with their connections for the next: several opens may run at once. */
+#define IDLE_MAX 16
+static pthread_mutex_t idle_mu = PTHREAD_MUTEX_INITIALIZER;
+static CURL *idle[IDLE_MAX];
+static unsigned nidle;
+
+static CURL *handle_get(void)
+{
+	CURL *h = NULL;
+
+	pthread_mutex_lock(&idle_mu);
+	if (nidle)
+		h = idle[--nidle];
+	pthread_mutex_unlock(&idle_mu);
+	return h ? h : curl_easy_init();
+}
+
+static void handle_put(CURL *h)
+{
+	pthread_mutex_lock(&idle_mu);
+	if (h && nidle < IDLE_MAX) {
+		idle[nidle++] = h;
+		h = NULL;
+	}
+	pthread_mutex_unlock(&idle_mu);
+	curl_easy_cleanup(h);
+}
+
+static void handles_free(void)
+{
+	pthread_mutex_lock(&idle_mu);
+	while (nidle)
+		curl_easy_cleanup(idle[--nidle]);
+	pthread_mutex_unlock(&idle_mu);
+}
 static unsigned nsources;           /* open http sources */
 
 struct job {
@@ -729,11 +764,10 @@ static int http_read(struct stfs_source *src, void *buf, size_t len,
 		memcpy(buf, s->head + off, len);
 		return 0;
 	}
-	pthread_mutex_lock(&sync_mu);
-	if (!sync_handle)
-		sync_handle = curl_easy_init();
-	rc = sync_handle ? read_with(sync_handle, s, buf, len, off) : -ENOMEM;
-	pthread_mutex_unlock(&sync_mu);
+	CURL *h = handle_get();
+
+	rc = h ? read_with(h, s, buf, len, off) : -ENOMEM;
+	handle_put(h);
 	return rc;
 }
 
@@ -860,10 +894,7 @@ static void http_close(struct stfs_source *src)
 	pthread_mutex_unlock(&mu);
 	if (last) {
 		stop_workers();
-		pthread_mutex_lock(&sync_mu);
-		curl_easy_cleanup(sync_handle);
-		sync_handle = NULL;
-		pthread_mutex_unlock(&sync_mu);
+		handles_free();
 	}
 	pthread_cond_destroy(&s->idle);
 	stfs_auth_unref(s->auth);
@@ -932,17 +963,14 @@ int stfs_source_open_http(const char *url, struct stfs_auth *auth,
 	if (stfs_cache_offline()) {
 		rc = open_cached(s, err);
 	} else {
-		pthread_mutex_lock(&sync_mu);
-		if (!sync_handle)
-			sync_handle = curl_easy_init();
+		CURL *h = handle_get();
 		struct request q = { url, NULL, auth, 0, STFS_HTTP_FIRST,
 				     UINT64_MAX, 0, NULL };
 
-		rc = sync_handle ? fetch(sync_handle, &q, s->head, NULL,
-					 &s->head_len, &r, err) :
+		rc = h ? fetch(h, &q, s->head, NULL, &s->head_len, &r, err) :
 				   stfs_fail(err, -ENOMEM, NULL,
 					     STFS_NO_OFFSET, "out of memory");
-		pthread_mutex_unlock(&sync_mu);
+		handle_put(h);
 		if (!rc && !r.has_total)
 			rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
 				       "server did not say the object's size "
@@ -998,10 +1026,10 @@ int stfs_http_get(const char *url, const struct stfs_auth *auth, size_t max,
 	*body = NULL;
 	*len = 0;
 	pthread_once(&init_once, global_init);
-	if (!(h = curl_easy_init()))
+	if (!(h = handle_get()))
 		return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET,
 				 "out of memory");
 	rc = fetch(h, &q, NULL, body, len, resp, err);
-	curl_easy_cleanup(h);
+	handle_put(h);
 	return rc;
 }
