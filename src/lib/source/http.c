@@ -80,6 +80,8 @@ int stfs_is_url(const char *arg)
 	       strncmp(arg, "https://", 8) == 0;
 }
 
+#define FD_SLOTS 16
+
 struct http_src {
 	struct stfs_source base;
 	char *url;
@@ -96,6 +98,11 @@ struct http_src {
 	uint64_t next_off;          /* where the last read ended */
 	unsigned streak;            /* reads in a row that went on from it */
 	uint64_t pf_next;           /* the next block to prefetch */
+	/* cached blocks kept open for reading: block b in slot b % FD_SLOTS
+	 * (fd -1: none); fd_lock is held to read with one, and to change */
+	pthread_rwlock_t fd_lock;
+	int fd[FD_SLOTS];
+	uint64_t fd_block[FD_SLOTS];
 };
 
 /* ---- one request --------------------------------------------------------- */
@@ -518,18 +525,25 @@ static void log_failure(const struct http_src *s, uint64_t off, size_t len,
 }
 
 /* Blocks being fetched, so that readers of one block wait for one fetch
- * (the kernel's readahead asks for several parts of a block at once). */
+ * (the kernel's readahead asks for several parts of a block at once).  A
+ * fetched block stays listed, its bytes in memory, until it is in the
+ * cache: the reader that fetched it is answered first, and readers of the
+ * block meanwhile copy from memory. */
 struct inflight {
 	const struct http_src *s;
 	uint64_t block;
-	int rc;                     /* set when done */
-	unsigned waiters;
+	int done, rc;               /* set when fetched (or failed) */
+	char *data;                 /* the block, till it is in the cache */
+	size_t len;
+	unsigned waiters;           /* readers copying from it */
 	struct inflight *next;
+	struct inflight *later;     /* this thread's blocks still to write */
 };
 
 static pthread_mutex_t fl_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t fl_cv = PTHREAD_COND_INITIALIZER;
 static struct inflight *fl;
+static __thread struct inflight *to_write;
 
 static struct inflight **fl_find(const struct http_src *s, uint64_t b)
 {
@@ -540,17 +554,68 @@ static struct inflight **fl_find(const struct http_src *s, uint64_t b)
 	return p;
 }
 
+/* Block buffers, kept for the next fetch: a fresh 4 MiB allocation is a
+ * fresh mapping, and touching its pages for the first time costs more
+ * than the copy into them (on some hypervisors, much more). */
+static char *spare[16];
+static unsigned nspare;             /* under fl_mu */
+
+static char *block_buf(void)
+{
+	char *b = NULL;
+
+	pthread_mutex_lock(&fl_mu);
+	if (nspare)
+		b = spare[--nspare];
+	pthread_mutex_unlock(&fl_mu);
+	return b ? b : malloc(STFS_CACHE_BLOCK);
+}
+
+/* Unlist me and free it once no reader copies from it (under fl_mu). */
+static void fl_drop(struct inflight *me)
+{
+	struct inflight **p = &fl;
+
+	while (*p && *p != me)
+		p = &(*p)->next;
+	if (*p)
+		*p = me->next;
+	while (me->waiters)
+		pthread_cond_wait(&fl_cv, &fl_mu);
+	if (me->data && nspare < cfg.connections && nspare < 16)
+		spare[nspare++] = me->data;
+	else
+		free(me->data);
+	free(me);
+}
+
+/* Write the blocks this thread fetched to the cache, after their readers
+ * have been answered. */
+static void write_behind(void)
+{
+	while (to_write) {
+		struct inflight *me = to_write;
+		const struct http_src *s = me->s;
+
+		to_write = me->later;
+		(void)stfs_cache_put(&s->cobj, me->block, me->data, me->len);
+		pthread_mutex_lock(&fl_mu);
+		fl_drop(me);
+		pthread_mutex_unlock(&fl_mu);
+	}
+}
+
 /* Bytes [off, off + len) of block b of s's cached object: from the cache,
- * else fetched whole, kept, and copied from. */
+ * from a fetch of it under way, else fetched whole (and written to the
+ * cache by write_behind()). */
 static int block_read(CURL *h, struct http_src *s, uint64_t b, size_t off,
 		      void *buf, size_t len)
 {
 	uint64_t start = b * STFS_CACHE_BLOCK;
 	size_t blen = s->base.info.size - start < STFS_CACHE_BLOCK ?
 		      (size_t)(s->base.info.size - start) : STFS_CACHE_BLOCK;
-	struct inflight me = { s, b, 0, 0, NULL }, **p;
+	struct inflight *me, **p;
 	struct stfs_error e = { 0 };
-	char *tmp;
 	size_t got;
 	int rc;
 
@@ -567,50 +632,56 @@ static int block_read(CURL *h, struct http_src *s, uint64_t b, size_t off,
 		}
 		pthread_mutex_lock(&fl_mu);
 		if (!*(p = fl_find(s, b))) {
-			*p = &me;               /* ours to fetch */
-			pthread_mutex_unlock(&fl_mu);
-			break;
+			break;                  /* ours to fetch, under fl_mu */
 		} else {
 			/* wait for that fetch; its failure is ours too */
 			struct inflight *other = *p;
 
 			other->waiters++;
-			while (*fl_find(s, b) == other && !other->rc)
+			while (!other->done)
 				pthread_cond_wait(&fl_cv, &fl_mu);
 			rc = other->rc;
+			pthread_mutex_unlock(&fl_mu);
+			if (!rc && len)
+				memcpy(buf, other->data + off, len);
+			pthread_mutex_lock(&fl_mu);
 			if (--other->waiters == 0)
 				pthread_cond_broadcast(&fl_cv);
 			pthread_mutex_unlock(&fl_mu);
-			if (rc)
-				return rc;
+			return rc;
 		}
 	}
+	if (!(me = calloc(1, sizeof(*me)))) {
+		pthread_mutex_unlock(&fl_mu);
+		return -ENOMEM;
+	}
+	*me = (struct inflight){ .s = s, .block = b, .len = blen };
+	*p = me;
+	pthread_mutex_unlock(&fl_mu);
+
 	rc = -ENOMEM;
-	if ((tmp = malloc(blen))) {
+	if ((me->data = block_buf())) {
 		struct request q = { s->url, s->etag, s->auth, start, blen,
 				     s->base.info.size, 0, &s->closing };
 
-		rc = fetch(h, &q, tmp, NULL, &got, NULL, &e);
-		if (!rc) {
-			(void)stfs_cache_put(&s->cobj, b, tmp, blen);
-			if (len)
-				memcpy(buf, tmp + off, len);
-		} else {
+		rc = fetch(h, &q, me->data, NULL, &got, NULL, &e);
+		if (!rc && len)
+			memcpy(buf, me->data + off, len);
+		else if (rc)
 			log_failure(s, start, blen, &e);
-		}
-		free(tmp);
 	}
 	rc = rc == -EACCES || rc == -ENOMEM ? rc :
 	     rc ? -EIO : 0;
 	pthread_mutex_lock(&fl_mu);
-	me.rc = rc;
-	if (!rc)
-		*fl_find(s, b) = me.next;
+	me->rc = rc;
+	me->done = 1;
 	pthread_cond_broadcast(&fl_cv);
-	while (me.waiters)              /* they read me.rc: stay till then */
-		pthread_cond_wait(&fl_cv, &fl_mu);
-	if (rc)
-		*fl_find(s, b) = me.next;
+	if (rc) {
+		fl_drop(me);
+	} else {
+		me->later = to_write;
+		to_write = me;
+	}
 	pthread_mutex_unlock(&fl_mu);
 	return rc;
 }
@@ -699,6 +770,7 @@ static void *worker(void *arg)
 				n_failed++;
 			j->done(j->arg, rc);
 		}
+		write_behind();
 		pthread_mutex_lock(&mu);
 		if (--j->s->inflight == 0)
 			pthread_cond_broadcast(&j->s->idle);
@@ -768,7 +840,49 @@ static int http_read(struct stfs_source *src, void *buf, size_t len,
 
 	rc = h ? read_with(h, s, buf, len, off) : -ENOMEM;
 	handle_put(h);
+	write_behind();
 	return rc;
+}
+
+/* Bytes [off, off + len) of s wholly from cached blocks, through the open
+ * ones: 0, or -ENOENT if a block is missing (buf then holds garbage). */
+static int cached_read(struct http_src *s, void *buf, size_t len,
+		       uint64_t off)
+{
+	while (len) {
+		uint64_t b = off / STFS_CACHE_BLOCK;
+		uint64_t start = b * STFS_CACHE_BLOCK;
+		size_t in = (size_t)(off - start);
+		size_t blen = s->base.info.size - start < STFS_CACHE_BLOCK ?
+			      (size_t)(s->base.info.size - start) :
+			      STFS_CACHE_BLOCK;
+		size_t n = blen - in < len ? blen - in : len;
+		unsigned k = (unsigned)(b % FD_SLOTS);
+		int rc = -ENOENT, fd, old;
+
+		pthread_rwlock_rdlock(&s->fd_lock);
+		if (s->fd[k] >= 0 && s->fd_block[k] == b)
+			rc = stfs_cache_pread(s->fd[k], buf, n, in);
+		pthread_rwlock_unlock(&s->fd_lock);
+		if (rc) {
+			if ((fd = stfs_cache_open_block(&s->cobj, b, blen)) < 0)
+				return -ENOENT;
+			rc = stfs_cache_pread(fd, buf, n, in);
+			pthread_rwlock_wrlock(&s->fd_lock);
+			old = s->fd[k];
+			s->fd[k] = fd;
+			s->fd_block[k] = b;
+			pthread_rwlock_unlock(&s->fd_lock);
+			if (old >= 0)
+				close(old);
+			if (rc)
+				return rc;
+		}
+		buf = (char *)buf + n;
+		off += n;
+		len -= n;
+	}
+	return 0;
 }
 
 /* Queue prefetches of the blocks of [from, to) not queued yet (under mu). */
@@ -846,6 +960,16 @@ static void http_read_async(struct stfs_source *src, void *buf, size_t len,
 		done(arg, 0);
 		return;
 	}
+	/* blocks in the cache are read here, as a local file would be: a
+	 * hand-over to a worker costs more than the read */
+	if (s->cobj.valid && cached_read(s, buf, len, off) == 0) {
+		n_hits++;
+		pthread_mutex_lock(&mu);
+		plan_prefetch(s, off, len, ext);
+		pthread_mutex_unlock(&mu);
+		done(arg, 0);
+		return;
+	}
 	if (!(j = malloc(sizeof(*j)))) {
 		done(arg, -ENOMEM);
 		return;
@@ -895,8 +1019,16 @@ static void http_close(struct stfs_source *src)
 	if (last) {
 		stop_workers();
 		handles_free();
+		pthread_mutex_lock(&fl_mu);
+		while (nspare)
+			free(spare[--nspare]);
+		pthread_mutex_unlock(&fl_mu);
 	}
 	pthread_cond_destroy(&s->idle);
+	for (unsigned k = 0; k < FD_SLOTS; k++)
+		if (s->fd[k] >= 0)
+			close(s->fd[k]);
+	pthread_rwlock_destroy(&s->fd_lock);
 	stfs_auth_unref(s->auth);
 	free(s->head);
 	free(s->url);
@@ -955,6 +1087,9 @@ int stfs_source_open_http(const char *url, struct stfs_auth *auth,
 				 "out of memory");
 	}
 	pthread_cond_init(&s->idle, NULL);
+	pthread_rwlock_init(&s->fd_lock, NULL);
+	for (unsigned k = 0; k < FD_SLOTS; k++)
+		s->fd[k] = -1;
 	s->base.ops = &http_ops;
 	s->auth = stfs_auth_ref(auth);
 	pthread_mutex_lock(&mu);

@@ -123,6 +123,12 @@ int stfs_cache_latest(const char *url, struct stfs_cache_obj *o,
  * there. */
 int stfs_cache_read(const struct stfs_cache_obj *o, uint64_t block,
 		    size_t block_len, size_t off, void *buf, size_t len);
+/* The block, whole, opened for reading (and marked recently used): a file
+ * descriptor, or -ENOENT.  A block evicted while open stays readable. */
+int stfs_cache_open_block(const struct stfs_cache_obj *o, uint64_t block,
+			  size_t block_len);
+/* len bytes at off of an open block: 0, or -ENOENT if it is shorter. */
+int stfs_cache_pread(int fd, void *buf, size_t len, size_t off);
 int stfs_cache_put(const struct stfs_cache_obj *o, uint64_t block,
 		   const void *buf, size_t len);
 
