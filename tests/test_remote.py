@@ -6,7 +6,8 @@ small standard-library server (503 then 200, 429 with Retry-After, a
 stall).  Every read is compared (sha256) with the source.
 
 - the real corpus and the real shard set (its directory URL and its index
-  URL) mounted and inspected over HTTP, tensor by tensor;
+  URL) mounted and inspected over HTTP, tensor by tensor; 40 shards opened
+  several at a time, the first broken one (in order) reported;
 - large tensors read through the worker pool, the virtual file, random
   reads;
 - refused at mount with a clear message and nothing mounted: 404, no
@@ -14,7 +15,10 @@ stall).  Every read is compared (sha256) with the source.
 - after mount: an object replaced on the server gives EIO (never bytes of
   two versions), a stopped server gives EIO in bounded time and reads
   work again once it is back, 503 and 429 are retried, a stall ends in
-  EIO; failures are logged.
+  EIO; failures are logged;
+- the on-disk cache: offline, versions, torn blocks, its size, nocache;
+  readers of blocks being fetched and of cached ones, the block files the
+  daemon keeps open, blocks removed while mounted.
 """
 import hashlib
 import http.server
@@ -512,6 +516,66 @@ def cache_files(cache):
     return [os.path.join(r, f) for r, _, fs in os.walk(cache) for f in fs]
 
 
+def read_direct(path, bs=1 << 20):
+    """The whole file with O_DIRECT: from the daemon, not the page cache."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    try:
+        out, off = [], 0
+        while True:
+            b = os.pread(fd, bs, off)
+            if not b:
+                return b"".join(out)
+            out.append(b)
+            off += len(b)
+    finally:
+        os.close(fd)
+
+
+def test_cache_reads(d, mnt):
+    """Readers of blocks being fetched, and of cached blocks: four at once
+    on a cold cache all get the right bytes; the daemon keeps at most 16
+    block files open per object; blocks removed from the cache while
+    mounted are read from the files it holds or fetched again."""
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    src, tensors = big_file(data)
+    cache = os.path.join(d, "cache")
+    ngx = Nginx(os.path.join(d, "ngx"), data)
+    try:
+        p = T.mount_fg(ngx.url("big.safetensors"), mnt, "-o",
+                       "cache=" + cache)
+        try:
+            w = os.path.join(mnt, "layers/1/w")
+            out = [None] * 4
+
+            def one(i):
+                out[i] = read_direct(w, bs=(1 << 20) >> i)
+            th = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+            for t in th:
+                t.start()
+            for t in th:
+                t.join()
+            for i in range(4):
+                assert out[i] == tensors[1][3], i
+            for i in range(3):
+                assert read_direct(os.path.join(
+                    mnt, "layers/%d/w" % i)) == tensors[i][3], i
+            fds = [os.readlink("/proc/%d/fd/%s" % (p.pid, f))
+                   for f in os.listdir("/proc/%d/fd" % p.pid)]
+            held = [f for f in fds if f.startswith(cache)]
+            assert 0 < len(held) <= 16, (held, cache_files(cache))
+            for f in cache_files(cache):
+                if os.path.basename(f).isdigit():
+                    os.unlink(f)
+            for i in range(3):
+                assert read_direct(os.path.join(
+                    mnt, "layers/%d/w" % i)) == tensors[i][3], i
+        finally:
+            T.stop_fg(p, mnt)
+    finally:
+        ngx.stop()
+
+
 def test_cache(d, mnt):
     """The on-disk cache: a second mount reads what was read with the
     server stopped; offline fails fast for the rest; a changed object is
@@ -622,6 +686,7 @@ def run():
         test_changed_and_down,
         test_retries,
         test_cache,
+        test_cache_reads,
         test_prefetch,
     ])
 

@@ -400,6 +400,10 @@ int stfs_cache_put(const struct stfs_cache_obj *o, uint64_t block,
 	cache.writing -= len;
 	if (rc)
 		cache.used = cache.used > len ? cache.used - len : 0;
+	/* blocks written at once may have passed the size together: the
+	 * oldest go now that they are on the list */
+	else if (cache.used > cache.max_bytes)
+		evict(0);
 	pthread_mutex_unlock(&cache.mu);
 	return rc;
 }
