@@ -205,6 +205,25 @@ def big_file(d, name="big.safetensors", seed=1):
     return T.write_st(os.path.join(d, name), tensors), tensors
 
 
+def check_real_file(src, want, mnt, check=None):
+    """Inspect and mount src, a file of the real corpus whose tensors
+    expected.json lists in want: every tensor's sha256, and check(path) of
+    each tensor's file if given."""
+    j = T.inspect_json(src)
+    assert len(j["tensors"]) == len(want), src
+    by_name = {x["name"]: x for x in want}
+    p = T.mount_fg(src, mnt)
+    try:
+        for t in j["tensors"]:
+            fp = os.path.join(mnt, t["path"])
+            assert sha(read(fp)) == by_name[t["name"]]["sha256"], \
+                (src, t["name"])
+            if check:
+                check(fp)
+    finally:
+        T.stop_fg(p, mnt)
+
+
 # ---- the tests -------------------------------------------------------------
 
 def test_real_corpus(d, mnt):
@@ -217,19 +236,11 @@ def test_real_corpus(d, mnt):
             if not info["valid"]:
                 continue
             url = ngx.url(rel)
-            j = T.inspect_json(url)
-            assert len(j["tensors"]) == len(info["tensors"]), rel
-            p = T.mount_fg(url, mnt)
-            try:
-                for t in j["tensors"]:
-                    want = [x for x in info["tensors"]
-                            if x["name"] == t["name"]][0]
-                    fp = os.path.join(mnt, t["path"])
-                    assert sha(read(fp)) == want["sha256"], (rel, t["name"])
-                    assert os.getxattr(fp, "user.safetensors.url") == \
-                        url.encode()
-            finally:
-                T.stop_fg(p, mnt)
+
+            def has_url(fp):
+                assert os.getxattr(fp, "user.safetensors.url") == \
+                    url.encode(), fp
+            check_real_file(url, info["tensors"], mnt, has_url)
             n += 1
         print("     %d real files over HTTP: every tensor's sha256" % n)
     finally:
