@@ -1,8 +1,9 @@
 #!/bin/bash
-# bench-remote.sh [ROUNDS]: stfs reading a URL from nginx on 127.0.0.1,
-# side by side with curl (tests/bench_remote.py): a 1 GiB tensor over
-# connections capped at 100 MB/s and uncapped, cold and from the disk
-# cache.  As root; uses the data of scripts/bench.sh in STFS_BENCH_DIR
+# bench-remote.sh [ROUNDS]: stfs reading a URL served on 127.0.0.1, side
+# by side with curl (tests/bench_remote.py): a 1 GiB tensor over
+# connections capped at 100 MB/s (tests/pacedhttp.py) and uncapped
+# (nginx), cold and from the disk cache; a 191-shard mount over a 20 ms
+# round trip.  As root; uses the data of scripts/bench.sh in STFS_BENCH_DIR
 # (default /var/tmp/stfs-bench, made if missing).  Results:
 # build-bench/remote.md.  A few minutes.
 set -euo pipefail

@@ -2,9 +2,10 @@
 """bench_remote.py WORK OUT [ROUNDS]: stfs reading a URL, side by side with
 curl in the same run (docs/performance.md, "Remote").
 
-nginx serves the benchmark's file (tests/bench.py makes it) twice on
-127.0.0.1: with `limit_rate 100m` per connection, as object stores cap a
-connection, and without a limit.  Each round, in turn:
+The benchmark's file (tests/bench.py makes it) is served on 127.0.0.1
+twice: by tests/pacedhttp.py with every connection capped at 100 MB/s
+(by the kernel's pacing), as object stores cap a connection, and by nginx
+without a limit.  Each round, in turn:
   - curl of the 1 GiB tensor's range over one connection, and over 8
     connections at once (8 range requests covering it);
   - stfs: a fresh mount with an empty cache, reading the tensor from start
@@ -85,6 +86,28 @@ asyncio.run(main())
         self.proc.wait()
 
 
+class Paced:
+    """tests/pacedhttp.py serving root, each connection capped at rate
+    bytes/s (nginx's limit_rate does not cap requests shorter than a
+    second's worth of bytes)."""
+
+    def __init__(self, root, rate):
+        self.port = free_port()
+        self.proc = subprocess.Popen([
+            sys.executable, os.path.join(os.path.dirname(
+                os.path.abspath(__file__)), "pacedhttp.py"),
+            root, str(self.port), str(rate)])
+        T._procs.append(self.proc)
+        assert wait_port(self.port), "pacedhttp.py did not start"
+
+    def url(self, path=""):
+        return "http://127.0.0.1:%d/%s" % (self.port, path)
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
 def mount_time(mnt, url, cache):
     shutil.rmtree(cache, ignore_errors=True)
     t = time.perf_counter()
@@ -123,15 +146,8 @@ def main():
     os.makedirs(d)
     root = os.path.dirname(src)
     name = os.path.basename(src)
-    # the limited server: the same config with limit_rate
-    lim = Nginx(os.path.join(d, "lim"), root)
-    lim.stop()
-    with open(lim.conf) as f:
-        conf = f.read().replace("root %s;" % root,
-                                "root %s;\n    limit_rate 100m;" % root)
-    with open(lim.conf, "w") as f:
-        f.write(conf)
-    lim.start()
+    # the capped server: 100 MB/s per connection, paced by the kernel
+    lim = Paced(root, 100 * 1000 * 1000)
     free = Nginx(os.path.join(d, "free"), root)
     mnt = os.path.join(d, "mnt")
     os.makedirs(mnt)

@@ -589,19 +589,71 @@ static void fl_drop(struct inflight *me)
 	free(me);
 }
 
-/* Write the blocks this thread fetched to the cache, after their readers
- * have been answered. */
+/* Blocks waiting for the writer thread (under mu): a worker hands its
+ * blocks over and goes on fetching, so that a connection never waits for
+ * the disk; past 2 x connections of them, it writes them itself. */
+static struct inflight *wq, **wq_tail = &wq;
+static unsigned nwq;
+static pthread_cond_t wq_cv = PTHREAD_COND_INITIALIZER;
+static pthread_t writer_th;
+static int writer_on;
+
+/* Write block me to the cache, then unlist and free it. */
+static void write_block(struct inflight *me)
+{
+	(void)stfs_cache_put(&me->s->cobj, me->block, me->data, me->len);
+	pthread_mutex_lock(&fl_mu);
+	fl_drop(me);
+	pthread_mutex_unlock(&fl_mu);
+}
+
+static void *writer(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&mu);
+	for (;;) {
+		struct inflight *me;
+		struct http_src *s;
+
+		while (!wq && !stopping)
+			pthread_cond_wait(&wq_cv, &mu);
+		if (!(me = wq))
+			break;
+		if (!(wq = me->later))
+			wq_tail = &wq;
+		nwq--;
+		s = (struct http_src *)me->s;
+		pthread_mutex_unlock(&mu);
+		write_block(me);
+		pthread_mutex_lock(&mu);
+		if (--s->inflight == 0)
+			pthread_cond_broadcast(&s->idle);
+	}
+	pthread_mutex_unlock(&mu);
+	return NULL;
+}
+
+/* The blocks this thread fetched go to the cache, after their readers
+ * have been answered: to the writer thread, or written here. */
 static void write_behind(void)
 {
 	while (to_write) {
 		struct inflight *me = to_write;
-		const struct http_src *s = me->s;
 
 		to_write = me->later;
-		(void)stfs_cache_put(&s->cobj, me->block, me->data, me->len);
-		pthread_mutex_lock(&fl_mu);
-		fl_drop(me);
-		pthread_mutex_unlock(&fl_mu);
+		pthread_mutex_lock(&mu);
+		if (writer_on && !stopping && nwq < 2 * cfg.connections) {
+			((struct http_src *)me->s)->inflight++;
+			me->later = NULL;
+			*wq_tail = me;
+			wq_tail = &me->later;
+			nwq++;
+			pthread_cond_signal(&wq_cv);
+			pthread_mutex_unlock(&mu);
+			continue;
+		}
+		pthread_mutex_unlock(&mu);
+		write_block(me);
 	}
 }
 
@@ -793,6 +845,8 @@ static int start_workers(void)
 	for (unsigned i = 0; i < cfg.connections; i++)
 		if (pthread_create(&workers[nworkers], NULL, worker, NULL) == 0)
 			nworkers++;
+	if (nworkers && !writer_on)
+		writer_on = pthread_create(&writer_th, NULL, writer, NULL) == 0;
 	return nworkers ? 0 : -EAGAIN;
 }
 
@@ -822,6 +876,13 @@ static void stop_workers(void)
 	for (unsigned i = 0; i < n; i++)
 		pthread_join(w[i], NULL);
 	free(w);
+	pthread_mutex_lock(&mu);
+	n = writer_on;
+	writer_on = 0;
+	pthread_cond_broadcast(&wq_cv);
+	pthread_mutex_unlock(&mu);
+	if (n)                          /* it writes what is queued, and ends */
+		pthread_join(writer_th, NULL);
 }
 
 /* ---- the source ------------------------------------------------------- */
