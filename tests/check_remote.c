@@ -370,6 +370,22 @@ START_TEST(t_link_and_errors)
 }
 END_TEST
 
+START_TEST(t_block_size)
+{
+	static const uint64_t bad[] = { 0, 1, 32 << 10, 3 << 20,
+					(64u << 20) + 4096, 128u << 20 };
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_int_eq(stfs_http_set_block_size(bad[i]), -EINVAL);
+	ck_assert_uint_eq(stfs_cache_block, 4u << 20);
+	ck_assert_int_eq(stfs_http_set_block_size(64u << 10), 0);
+	ck_assert_uint_eq(stfs_cache_block, 64u << 10);
+	ck_assert_int_eq(stfs_http_set_block_size(64u << 20), 0);
+	ck_assert_uint_eq(stfs_cache_block, 64u << 20);
+	ck_assert_int_eq(stfs_http_set_block_size(4u << 20), 0);
+}
+END_TEST
+
 Suite *remote_suite(void)
 {
 	Suite *s = suite_create("remote");
@@ -383,6 +399,7 @@ Suite *remote_suite(void)
 	tcase_add_test(tc, t_s3_error);
 	tcase_add_test(tc, t_hub_json);
 	tcase_add_test(tc, t_link_and_errors);
+	tcase_add_test(tc, t_block_size);
 	suite_add_tcase(s, tc);
 	return s;
 }

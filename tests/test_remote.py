@@ -546,7 +546,8 @@ def test_cache_reads(d, mnt):
     """Readers of blocks being fetched, and of cached blocks: four at once
     on a cold cache all get the right bytes; the daemon keeps at most 16
     block files open per object; blocks removed from the cache while
-    mounted are read from the files it holds or fetched again."""
+    mounted are read from the files it holds or fetched again; another
+    block_size caches blocks of that size; bad ones are refused."""
     data = os.path.join(d, "data")
     os.mkdir(data)
     src, tensors = big_file(data)
@@ -583,6 +584,24 @@ def test_cache_reads(d, mnt):
                     mnt, "layers/%d/w" % i)) == tensors[i][3], i
         finally:
             T.stop_fg(p, mnt)
+        # another block size: blocks of that size, kept apart
+        p = T.mount_fg(ngx.url("big.safetensors"), mnt, "-o",
+                       "cache=%s,block_size=1M" % cache)
+        try:
+            assert read_direct(os.path.join(mnt, "layers/2/w")) == \
+                tensors[2][3]
+        finally:
+            T.stop_fg(p, mnt)
+        sizes = {os.path.getsize(f) for f in cache_files(cache)
+                 if os.path.basename(f).isdigit()}
+        assert 1 << 20 in sizes and 4 << 20 in sizes, sizes
+        for bad in ("3M", "32K", "128M", "x"):
+            r = subprocess.run([T.STFS, "mount", "-o", "block_size=" + bad,
+                                ngx.url("big.safetensors"), mnt],
+                               capture_output=True, timeout=30)
+            assert r.returncode == 2 and b"block_size=" + bad.encode() + \
+                b": give a power of two" in r.stderr, r
+            assert not T.is_mount(mnt)
     finally:
         ngx.stop()
 

@@ -180,6 +180,10 @@ struct stfs_http_opts {
 	unsigned connections;          /* parallel reads (8) */
 };
 void stfs_http_set_opts(const struct stfs_http_opts *o);
+/* The block remote objects are fetched and cached in: a power of two from
+ * 64 KiB to 64 MiB (default 4 MiB), set before any source is opened.
+ * 0, or -EINVAL.  Blocks of another size are cached apart. */
+int stfs_http_set_block_size(uint64_t bytes);
 
 /* s3:// addressing: virtual-hosted (https://BUCKET.HOST/KEY) or path-style
  * (https://HOST/BUCKET/KEY).  AUTO, the default: virtual-hosted on AWS,

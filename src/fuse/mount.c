@@ -43,6 +43,7 @@ struct stfs_opts {
 	/* number options, as given; checked by number_opts() */
 	char *uid, *gid, *umask, *threads, *readahead, *max_read, *max_request;
 	char *connect_timeout, *stall_timeout, *retries, *connections;
+	char *block_size;
 	char *cache, *cache_size;
 	int nocache, offline;
 	char *s3_style;
@@ -80,6 +81,7 @@ static const struct fuse_opt stfs_opt_spec[] = {
 	STFS_OPT("stall_timeout=%s", stall_timeout, 0),
 	STFS_OPT("retries=%s", retries, 0),
 	STFS_OPT("connections=%s", connections, 0),
+	STFS_OPT("block_size=%s", block_size, 0),
 	STFS_OPT("cache=%s", cache, 0),
 	STFS_OPT("cache_size=%s", cache_size, 0),
 	STFS_OPT("nocache", nocache, 1),
@@ -152,6 +154,8 @@ void stfs_usage(FILE *out)
 "                     for URL sources: seconds to connect (default 10),\n"
 "                     seconds without a byte (30), retries (3), parallel\n"
 "                     requests (8)\n"
+"  -o block_size=SIZE for URL sources: fetch and cache in blocks of SIZE,\n"
+"                     a power of two from 64K to 64M (default 4M)\n"
 "  -o cache=DIR, cache_size=SIZE, nocache, offline\n"
 "                     for URL sources: the on-disk cache (default\n"
 "                     $XDG_CACHE_HOME/stfs or ~/.cache/stfs, 10G), none,\n"
@@ -260,6 +264,8 @@ static int number_opt(const char *src, const char *name, const char *text,
 	return 0;
 }
 
+static uint64_t parse_size(const char *t);
+
 /* The options of URL sources: 0, or -1 after saying what is wrong. */
 static int http_opts(const struct stfs_opts *o, const char *src)
 {
@@ -280,6 +286,12 @@ static int http_opts(const struct stfs_opts *o, const char *src)
 	h.retries = (unsigned)re;
 	h.connections = (unsigned)co;
 	stfs_http_set_opts(&h);
+	if (o->block_size &&
+	    stfs_http_set_block_size(parse_size(o->block_size)) < 0) {
+		fprintf(stderr, "stfs: %s: block_size=%s: give a power of two "
+			"from 64K to 64M, such as 1M\n", src, o->block_size);
+		return -1;
+	}
 	if (o->s3_style && strcmp(o->s3_style, "path") &&
 	    strcmp(o->s3_style, "virtual")) {
 		fprintf(stderr, "stfs: %s: s3_style=%s: give path or "
@@ -668,6 +680,7 @@ out_args:
 	free(o.stall_timeout);
 	free(o.retries);
 	free(o.connections);
+	free(o.block_size);
 	free(o.s3_style);
 	free(o.cache);
 	free(o.cache_size);

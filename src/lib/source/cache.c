@@ -35,6 +35,8 @@
 
 #define BLOCK_PATH_MAX (sizeof(((struct stfs_cache_obj *)0)->dir) + 24)
 
+size_t stfs_cache_block = 4u << 20;
+
 static struct {
 	char *dir;              /* NULL: no cache */
 	uint64_t max_bytes;
@@ -147,9 +149,12 @@ int stfs_cache_object(const char *url, const char *version, uint64_t size,
 	memset(o, 0, sizeof(*o));
 	if (!cache.dir || !version[0])
 		return -ENOENT;         /* no cache, or no way to key it */
+	/* blocks of another size than the default are kept apart (a block
+	 * of the wrong size would be a miss anyway: its length is checked) */
 	n = snprintf(o->dir, sizeof(o->dir), "%s/v1/%016" PRIx64 "/%016"
 		     PRIx64, cache.dir, stfs_hash64(url, strlen(url)),
-		     hash2(url, version, size));
+		     hash2(url, version, size) ^ (stfs_cache_block == 4u << 20 ?
+		     0 : (uint64_t)stfs_cache_block * UINT64_C(0x9e3779b97f4a7c15)));
 	if (n < 0 || (size_t)n >= sizeof(o->dir) - 32)
 		return -ENAMETOOLONG;
 	o->size = size;

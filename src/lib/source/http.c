@@ -47,7 +47,9 @@
 #include "source.h"
 
 #define STFS_HTTP_FIRST (64u << 10)
-#define PREFETCH_BLOCKS 8               /* blocks ahead, 32 MiB */
+/* blocks ahead: 32 MiB of them, at least 2 */
+#define PREFETCH_BLOCKS (STFS_CACHE_BLOCK >= (16u << 20) ? 2u : \
+			 (unsigned)((32u << 20) / STFS_CACHE_BLOCK))
 
 static _Atomic uint64_t n_requests, n_retries, n_bytes, n_hits, n_failed;
 
@@ -66,6 +68,15 @@ static struct stfs_http_opts cfg = {
 	.retries = 3,
 	.connections = 8,
 };
+
+int stfs_http_set_block_size(uint64_t bytes)
+{
+	if (bytes < (64u << 10) || bytes > (64u << 20) ||
+	    (bytes & (bytes - 1)))
+		return -EINVAL;
+	stfs_cache_block = (size_t)bytes;
+	return 0;
+}
 
 void stfs_http_set_opts(const struct stfs_http_opts *o)
 {

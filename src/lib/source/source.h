@@ -96,7 +96,9 @@ int stfs_http_get(const char *url, const struct stfs_auth *auth, size_t max,
 
 /* ---- the on-disk cache of remote objects (cache.c) ----------------------- */
 
-#define STFS_CACHE_BLOCK (4u << 20)     /* bytes per cached block */
+/* bytes per cached block (stfs_http_set_block_size(), default 4 MiB) */
+extern size_t stfs_cache_block;
+#define STFS_CACHE_BLOCK stfs_cache_block
 #define STFS_CACHE_HEAD UINT64_MAX      /* the block of an object's head */
 
 /* One version of one object in the cache. */
