@@ -83,6 +83,24 @@ if run_build build-asan -Db_sanitize=address,undefined -Db_lundef=false \
 	count build-asan/meson-logs/testlog.json
 fi
 
+# ThreadSanitizer over the threaded remote code: workers, the cache's
+# writer, parallel opens, readers sharing blocks.  A report is a failure.
+tsan_logs=$PWD/build-tsan/tsan-logs
+if run_build build-tsan -Db_sanitize=thread -Dbuildtype=debug \
+	-Dwerror=true; then
+	rm -rf "$tsan_logs" && mkdir -p "$tsan_logs"
+	TSAN_OPTIONS="log_path=$tsan_logs/report second_deadlock_stack=1" \
+	meson test -C build-tsan --print-errorlogs \
+		--num-processes 1 remote hub s3 ||
+		tail -80 build-tsan/meson-logs/testlog.txt
+	count build-tsan/meson-logs/testlog.json
+	if [ -n "$(ls -A "$tsan_logs")" ]; then
+		echo "=== ThreadSanitizer reports"
+		cat "$tsan_logs"/*
+		failed=$((failed + 1))
+	fi
+fi
+
 if [ -x tests/fuzz/run-fuzz.sh ]; then   # one case per harness
 	out=$(bash tests/fuzz/run-fuzz.sh "${STFS_FUZZ_SECONDS:-60}" 2>&1)
 	echo "$out"
