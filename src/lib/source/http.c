@@ -136,8 +136,31 @@ static const char *reason(long status)
 	}
 }
 
+/* A reader to answer as soon as its bytes [at, at + len) of the range
+ * have come, before the rest of the range (a block) has: fn(arg) once. */
+struct early {
+	size_t at, len;
+	void (*fn)(void *arg, const char *bytes);
+	void *arg;
+	int done;
+};
+
+/* One request: a range of an object (or its whole body, q->whole). */
+struct request {
+	const char *url;
+	const char *etag;           /* sent in If-Match, checked in answers */
+	const struct stfs_auth *auth;
+	uint64_t off;
+	size_t len;                 /* whole: the most bytes taken */
+	uint64_t want_total;        /* the object's size, or UINT64_MAX */
+	int whole;
+	const atomic_int *cancel;   /* set: abort */
+	struct early *early;        /* or NULL */
+};
+
 struct xfer {
 	CURL *h;
+	const struct request *q;
 	char *buf;
 	size_t len, got;
 	int whole;                  /* a whole body (200), buf grown to len */
@@ -147,6 +170,8 @@ struct xfer {
 	size_t why_len;
 	struct stfs_http_resp r;
 };
+
+static int answer_ok(const struct xfer *x);
 
 static size_t on_data(char *p, size_t sz, size_t n, void *ud)
 {
@@ -187,6 +212,11 @@ static size_t on_data(char *p, size_t sz, size_t n, void *ud)
 	}
 	memcpy(x->buf + x->got, p, k);
 	x->got += k;
+	if (x->q && x->q->early && !x->q->early->done &&
+	    x->got >= x->q->early->at + x->q->early->len && answer_ok(x)) {
+		x->q->early->done = 1;
+		x->q->early->fn(x->q->early->arg, x->buf + x->q->early->at);
+	}
 	return k;
 }
 
@@ -236,17 +266,22 @@ static int on_progress(void *ud, curl_off_t dt, curl_off_t dn,
 	return cancel && atomic_load(cancel);
 }
 
-/* One request: a range of an object (or its whole body, q->whole). */
-struct request {
-	const char *url;
-	const char *etag;           /* sent in If-Match, checked in answers */
-	const struct stfs_auth *auth;
-	uint64_t off;
-	size_t len;                 /* whole: the most bytes taken */
-	uint64_t want_total;        /* the object's size, or UINT64_MAX */
-	int whole;
-	const atomic_int *cancel;   /* set: abort */
-};
+/* The answer's headers promise exactly the range asked for, of the object
+ * and version seen at open: its bytes may be used before the end. */
+static int answer_ok(const struct xfer *x)
+{
+	const struct request *q = x->q;
+	const struct stfs_http_resp *r = &x->r;
+	long status = 0;
+
+	curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
+	return status == 206 && !q->whole && q->want_total != UINT64_MAX &&
+	       r->has_range && r->range_first == q->off &&
+	       r->range_last == q->off + q->len - 1 &&
+	       r->total == q->want_total &&
+	       (!q->etag || !q->etag[0] || !r->etag[0] ||
+		strcmp(q->etag, r->etag) == 0);
+}
 
 static CURLcode perform(CURL *h, const struct request *q, struct xfer *x,
 			long *status, char *errbuf)
@@ -350,7 +385,7 @@ static int fetch(CURL *h, const struct request *q, char *buf, char **body,
 	size_t len = q->len;
 
 	for (unsigned k = 0;; k++) {
-		struct xfer x = { .h = h, .buf = q->whole ? NULL : buf,
+		struct xfer x = { .h = h, .q = q, .buf = q->whole ? NULL : buf,
 				  .len = len, .whole = q->whole };
 		long status;
 		CURLcode rc;
@@ -670,9 +705,11 @@ static void write_behind(void)
 
 /* Bytes [off, off + len) of block b of s's cached object: from the cache,
  * from a fetch of it under way, else fetched whole (and written to the
- * cache by write_behind()). */
+ * cache by write_behind()).  With early, a fetch answers the reader
+ * through it as soon as those bytes have come (early->done: buf is then
+ * the reader's no more, and untouched). */
 static int block_read(CURL *h, struct http_src *s, uint64_t b, size_t off,
-		      void *buf, size_t len)
+		      void *buf, size_t len, struct early *early)
 {
 	uint64_t start = b * STFS_CACHE_BLOCK;
 	size_t blen = s->base.info.size - start < STFS_CACHE_BLOCK ?
@@ -725,10 +762,15 @@ static int block_read(CURL *h, struct http_src *s, uint64_t b, size_t off,
 	rc = -ENOMEM;
 	if ((me->data = block_buf())) {
 		struct request q = { s->url, s->etag, s->auth, start, blen,
-				     s->base.info.size, 0, &s->closing };
+				     s->base.info.size, 0, &s->closing,
+				     early };
 
+		if (early) {
+			early->at = off;
+			early->len = len;
+		}
 		rc = fetch(h, &q, me->data, NULL, &got, NULL, &e);
-		if (!rc && len)
+		if (!rc && len && !(early && early->done))
 			memcpy(buf, me->data + off, len);
 		else if (rc)
 			log_failure(s, start, blen, &e);
@@ -750,9 +792,10 @@ static int block_read(CURL *h, struct http_src *s, uint64_t b, size_t off,
 }
 
 /* Bytes [off, off + len) of s (within its size) from the first block, the
- * cache or the network, with handle h. */
+ * cache or the network, with handle h; early, if given, for a read within
+ * one block (see block_read()). */
 static int read_with(CURL *h, struct http_src *s, void *buf, size_t len,
-		     uint64_t off)
+		     uint64_t off, struct early *early)
 {
 	struct stfs_error e = { 0 };
 	struct request q;
@@ -764,13 +807,16 @@ static int read_with(CURL *h, struct http_src *s, void *buf, size_t len,
 		return 0;
 	}
 	if (s->cobj.valid) {
+		/* early answers are for a read within one block */
+		if (off / STFS_CACHE_BLOCK != (off + len - 1) / STFS_CACHE_BLOCK)
+			early = NULL;
 		while (len) {
 			uint64_t b = off / STFS_CACHE_BLOCK;
 			size_t in = (size_t)(off % STFS_CACHE_BLOCK);
 			size_t n = STFS_CACHE_BLOCK - in < len ?
 				   STFS_CACHE_BLOCK - in : len;
 
-			if ((rc = block_read(h, s, b, in, buf, n)))
+			if ((rc = block_read(h, s, b, in, buf, n, early)))
 				return rc;
 			buf = (char *)buf + n;
 			off += n;
@@ -781,7 +827,7 @@ static int read_with(CURL *h, struct http_src *s, void *buf, size_t len,
 	if (stfs_cache_offline())
 		return -EIO;
 	q = (struct request){ s->url, s->etag, s->auth, off, len,
-			      s->base.info.size, 0, &s->closing };
+			      s->base.info.size, 0, &s->closing, NULL };
 	rc = fetch(h, &q, buf, NULL, &got, NULL, &e);
 	if (rc) {
 		log_failure(s, off, len, &e);
@@ -795,7 +841,16 @@ static void prefetch_block(CURL *h, struct http_src *s, uint64_t b)
 {
 	char none;
 
-	(void)block_read(h, s, b, 0, &none, 0);
+	(void)block_read(h, s, b, 0, &none, 0, NULL);
+}
+
+/* A read job's bytes have come, before the rest of their block. */
+static void answer_early(void *arg, const char *bytes)
+{
+	struct job *j = arg;
+
+	memcpy(j->buf, bytes, j->len);
+	j->done(j->arg, 0);
 }
 
 static void *worker(void *arg)
@@ -827,11 +882,15 @@ static void *worker(void *arg)
 			if (h)
 				prefetch_block(h, j->s, j->off);
 		} else {
-			rc = h ? read_with(h, j->s, j->buf, j->len, j->off) :
-				 -ENOMEM;
-			if (rc)
-				n_failed++;
-			j->done(j->arg, rc);
+			struct early ea = { 0, 0, answer_early, j, 0 };
+
+			rc = h ? read_with(h, j->s, j->buf, j->len, j->off,
+					   &ea) : -ENOMEM;
+			if (!ea.done) {         /* else answered already */
+				if (rc)
+					n_failed++;
+				j->done(j->arg, rc);
+			}
 		}
 		write_behind();
 		pthread_mutex_lock(&mu);
@@ -910,7 +969,7 @@ static int http_read(struct stfs_source *src, void *buf, size_t len,
 	}
 	CURL *h = handle_get();
 
-	rc = h ? read_with(h, s, buf, len, off) : -ENOMEM;
+	rc = h ? read_with(h, s, buf, len, off, NULL) : -ENOMEM;
 	handle_put(h);
 	write_behind();
 	return rc;
@@ -1172,7 +1231,7 @@ int stfs_source_open_http(const char *url, struct stfs_auth *auth,
 	} else {
 		CURL *h = handle_get();
 		struct request q = { url, NULL, auth, 0, STFS_HTTP_FIRST,
-				     UINT64_MAX, 0, NULL };
+				     UINT64_MAX, 0, NULL, NULL };
 
 		rc = h ? fetch(h, &q, s->head, NULL, &s->head_len, &r, err) :
 				   stfs_fail(err, -ENOMEM, NULL,
@@ -1226,7 +1285,8 @@ int stfs_http_get(const char *url, const struct stfs_auth *auth, size_t max,
 		  char **body, size_t *len, struct stfs_http_resp *resp,
 		  struct stfs_error *err)
 {
-	struct request q = { url, NULL, auth, 0, max, UINT64_MAX, 1, NULL };
+	struct request q = { url, NULL, auth, 0, max, UINT64_MAX, 1, NULL,
+			     NULL };
 	CURL *h;
 	int rc;
 
