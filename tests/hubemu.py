@@ -236,13 +236,19 @@ class Hub:
                 self.url, u.path, urllib.parse.urlencode(nq))))
         self._send(h, 200, page, headers, with_body)
 
-    def _raw(self, h, repo, rest, with_body):
-        """The file as git has it: an LFS pointer for weights."""
+    def _file(self, repo, rest):
+        """(commit, path, bytes) of REVISION/PATH; bytes None if none."""
         sha, path = self._revision_and_path(repo, rest)
         if not sha or path not in repo.commits[sha]:
+            return sha, path, None
+        return sha, path, repo.commits[sha][path]
+
+    def _raw(self, h, repo, rest, with_body):
+        """The file as git has it: an LFS pointer for weights."""
+        sha, path, data = self._file(repo, rest)
+        if data is None:
             return self._error(h, 404, "EntryNotFound",
                                "Entry not found", with_body)
-        data = repo.commits[sha][path]
         if path.endswith(".safetensors"):
             data = ("version https://git-lfs.github.com/spec/v1\n"
                     "oid sha256:%s\nsize %d\n" % (
@@ -251,11 +257,10 @@ class Hub:
         self._send(h, 200, data, [("X-Repo-Commit", sha)], with_body)
 
     def _resolve(self, h, repo, rest, with_body):
-        sha, path = self._revision_and_path(repo, rest)
-        if not sha or path not in repo.commits[sha]:
+        sha, path, data = self._file(repo, rest)
+        if data is None:
             return self._error(h, 404, "EntryNotFound",
                                "Entry not found", with_body)
-        data = repo.commits[sha][path]
         etag = hashlib.sha256(data).hexdigest()
         loc = "%s/%s/%s/%s" % (self.files_url, urllib.parse.quote(repo.id),
                                sha, urllib.parse.quote(path))

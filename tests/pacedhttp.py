@@ -67,7 +67,12 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             off, left = first, last - first + 1
             while left:
-                n = os.sendfile(self.connection.fileno(), fd, off, left)
+                try:
+                    n = os.sendfile(self.connection.fileno(), fd, off,
+                                    left)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True  # the client went away
+                    return
                 if n <= 0:
                     break
                 off += n
