@@ -3,16 +3,16 @@
 # installed yet: for `demo`, what building stfs and running the demo need;
 # for `test` (the default), everything the full test suite uses as well
 # (Check, clang for the fuzzers, numpy, torch and R for the reading
-# examples, the packaging tools, nginx for the remote tests, OpenStack
-# Swift and memcached for the S3 tests, Node.js and the Hugging Face
-# JavaScript client from tests/hubjs/package-lock.json for the Hub
+# examples, the packaging tools, nginx and openssl for the remote tests,
+# OpenStack Swift and memcached for the S3 tests, Node.js and the Hugging
+# Face JavaScript client from tests/hubjs/package-lock.json for the Hub
 # tests).  Quiet when everything is there.
 set -euo pipefail
 base=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
       libjson-c-dev libcurl4-openssl-dev attr python3 python3-numpy)
 full=(check clang libclang-rt-14-dev python3-torch r-base-core debhelper
       dpkg-dev fakeroot rpm nginx swift swift-proxy swift-account
-      swift-container swift-object memcached)
+      swift-container swift-object memcached openssl ca-certificates)
 case "${1:-test}" in
 demo) pkgs=("${base[@]}") ;;
 test) pkgs=("${base[@]}" "${full[@]}") ;;

@@ -386,6 +386,47 @@ START_TEST(t_block_size)
 }
 END_TEST
 
+/* A URL's user and password go to the location's credentials, and
+ * nowhere that shows the source. */
+START_TEST(t_url_credentials)
+{
+	static const char *const shown[][2] = {
+		{ "http://h/m.safetensors", "http://h/m.safetensors" },
+		{ "https://u:p@h:8/d/", "https://h:8/d/" },
+		{ "http://u@h/m", "http://h/m" },
+		{ "http://u:p@x@h/m", "http://h/m" },
+		{ "http://h/a@b/m", "http://h/a@b/m" },
+		{ "http://u:p@h", "http://h" },
+		{ "/srv/a@b/m.safetensors", "/srv/a@b/m.safetensors" },
+		{ "s3://b/k", "s3://b/k" },
+	};
+	struct stfs_location *loc;
+	struct stfs_error err;
+
+	for (size_t i = 0; i < sizeof(shown) / sizeof(shown[0]); i++) {
+		char *s = stfs_source_shown(shown[i][0]);
+		ck_assert_str_eq(s, shown[i][1]);
+		free(s);
+	}
+	ck_assert_int_eq(stfs_locate("http://alice:p%40ss%3Aw@h:1/d/"
+				     "m.safetensors", &loc, &err), 0);
+	ck_assert_str_eq(loc->arg, "http://h:1/d/m.safetensors");
+	ck_assert_str_eq(loc->canonical, "http://h:1/d/m.safetensors");
+	ck_assert_str_eq(loc->base, "http://h:1/d");
+	ck_assert_ptr_nonnull(loc->auth);
+	ck_assert_str_eq(loc->auth->user, "alice");
+	ck_assert_str_eq(loc->auth->password, "p@ss:w");
+	stfs_location_free(loc);
+	ck_assert_int_eq(stfs_locate("http://h/a@b/m.safetensors", &loc,
+				     &err), 0);
+	ck_assert_ptr_null(loc->auth);
+	stfs_location_free(loc);
+	ck_assert_int_eq(stfs_locate("http://u:p@h/a b.safetensors", &loc,
+				     &err), -EINVAL);
+	ck_assert_str_eq(err.msg, "not a valid URL");
+}
+END_TEST
+
 Suite *remote_suite(void)
 {
 	Suite *s = suite_create("remote");
@@ -400,6 +441,7 @@ Suite *remote_suite(void)
 	tcase_add_test(tc, t_hub_json);
 	tcase_add_test(tc, t_link_and_errors);
 	tcase_add_test(tc, t_block_size);
+	tcase_add_test(tc, t_url_credentials);
 	suite_add_tcase(s, tc);
 	return s;
 }

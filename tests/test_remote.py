@@ -62,11 +62,21 @@ def wait_port(port, timeout=10, host="127.0.0.1"):
 
 class Nginx:
     """nginx serving root at http://127.0.0.1:PORT/ (and /noranges/, the
-    same with ranges turned off), with its config and logs in d."""
+    same with ranges turned off), with its config and logs in d; with
+    tls=(CERT, KEY) at https://, also=[HOST] listens on those hosts too,
+    and extra is more of the server block."""
 
-    def __init__(self, d, root, port=None, host="127.0.0.1"):
+    def __init__(self, d, root, port=None, host="127.0.0.1", tls=None,
+                 also=(), extra=""):
         self.d, self.root, self.host = d, root, host
         self.port = port or free_port()
+        self.scheme = "https" if tls else "http"
+        ssl = " ssl" if tls else ""
+        listen = "".join("    listen %s:%d%s;\n" % (h, self.port, ssl)
+                         for h in (host,) + tuple(also))
+        if tls:
+            listen += ("    ssl_certificate %s;\n"
+                       "    ssl_certificate_key %s;\n" % tls)
         self.proc = None
         os.makedirs(os.path.join(d, "tmp"), exist_ok=True)
         conf = """daemon off;
@@ -84,19 +94,20 @@ http {
   uwsgi_temp_path %(d)s/tmp;
   scgi_temp_path %(d)s/tmp;
   server {
-    listen %(host)s:%(port)d;
-    root %(root)s;
+%(listen)s    root %(root)s;
     location /noranges/ { alias %(root)s/; max_ranges 0; }
+%(extra)s
   }
 }
-""" % {"d": d, "root": root, "port": self.port, "host": host}
+""" % {"d": d, "root": root, "listen": listen, "extra": extra}
         self.conf = os.path.join(d, "nginx.conf")
         with open(self.conf, "w") as f:
             f.write(conf)
         self.start()
 
-    def url(self, path=""):
-        return "http://%s:%d/%s" % (self.host, self.port, path)
+    def url(self, path="", host=None):
+        return "%s://%s:%d/%s" % (self.scheme, host or self.host, self.port,
+                                  path)
 
     def start(self):
         self.proc = subprocess.Popen([NGINX, "-c", self.conf, "-p", self.d],

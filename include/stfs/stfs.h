@@ -196,6 +196,11 @@ void stfs_s3_set_style(enum stfs_s3_style style);
  * at all: only what the cache holds.  0 or -errno. */
 int stfs_cache_configure(const char *dir, uint64_t max_bytes, int offline);
 
+/* SOURCE as it may be shown (messages, logs, the mount table): a URL
+ * without the user and password it may carry.  A copy to free, or NULL
+ * when out of memory. */
+char *stfs_source_shown(const char *source);
+
 /* What remote sources did since the program started. */
 struct stfs_remote_stats {
 	uint64_t requests;      /* HTTP requests, retries included */

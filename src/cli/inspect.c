@@ -207,6 +207,7 @@ int stfs_inspect_main(int argc, char **argv)
 	struct stfs_model *m = NULL;
 	struct stfs_error err;
 	const char *src = NULL, **inc_v = NULL, **exc_v = NULL;
+	char *shown = NULL;
 	size_t ninc = 0, nexc = 0;
 	int json = 0, quiet = 0, rc = 0, offline = 0;
 	unsigned flags = 0;
@@ -272,7 +273,13 @@ int stfs_inspect_main(int argc, char **argv)
 		rc = 2;
 		goto out;
 	}
-	if (stfs_cache_opts(src, NULL, NULL, 0, offline)) {
+	/* messages name it without a URL's password */
+	if (!(shown = stfs_source_shown(src))) {
+		fprintf(stderr, "stfs: out of memory\n");
+		rc = 1;
+		goto out;
+	}
+	if (stfs_cache_opts(shown, NULL, NULL, 0, offline)) {
 		rc = 2;
 		goto out;
 	}
@@ -284,10 +291,10 @@ int stfs_inspect_main(int argc, char **argv)
 	mo.warn = quiet ? NULL : warn_stderr;
 	if (!quiet)
 		stfs_set_log(log_stderr);
-	mo.ctx = (void *)src;
+	mo.ctx = shown;
 	if (stfs_model_open_opts(src, &mo, &m, &err)) {
 		if (!quiet)
-			fprintf(stderr, "stfs: %s: %s\n", src, err.msg);
+			fprintf(stderr, "stfs: %s: %s\n", shown, err.msg);
 		rc = 1;
 		goto out;
 	}
@@ -301,14 +308,16 @@ int stfs_inspect_main(int argc, char **argv)
 		stfs_remote_stats(&st);
 		if (st.requests)
 			fprintf(stderr, "stfs: %s: fetched %llu bytes in %llu "
-				"requests\n", src,
+				"request%s\n", shown,
 				(unsigned long long)st.bytes,
-				(unsigned long long)st.requests);
+				(unsigned long long)st.requests,
+				st.requests == 1 ? "" : "s");
 	}
 	if (fflush(stdout) != 0)
 		rc = 1;
 out:
 	stfs_model_close(m);
+	free(shown);
 	free(inc_v);
 	free(exc_v);
 	return rc;

@@ -521,8 +521,7 @@ int stfs_mount_main(int argc, char **argv)
 	struct fuse_session *se = NULL;
 	struct stfs_error err;
 	struct stfs_model_opts mo = { 0 };
-	char *fsname = NULL, *mopts = NULL;
-	const char *src;
+	char *fsname = NULL, *mopts = NULL, *src = NULL;
 	unsigned ra_now = 0, threads = 1;
 	int ret = 1, rc;
 
@@ -550,7 +549,11 @@ int stfs_mount_main(int argc, char **argv)
 		ret = 2;
 		goto out_args;
 	}
-	src = o.source;
+	/* messages and logs name it without a URL's password */
+	if (!(src = stfs_source_shown(o.source))) {
+		fprintf(stderr, "stfs: out of memory\n");
+		goto out_args;
+	}
 	if (number_opts(&o, src, &fs, &threads) || http_opts(&o, src) ||
 	    stfs_cache_opts(src, o.cache, o.cache_size, o.nocache,
 			    o.offline)) {
@@ -586,7 +589,7 @@ int stfs_mount_main(int argc, char **argv)
 	mo.warn = warn_stderr;
 	mo.ctx = (void *)src;
 	stfs_set_log(log_line);
-	rc = stfs_model_open_opts(src, &mo, &fs.model, &err);
+	rc = stfs_model_open_opts(o.source, &mo, &fs.model, &err);
 	if (rc) {
 		fprintf(stderr, "stfs: %s: %s\n", src, err.msg);
 		goto out_session;
@@ -658,6 +661,7 @@ out_session:
 	if (se)
 		fuse_session_destroy(se);
 out_args:
+	free(src);
 	free(fsname);
 	free(mopts);
 	free(o.source);

@@ -26,8 +26,8 @@
  * (opening, headers, API calls) take a handle from a small pool of idle
  * ones, so several shards can be opened at once.  Credentials are never
  * sent to another host on a redirect (libcurl's default, kept), TLS is
- * verified (libcurl's default, with the usual CA variables), and the usual
- * proxy variables apply.
+ * verified (libcurl's default; trust() reads the usual CA variables), and
+ * the usual proxy variables apply (libcurl reads them).
  */
 #define _GNU_SOURCE
 #include <curl/curl.h>
@@ -89,6 +89,23 @@ int stfs_is_url(const char *arg)
 {
 	return strncmp(arg, "http://", 7) == 0 ||
 	       strncmp(arg, "https://", 8) == 0;
+}
+
+char *stfs_source_shown(const char *source)
+{
+	const char *host, *end, *at;
+	char *out;
+
+	if (!stfs_is_url(source))
+		return strdup(source);
+	host = strstr(source, "://") + 3;
+	end = host + strcspn(host, "/?#");
+	at = memrchr(host, '@', (size_t)(end - host));
+	if (!at)
+		return strdup(source);
+	if (asprintf(&out, "%.*s%s", (int)(host - source), source, at + 1) < 0)
+		return NULL;
+	return out;
 }
 
 #define FD_SLOTS 16
@@ -283,6 +300,27 @@ static int answer_ok(const struct xfer *x)
 		strcmp(q->etag, r->etag) == 0);
 }
 
+/* The CA certificates that TLS peers are verified against: the source's
+ * own (AWS_CA_BUNDLE for S3), else CURL_CA_BUNDLE or SSL_CERT_FILE and
+ * SSL_CERT_DIR as the curl tool and OpenSSL read them, else libcurl's
+ * built-in bundle.  libcurl itself reads none of these variables. */
+static void trust(CURL *h, const struct stfs_auth *a)
+{
+	const char *file = getenv("CURL_CA_BUNDLE"), *dir;
+
+	if (!file || !*file)
+		file = getenv("SSL_CERT_FILE");
+	dir = getenv("SSL_CERT_DIR");
+	if (a && a->ca_file) {
+		file = a->ca_file;
+		dir = NULL;
+	}
+	if (file && *file)
+		curl_easy_setopt(h, CURLOPT_CAINFO, file);
+	if (dir && *dir)
+		curl_easy_setopt(h, CURLOPT_CAPATH, dir);
+}
+
 static CURLcode perform(CURL *h, const struct request *q, struct xfer *x,
 			long *status, char *errbuf)
 {
@@ -309,12 +347,27 @@ static CURLcode perform(CURL *h, const struct request *q, struct xfer *x,
 		snprintf(errbuf, CURL_ERROR_SIZE, "cannot sign the request");
 		return CURLE_OUT_OF_MEMORY;
 	}
+	if (a && a->user) {
+		/* like the bearer token: for this URL's host alone */
+		curl_easy_setopt(h, CURLOPT_USERNAME, a->user);
+		curl_easy_setopt(h, CURLOPT_PASSWORD,
+				 a->password ? a->password : "");
+	} else if (!a || (!a->bearer && !a->sign)) {
+		/* no credentials of its own: those of ~/.netrc (or $NETRC)
+		 * for the host asked, as curl -n, wget and Python do */
+		const char *netrc = getenv("NETRC");
+
+		curl_easy_setopt(h, CURLOPT_NETRC, (long)CURL_NETRC_OPTIONAL);
+		if (netrc && *netrc)
+			curl_easy_setopt(h, CURLOPT_NETRC_FILE, netrc);
+	}
 	if (a && a->bearer) {
 		/* libcurl sends it to this URL's host only, never on to
 		 * the host a redirect points to */
 		curl_easy_setopt(h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BEARER);
 		curl_easy_setopt(h, CURLOPT_XOAUTH2_BEARER, a->bearer);
 	}
+	trust(h, a);
 	curl_easy_setopt(h, CURLOPT_URL, q->url);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);

@@ -29,12 +29,64 @@ static int ends_with(const char *s, const char *suffix)
 	return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
+/*
+ * A user and password in a URL go to loc->auth, and out of loc->arg, so
+ * that what stfs shows of the source (messages, xattrs, %header.json,
+ * the mount table) never holds them.  0, -EINVAL or -ENOMEM.
+ */
+static int url_credentials(struct stfs_location *loc, struct stfs_error *err)
+{
+	char *user = NULL, *password = NULL, *shown;
+	CURLU *u;
+	int rc = 0;
+
+	if (!(shown = stfs_source_shown(loc->arg)))
+		return -ENOMEM;
+	if (strcmp(shown, loc->arg) == 0) {
+		free(shown);            /* no user or password */
+		return 0;
+	}
+	if (!(u = curl_url())) {
+		free(shown);
+		return -ENOMEM;
+	}
+	if (curl_url_set(u, CURLUPART_URL, loc->arg, 0) != CURLUE_OK) {
+		rc = stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET,
+			       "not a valid URL");
+		goto out;
+	}
+	curl_url_get(u, CURLUPART_USER, &user, CURLU_URLDECODE);
+	curl_url_get(u, CURLUPART_PASSWORD, &password, CURLU_URLDECODE);
+	if (!(loc->auth = stfs_auth_new(NULL, NULL, NULL, NULL, NULL)) ||
+	    !(loc->auth->user = strdup(user ? user : "")) ||
+	    (password && !(loc->auth->password = strdup(password)))) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	free(loc->arg);
+	loc->arg = shown;
+	shown = NULL;
+out:
+	free(shown);
+	if (password)
+		memset(password, 0, strlen(password));
+	curl_free(user);
+	curl_free(password);
+	curl_url_cleanup(u);
+	return rc;
+}
+
 /* A URL: one file, an index, or a "directory" (ending in '/'). */
 static int locate_url(struct stfs_location *loc, struct stfs_error *err)
 {
-	const char *arg = loc->arg, *slash = strrchr(arg, '/');
-	const char *host = strstr(arg, "://") + 3;
+	const char *arg, *slash, *host;
+	int rc;
 
+	if ((rc = url_credentials(loc, err)))
+		return rc;
+	arg = loc->arg;
+	slash = strrchr(arg, '/');
+	host = strstr(arg, "://") + 3;
 	if (!(loc->canonical = strdup(arg)))
 		return -ENOMEM;
 	if (!*host || slash < host)
@@ -314,8 +366,8 @@ int stfs_location_open(const struct stfs_location *loc, const char *name,
 	/* the file itself keeps the name it was given */
 	if (loc->kind == STFS_LOC_FILE && strcmp(name, loc->name) == 0 &&
 	    !loc->remote)
-		return loc->http ? stfs_source_open_http(loc->arg, NULL, out,
-							 err) :
+		return loc->http ? stfs_source_open_http(loc->arg, loc->auth,
+							 out, err) :
 		       stfs_source_open_file(loc->arg, out, err);
 	if (loc->local_base && (rc = open_local(loc, name, out, err)) !=
 	    -ENOENT)

@@ -342,6 +342,12 @@ int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err)
 		    (style == STFS_S3_AUTO && !custom);
 	if (!(loc->auth = stfs_auth_new(NULL, access, secret, token, region)))
 		goto nomem;
+	/* a private endpoint's CA, as the AWS tools take it */
+	loc->auth->ca_file = env("AWS_CA_BUNDLE") ?
+			     strdup(env("AWS_CA_BUNDLE")) :
+			     profile_get(&a, "ca_bundle");
+	if (env("AWS_CA_BUNDLE") && !loc->auth->ca_file)
+		goto nomem;
 
 	/* what the key names */
 	if (!*s.key || s.key[strlen(s.key) - 1] == '/') {

@@ -140,11 +140,16 @@ void stfs_auth_unref(struct stfs_auth *a)
 		memset(a->bearer, 0, strlen(a->bearer));
 	if (a->secret_key)
 		memset(a->secret_key, 0, strlen(a->secret_key));
+	if (a->password)
+		memset(a->password, 0, strlen(a->password));
 	free(a->bearer);
+	free(a->user);
+	free(a->password);
 	free(a->access_key);
 	free(a->secret_key);
 	free(a->token);
 	free(a->region);
+	free(a->ca_file);
 	free(a);
 }
 

@@ -204,15 +204,18 @@ int stfs_sigv4_sign(const struct stfs_sigv4_req *r, char *auth,
 		    size_t authsz);
 
 /* What a remote source's requests carry, shared by the sources of one
- * location (reference counted): a bearer token (the Hugging Face Hub),
- * sent by libcurl to the URL's own host only, never on to the host of a
- * redirect; or AWS keys, with which every request is signed (and
- * redirects are not followed). */
+ * location (reference counted): a bearer token (the Hugging Face Hub) or
+ * a user and password (from an http(s) URL), both sent by libcurl to the
+ * URL's own host only, never on to the host of a redirect; or AWS keys,
+ * with which every request is signed (and redirects are not followed). */
 struct stfs_auth {
 	atomic_uint refs;
 	char *bearer;
+	char *user, *password;          /* HTTP basic authentication */
 	int sign;                       /* access_key and secret_key set */
 	char *access_key, *secret_key, *token, *region;
+	char *ca_file;                  /* CA certificates for its hosts, or
+					 * NULL: those of the environment */
 };
 
 struct stfs_auth *stfs_auth_new(const char *bearer, const char *access_key,
@@ -243,7 +246,8 @@ enum stfs_loc_kind {
  */
 struct stfs_location {
 	enum stfs_loc_kind kind;
-	char *arg;          /* SOURCE as given */
+	char *arg;          /* SOURCE as given (a URL less its user and
+			     * password) */
 	char *canonical;    /* its absolute form (the mount's device) */
 	char *base;         /* the directory names are relative to */
 	char *name;         /* FILE and INDEX: that file's name */
