@@ -399,6 +399,10 @@ START_TEST(t_url_credentials)
 		{ "http://u:p@h", "http://h" },
 		{ "/srv/a@b/m.safetensors", "/srv/a@b/m.safetensors" },
 		{ "s3://b/k", "s3://b/k" },
+		{ "https://h/m.safetensors?X-Sig=a%2Fb&e=1",
+		  "https://h/m.safetensors" },
+		{ "https://u:p@h/m?s=1@2", "https://h/m" },
+		{ "http://h?x", "http://h" },
 	};
 	struct stfs_location *loc;
 	struct stfs_error err;
@@ -424,6 +428,23 @@ START_TEST(t_url_credentials)
 	ck_assert_int_eq(stfs_locate("http://u:p@h/a b.safetensors", &loc,
 				     &err), -EINVAL);
 	ck_assert_str_eq(err.msg, "not a valid URL");
+	/* a presigned URL: its query is sent, never shown */
+	ck_assert_int_eq(stfs_locate("https://h/d/m.safetensors?X-Sig=a%2F&e=1",
+				     &loc, &err), 0);
+	ck_assert_str_eq(loc->arg, "https://h/d/m.safetensors");
+	ck_assert_str_eq(loc->name, "m.safetensors");
+	ck_assert_int_eq(loc->kind, STFS_LOC_FILE);
+	ck_assert_str_eq(loc->auth->query, "X-Sig=a%2F&e=1");
+	ck_assert_ptr_null(loc->auth->user);
+	stfs_location_free(loc);
+	ck_assert_int_eq(stfs_locate("https://h/d/?sig=1", &loc, &err),
+			 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err.msg, "shards need a URL each"));
+	ck_assert_int_eq(stfs_locate("https://h/d/m.index.json?sig=1", &loc,
+				     &err), -EINVAL);
+	ck_assert_int_eq(stfs_locate("https://h/d/m.safetensors#x", &loc,
+				     &err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err.msg, "fragment"));
 }
 END_TEST
 

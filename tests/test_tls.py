@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""test_tls.py: https://, credentials and proxies, against nginx from
-Debian started here on 127.0.0.1 (and 127.0.0.2), with a certificate
-authority and certificates made here by openssl.  Every read is compared
+"""test_tls.py: https://, credentials, presigned URLs and proxies, against
+nginx from Debian started here on 127.0.0.1 (and 127.0.0.2), with a
+certificate authority and certificates made here by openssl.  Every read is compared
 (sha256) with the source.
 
 - TLS is verified: a server whose CA nobody trusts, or whose certificate
@@ -13,19 +13,25 @@ authority and certificates made here by openssl.  Every read is compared
   the mount table, the xattrs, %header.json, `inspect`, messages or the
   log; ~/.netrc (or $NETRC) gives them without a URL; a wrong password
   is a clear error at mount;
+- a presigned URL (nginx's secure_link) is read with its query and shown
+  without it; unsigned or tampered it is refused; once it expires, what
+  is not cached gives EACCES and what is cached still reads;
 - http_proxy is honoured, and no_proxy.
 """
 import base64
 import contextlib
+import errno
+import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
-from test_remote import Nginx, check_real_file, read  # noqa: E402
+from test_remote import Nginx, big_file, check_real_file, read  # noqa: E402
 
 EXPECTED = os.path.join(T.REAL, "expected.json")
 SAMPLES = ["fusebox-slashnames/model.safetensors",
@@ -255,6 +261,78 @@ def test_credentials(d, mnt):
         other.stop()
 
 
+def signed(url, path, expires, secret="stfs-secret"):
+    """url with the query nginx's secure_link checks: an MD5 of the
+    expiry, path and secret, until expires (Unix time)."""
+    h = hashlib.md5(("%d%s %s" % (expires, path, secret)).encode())
+    sig = base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode()
+    return "%s?md5=%s&expires=%d" % (url, sig, expires)
+
+
+def test_presigned(d, mnt):
+    """A presigned URL (nginx's secure_link: a signature and an expiry in
+    the query): read with its query, shown without it; once it expires,
+    what is not cached gives EACCES and what is cached still reads."""
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    src, tensors = big_file(data)
+    rel = SAMPLES[1]
+    ngx = Nginx(os.path.join(d, "ngx"), T.REAL, extra="""
+    location /signed/ {
+      alias %s/;
+      secure_link $arg_md5,$arg_expires;
+      secure_link_md5 "$secure_link_expires$uri stfs-secret";
+      if ($secure_link = "") { return 403; }
+      if ($secure_link = "0") { return 403; }
+    }
+    location /data/ {
+      alias %s/;
+      secure_link $arg_md5,$arg_expires;
+      secure_link_md5 "$secure_link_expires$uri stfs-secret";
+      if ($secure_link = "") { return 403; }
+      if ($secure_link = "0") { return 403; }
+    }
+""" % (T.REAL, data))
+    try:
+        with env(HOME=d):
+            path = "/signed/" + rel
+            plain = ngx.url(path[1:])
+            url = signed(plain, path, int(time.time()) + 3600)
+
+            def no_query(fp):
+                assert os.getxattr(fp, "user.safetensors.url") == \
+                    plain.encode(), fp
+            check_real_file(url, want(rel), mnt, no_query)
+            j = T.inspect_json(url)
+            assert j["source"] == plain, j["source"]
+            refused(plain, mnt, "HTTP 403 (Forbidden)")
+            err = refused(url.replace("md5=", "md5=x"), mnt,
+                          "HTTP 403 (Forbidden)")
+            assert "md5" not in err and plain in err, err
+            refused(signed(ngx.url("signed/jl-sharded/"),
+                           "/signed/jl-sharded/", int(time.time()) + 60),
+                    mnt, "shards need a URL each")
+            # expiry while mounted
+            path = "/data/big.safetensors"
+            url = signed(ngx.url(path[1:]), path, int(time.time()) + 5)
+            p = T.mount_fg(url, mnt)
+            try:
+                with open("/proc/self/mountinfo") as f:
+                    line = [x for x in f if " %s " % mnt in x][0]
+                assert "md5" not in line and "expires" not in line, line
+                first = os.path.join(mnt, "layers/0/w")
+                last = os.path.join(mnt, "layers/2/w")
+                assert read(first) == tensors[0][3]
+                while time.time() < int(url.rsplit("=", 1)[1]) + 1:
+                    time.sleep(0.2)
+                T.expect_errno(last, errno.EACCES, 30)
+                assert read(first) == tensors[0][3]     # the cache's
+            finally:
+                T.stop_fg(p, mnt)
+    finally:
+        ngx.stop()
+
+
 def test_proxy(d, mnt):
     """http_proxy: requests for a host only the proxy can reach go
     through it; no_proxy: straight to the server."""
@@ -295,6 +373,7 @@ def main():
             test_tls_verified,
             test_tls_s3,
             test_credentials,
+            test_presigned,
             test_proxy,
         ])
     finally:

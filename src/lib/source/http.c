@@ -102,8 +102,10 @@ char *stfs_source_shown(const char *source)
 	end = host + strcspn(host, "/?#");
 	at = memrchr(host, '@', (size_t)(end - host));
 	if (!at)
-		return strdup(source);
-	if (asprintf(&out, "%.*s%s", (int)(host - source), source, at + 1) < 0)
+		at = host - 1;
+	/* less the user and password, and the query */
+	if (asprintf(&out, "%.*s%.*s", (int)(host - source), source,
+		     (int)strcspn(at + 1, "?"), at + 1) < 0)
 		return NULL;
 	return out;
 }
@@ -325,7 +327,7 @@ static CURLcode perform(CURL *h, const struct request *q, struct xfer *x,
 			long *status, char *errbuf)
 {
 	struct curl_slist *hdrs = NULL;
-	char range[64], cond[300];
+	char range[64], cond[300], *full;
 	const struct stfs_auth *a = q->auth;
 	CURLcode rc;
 	int ok = 1;
@@ -368,7 +370,17 @@ static CURLcode perform(CURL *h, const struct request *q, struct xfer *x,
 		curl_easy_setopt(h, CURLOPT_XOAUTH2_BEARER, a->bearer);
 	}
 	trust(h, a);
-	curl_easy_setopt(h, CURLOPT_URL, q->url);
+	if (a && a->query) {
+		if (asprintf(&full, "%s?%s", q->url, a->query) < 0) {
+			curl_slist_free_all(hdrs);
+			snprintf(errbuf, CURL_ERROR_SIZE, "out of memory");
+			return CURLE_OUT_OF_MEMORY;
+		}
+		curl_easy_setopt(h, CURLOPT_URL, full);   /* copied */
+		free(full);
+	} else {
+		curl_easy_setopt(h, CURLOPT_URL, q->url);
+	}
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, x);

@@ -30,25 +30,33 @@ static int ends_with(const char *s, const char *suffix)
 }
 
 /*
- * A user and password in a URL go to loc->auth, and out of loc->arg, so
- * that what stfs shows of the source (messages, xattrs, %header.json,
- * the mount table) never holds them.  0, -EINVAL or -ENOMEM.
+ * What a URL carries that is a secret goes to loc->auth and out of
+ * loc->arg, so that what stfs shows of the source (messages, xattrs,
+ * %header.json, the mount table, the cache's keys) never holds it: a user
+ * and password, and a query (the signature of a presigned URL), sent with
+ * every request.  0, -EINVAL or -ENOMEM.
  */
-static int url_credentials(struct stfs_location *loc, struct stfs_error *err)
+static int url_secrets(struct stfs_location *loc, struct stfs_error *err)
 {
+	const char *host = strstr(loc->arg, "://") + 3;
+	const char *q = strchr(host, '?');
 	char *user = NULL, *password = NULL, *shown;
-	CURLU *u;
+	CURLU *u = NULL;
 	int rc = 0;
 
+	if (strchr(host, '#'))
+		return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "a URL "
+				 "with a #fragment is not supported");
 	if (!(shown = stfs_source_shown(loc->arg)))
 		return -ENOMEM;
 	if (strcmp(shown, loc->arg) == 0) {
-		free(shown);            /* no user or password */
+		free(shown);            /* nothing to hide */
 		return 0;
 	}
-	if (!(u = curl_url())) {
-		free(shown);
-		return -ENOMEM;
+	if (!(loc->auth = stfs_auth_new(NULL, NULL, NULL, NULL, NULL)) ||
+	    (q && !(loc->auth->query = strdup(q + 1))) || !(u = curl_url())) {
+		rc = -ENOMEM;
+		goto out;
 	}
 	if (curl_url_set(u, CURLUPART_URL, loc->arg, 0) != CURLUE_OK) {
 		rc = stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET,
@@ -57,9 +65,9 @@ static int url_credentials(struct stfs_location *loc, struct stfs_error *err)
 	}
 	curl_url_get(u, CURLUPART_USER, &user, CURLU_URLDECODE);
 	curl_url_get(u, CURLUPART_PASSWORD, &password, CURLU_URLDECODE);
-	if (!(loc->auth = stfs_auth_new(NULL, NULL, NULL, NULL, NULL)) ||
-	    !(loc->auth->user = strdup(user ? user : "")) ||
-	    (password && !(loc->auth->password = strdup(password)))) {
+	if ((user || password) &&
+	    (!(loc->auth->user = strdup(user ? user : "")) ||
+	     (password && !(loc->auth->password = strdup(password))))) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -82,7 +90,7 @@ static int locate_url(struct stfs_location *loc, struct stfs_error *err)
 	const char *arg, *slash, *host;
 	int rc;
 
-	if ((rc = url_credentials(loc, err)))
+	if ((rc = url_secrets(loc, err)))
 		return rc;
 	arg = loc->arg;
 	slash = strrchr(arg, '/');
@@ -93,9 +101,6 @@ static int locate_url(struct stfs_location *loc, struct stfs_error *err)
 		return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "a URL "
 				 "needs a path: http://HOST/PATH/NAME."
 				 "safetensors, or one ending in / for shards");
-	if (strchr(arg, '?') || strchr(arg, '#'))
-		return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "URLs "
-				 "with a query or fragment are not supported");
 	loc->base = strndup(arg, (size_t)(slash - arg));
 	if (!slash[1]) {
 		loc->kind = STFS_LOC_INDEX;
@@ -105,6 +110,10 @@ static int locate_url(struct stfs_location *loc, struct stfs_error *err)
 			    STFS_LOC_FILE;
 		loc->name = strdup(slash + 1);
 	}
+	if (loc->kind != STFS_LOC_FILE && loc->auth && loc->auth->query)
+		return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "a URL "
+				 "with a ?query (a presigned URL) names one "
+				 "file: shards need a URL each");
 	return loc->base && loc->name ? 0 : -ENOMEM;
 }
 

@@ -142,9 +142,12 @@ void stfs_auth_unref(struct stfs_auth *a)
 		memset(a->secret_key, 0, strlen(a->secret_key));
 	if (a->password)
 		memset(a->password, 0, strlen(a->password));
+	if (a->query)
+		memset(a->query, 0, strlen(a->query));
 	free(a->bearer);
 	free(a->user);
 	free(a->password);
+	free(a->query);
 	free(a->access_key);
 	free(a->secret_key);
 	free(a->token);

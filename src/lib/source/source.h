@@ -212,6 +212,8 @@ struct stfs_auth {
 	atomic_uint refs;
 	char *bearer;
 	char *user, *password;          /* HTTP basic authentication */
+	char *query;                    /* added to every request's URL (a
+					 * presigned URL's signature) */
 	int sign;                       /* access_key and secret_key set */
 	char *access_key, *secret_key, *token, *region;
 	char *ca_file;                  /* CA certificates for its hosts, or
