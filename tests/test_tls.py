@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """test_tls.py: https://, credentials, presigned URLs and proxies, against
 nginx from Debian started here on 127.0.0.1 (and 127.0.0.2), with a
-certificate authority and certificates made here by openssl.  Every read is compared
-(sha256) with the source.
+certificate authority and certificates made here by openssl.  Every read
+is compared (sha256) with the source.
 
 - TLS is verified: a server whose CA nobody trusts, or whose certificate
   names another host, is refused at mount (exit 1, nothing mounted);

@@ -1,10 +1,12 @@
 /*
  * fuzz_remote.c: libFuzzer harness for what remote services answer, all
  * untrusted: S3's ListObjectsV2 pages and error documents (s3xml.c), and
- * the Hub's revision and tree answers (hub.c).  The first byte picks the
- * parser; the rest is the document.  Nothing may crash or read out of
- * bounds, and what is taken must be sane: keys and tokens terminated, an
- * error message one line of text, a commit 40 hex digits.
+ * the Hub's revision and tree answers (hub.c); and a source URL as a
+ * user may give it (locate.c), whose secrets must never show.  The first
+ * byte picks the parser; the rest is the document.  Nothing may crash or
+ * read out of bounds, and what is taken must be sane: keys and tokens
+ * terminated, an error message one line of text, a commit 40 hex digits,
+ * a URL shown with no user, password or query.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -31,6 +33,36 @@ static int on_file(void *arg, const char *path, const char *etag,
 	return 0;
 }
 
+/* "http://" + doc: what is shown of it holds no secret, and locating it
+ * (no network for http://) shows the same. */
+static void url(const char *doc, size_t len)
+{
+	struct stfs_location *loc;
+	struct stfs_error err;
+	char *u, *shown, *host;
+
+	if (memchr(doc, '\0', len) || !(u = malloc(len + 8)))
+		return;
+	memcpy(u, "http://", 7);
+	memcpy(u + 7, doc, len);
+	u[len + 7] = '\0';
+	if (!(shown = stfs_source_shown(u))) {
+		free(u);
+		return;
+	}
+	host = shown + 7;
+	if (strchr(shown, '?') ||
+	    memchr(host, '@', strcspn(host, "/#")))
+		abort();
+	if (stfs_locate(u, &loc, &err) == 0) {
+		if (strcmp(loc->arg, shown) != 0)
+			abort();
+		stfs_location_free(loc);
+	}
+	free(shown);
+	free(u);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *doc, out[256], sha[41], *token = NULL;
@@ -43,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!(doc = malloc(size - 1 ? size - 1 : 1)))
 		return 0;
 	memcpy(doc, data + 1, size - 1);
-	switch (data[0] % 4) {
+	switch (data[0] % 5) {
 	case 0:
 		if (stfs_s3_list_parse(doc, size - 1, on_key, &n, &more,
 				       &token) == 0 && more &&
@@ -62,8 +94,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    (strlen(sha) != 40 || strspn(sha, "0123456789abcdef") != 40))
 			abort();
 		break;
-	default:
+	case 3:
 		(void)stfs_hub_parse_tree(doc, size - 1, on_file, &n);
+		break;
+	default:
+		url(doc, size - 1);
 		break;
 	}
 	free(doc);

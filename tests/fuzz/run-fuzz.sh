@@ -6,7 +6,7 @@
 #   fuzz_index   the index.json reader, seeded with every *.index.json there;
 #   fuzz_http    the HTTP response-header parser of remote sources;
 #   fuzz_remote  S3's listings and errors (XML), the Hub's revision and
-#                tree answers (JSON).
+#                tree answers (JSON), source URLs and the secrets in them.
 # Inputs in tests/fuzz/regressions/<harness>/ are replayed first; crashes
 # are written there too, for review, and become regression inputs.
 set -euo pipefail
@@ -71,6 +71,8 @@ mkdir -p "$out"/{corpus,seeds}-remote
 	> "$out/seeds-remote/seed002"
 { printf '\3'; printf '[{"type":"file","oid":"a","size":3,"path":"u/a","lfs":{"oid":"ff","size":3}},{"type":"directory","path":"u"}]'; } \
 	> "$out/seeds-remote/seed003"
+{ printf '\4'; printf 'al%%40ce:p%%3Aw@127.0.0.1:8080/d/m.safetensors?X-Amz-Signature=ab&e=1'; } \
+	> "$out/seeds-remote/seed004"
 for h in header index http remote; do
 	reg=tests/fuzz/regressions/$h
 	mkdir -p "$reg"
