@@ -512,22 +512,36 @@ def test_prefetch(d, mnt):
         finally:
             T.stop_fg(p, mnt)
         shutil.rmtree(cache)
-        # random 4 KiB reads inside tensors: no more blocks than touched
+        # random 4 KiB reads inside tensors: no more blocks than touched,
+        # each fetched from the read's 64 KiB piece to the block's end
+        # first (the reader waits for its own bytes only), then the rest
         p = T.mount_fg(url, mnt, "-o", "cache=" + cache)
         try:
             k = len(ngx.ranges())
             fd = os.open(os.path.join(mnt, "layers/2/w"), os.O_RDONLY |
                          os.O_DIRECT)
             rng = random.Random(8)
-            touched = set()
+            reads = []
             for _ in range(6):
-                off = rng.randrange(1, 9) * block + 8192
-                touched.add((start[2] + off) // block)
+                off = rng.randrange(1, 9) * block + \
+                    rng.randrange(1, 60) * 65536 + 8192
+                if (start[2] + off) // block in {x // block for x in reads}:
+                    continue
+                reads.append(start[2] + off)
                 assert os.pread(fd, 4096, off) == \
                     tensors[2][3][off:off + 4096]
             os.close(fd)
             got = fetched(k)
-            assert len(got) <= len(touched) + 1, (got, touched)
+            blocks = {r[0] // block for r in got}
+            assert len(blocks) <= len(reads) + 1, (got, reads)
+            size = os.path.getsize(src)
+            for x in reads:
+                b0 = x // block * block
+                cut = x % block & ~0xffff
+                tail = (b0 + cut, min(b0 + block, size) - 1)
+                assert cut and tail in got, (x, tail, got)
+                assert (b0, b0 + cut - 1) in got[got.index(tail) + 1:], \
+                    (x, got)
         finally:
             T.stop_fg(p, mnt)
     finally:

@@ -768,6 +768,10 @@ static void write_behind(void)
 	}
 }
 
+/* A reader's block is fetched from the TAIL_FIRST-aligned piece its read
+ * starts in, when that is not the block's start (see block_read()). */
+#define TAIL_FIRST (64u << 10)
+
 /* Bytes [off, off + len) of block b of s's cached object: from the cache,
  * from a fetch of it under way, else fetched whole (and written to the
  * cache by write_behind()).  With early, a fetch answers the reader
@@ -826,19 +830,30 @@ static int block_read(CURL *h, struct http_src *s, uint64_t b, size_t off,
 
 	rc = -ENOMEM;
 	if ((me->data = block_buf())) {
-		struct request q = { s->url, s->etag, s->auth, start, blen,
-				     s->base.info.size, 0, &s->closing,
-				     early };
+		/* A reader waiting in the middle of the block: fetch from
+		 * its page to the end first, so that it waits for its own
+		 * bytes and not for the block's earlier ones, then the
+		 * start.  The block is complete only after both. */
+		size_t cut = early ? off & ~(size_t)(TAIL_FIRST - 1) : 0;
+		struct request q = { s->url, s->etag, s->auth, start + cut,
+				     blen - cut, s->base.info.size, 0,
+				     &s->closing, early };
 
 		if (early) {
-			early->at = off;
+			early->at = off - cut;
 			early->len = len;
 		}
-		rc = fetch(h, &q, me->data, NULL, &got, NULL, &e);
+		rc = fetch(h, &q, me->data + cut, NULL, &got, NULL, &e);
+		if (!rc && cut) {
+			q.off = start;
+			q.len = cut;
+			q.early = NULL;
+			rc = fetch(h, &q, me->data, NULL, &got, NULL, &e);
+		}
 		if (!rc && len && !(early && early->done))
 			memcpy(buf, me->data + off, len);
 		else if (rc)
-			log_failure(s, start, blen, &e);
+			log_failure(s, q.off, q.len, &e);
 	}
 	rc = rc == -EACCES || rc == -ENOMEM ? rc :
 	     rc ? -EIO : 0;
