@@ -18,7 +18,9 @@ stall).  Every read is compared (sha256) with the source.
   EIO; failures are logged;
 - the on-disk cache: offline, versions, torn blocks, its size, nocache;
   readers of blocks being fetched and of cached ones, the block files the
-  daemon keeps open, blocks removed while mounted.
+  daemon keeps open, blocks removed while mounted;
+- a read in the middle of a block is answered from the block's tail,
+  fetched first, and so is a second reader of that tail.
 """
 import hashlib
 import http.server
@@ -135,7 +137,8 @@ class Faulty(http.server.BaseHTTPRequestHandler):
     """Serves files of a directory with ranges and an ETag, with faults:
     /503x2/PATH fails twice with 503 then serves, /429/PATH answers 429
     with Retry-After: 1 once, /stall/PATH sends headers and then nothing
-    for a minute.  Counts are per server."""
+    for a minute, /stallstart/PATH does that for ranges that start a 4 MiB
+    block (but the object's).  Counts are per server."""
     protocol_version = "HTTP/1.1"
 
     def log_message(self, *a):
@@ -143,7 +146,7 @@ class Faulty(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         srv = self.server
-        m = re.match(r"^/(503x2|429|stall|ok)/(.*)$", self.path)
+        m = re.match(r"^/(503x2|429|stall|stallstart|ok)/(.*)$", self.path)
         if not m:
             self.send_error(404)
             return
@@ -184,6 +187,10 @@ class Faulty(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if fault == "stall" and srv.armed and first > 0:
             srv.stalled.wait(60)
+            return
+        if fault == "stallstart" and srv.armed and first > 0 and \
+                first % (4 << 20) == 0:
+            srv.stalled.wait(60)        # a block's start, not its tail
             return
         self.wfile.write(body)
 
@@ -469,6 +476,46 @@ def test_retries(d, mnt):
         srv.shutdown()
 
 
+def test_tail_first(d, mnt):
+    """A read in the middle of a block fetches the block's tail first; a
+    second reader of that tail is answered before the block's start has
+    come (the server holds every request for a block's start)."""
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    src, tensors = big_file(data)
+    n, _ = T.header_of(src)
+    srv = faulty_server(data)
+    url = "http://127.0.0.1:%d/stallstart/big.safetensors" % \
+        srv.server_address[1]
+    blk = 4 << 20
+    # block 3 of the object, in layers.0: 3.5 MiB and 3.8 MiB into it
+    a = (3 * blk + (7 << 19) - 8 - n) // 4096 * 4096
+    b = (3 * blk + 3984588 - 8 - n) // 4096 * 4096
+    got = {}
+    try:
+        p = T.mount_fg(url, mnt, "-o", "cache=" + os.path.join(d, "c"))
+        try:
+            srv.armed = True
+            fd = os.open(os.path.join(mnt, "layers/0/w"),
+                         os.O_RDONLY | os.O_DIRECT)
+            assert os.pread(fd, 4096, a) == tensors[0][3][a:a + 4096]
+            th = threading.Thread(target=lambda: got.update(
+                b=os.pread(fd, 4096, b)), daemon=True)
+            th.start()
+            th.join(10)
+            assert got.get("b") == tensors[0][3][b:b + 4096], \
+                "the tail's second reader waited for the block's start"
+            srv.stalled.set()           # the start comes; all is cached
+            th.join(10)
+            os.close(fd)
+        finally:
+            srv.stalled.set()
+            srv.armed = False
+            T.stop_fg(p, mnt)
+    finally:
+        srv.shutdown()
+
+
 def test_prefetch(d, mnt):
     """Reading the start of a tensor fetches ahead within it, and not past
     it; a reader going through the file in order gets the next tensor
@@ -743,6 +790,7 @@ def run():
         test_cache,
         test_cache_reads,
         test_prefetch,
+        test_tail_first,
     ])
 
 

@@ -644,6 +644,7 @@ struct inflight {
 	const struct http_src *s;
 	uint64_t block;
 	int done, rc;               /* set when fetched (or failed) */
+	size_t ready_from;          /* data[ready_from, len) came already */
 	char *data;                 /* the block, till it is in the cache */
 	size_t len;
 	unsigned waiters;           /* readers copying from it */
@@ -803,13 +804,14 @@ static int block_read(CURL *h, struct http_src *s, uint64_t b, size_t off,
 		if (!*(p = fl_find(s, b))) {
 			break;                  /* ours to fetch, under fl_mu */
 		} else {
-			/* wait for that fetch; its failure is ours too */
+			/* wait for that fetch (or the part of it with our
+			 * bytes); its failure is ours too */
 			struct inflight *other = *p;
 
 			other->waiters++;
-			while (!other->done)
+			while (!other->done && off < other->ready_from)
 				pthread_cond_wait(&fl_cv, &fl_mu);
-			rc = other->rc;
+			rc = other->done ? other->rc : 0;
 			pthread_mutex_unlock(&fl_mu);
 			if (!rc && len)
 				memcpy(buf, other->data + off, len);
@@ -824,7 +826,8 @@ static int block_read(CURL *h, struct http_src *s, uint64_t b, size_t off,
 		pthread_mutex_unlock(&fl_mu);
 		return -ENOMEM;
 	}
-	*me = (struct inflight){ .s = s, .block = b, .len = blen };
+	*me = (struct inflight){ .s = s, .block = b, .len = blen,
+				 .ready_from = SIZE_MAX };
 	*p = me;
 	pthread_mutex_unlock(&fl_mu);
 
@@ -845,6 +848,11 @@ static int block_read(CURL *h, struct http_src *s, uint64_t b, size_t off,
 		}
 		rc = fetch(h, &q, me->data + cut, NULL, &got, NULL, &e);
 		if (!rc && cut) {
+			/* readers of the tail need not wait for the start */
+			pthread_mutex_lock(&fl_mu);
+			me->ready_from = cut;
+			pthread_cond_broadcast(&fl_cv);
+			pthread_mutex_unlock(&fl_mu);
 			q.off = start;
 			q.len = cut;
 			q.early = NULL;
