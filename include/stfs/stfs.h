@@ -197,8 +197,9 @@ void stfs_s3_set_style(enum stfs_s3_style style);
 int stfs_cache_configure(const char *dir, uint64_t max_bytes, int offline);
 
 /* SOURCE as it may be shown (messages, logs, the mount table): a URL
- * without the user and password it may carry.  A copy to free, or NULL
- * when out of memory. */
+ * without the user, password and query it may carry (the query of a
+ * presigned URL is its signature).  A copy to free, or NULL when out of
+ * memory. */
 char *stfs_source_shown(const char *source);
 
 /* What remote sources did since the program started. */
