@@ -25,6 +25,7 @@ import hashlib
 import http.server
 import json
 import os
+import ssl
 import threading
 import urllib.parse
 
@@ -42,8 +43,9 @@ class Repo:
 
 
 class Hub:
-    def __init__(self, files_root, files_url, port=None):
-        """files_root: the folder nginx serves at files_url."""
+    def __init__(self, files_root, files_url, port=None, tls=None):
+        """files_root: the folder nginx serves at files_url; with
+        tls=(CERT, KEY), https."""
         self.root, self.files_url = files_root, files_url.rstrip("/")
         self.repos = {}
         self.seen = []
@@ -64,6 +66,12 @@ class Hub:
                                                        port or 0), H)
         self.port = self.server.server_address[1]
         self.url = "http://127.0.0.1:%d" % self.port
+        if tls:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*tls)
+            self.server.socket = ctx.wrap_socket(self.server.socket,
+                                                 server_side=True)
+            self.url = "https://127.0.0.1:%d" % self.port
         self.thread = threading.Thread(target=self.server.serve_forever,
                                        daemon=True)
         self.thread.start()

@@ -6,8 +6,9 @@ is compared (sha256) with the source.
 
 - TLS is verified: a server whose CA nobody trusts, or whose certificate
   names another host, is refused at mount (exit 1, nothing mounted);
-  CURL_CA_BUNDLE, SSL_CERT_FILE and SSL_CERT_DIR add a CA, and for s3://
-  AWS_CA_BUNDLE or a profile's ca_bundle;
+  CURL_CA_BUNDLE, SSL_CERT_FILE and SSL_CERT_DIR add a CA, for s3://
+  AWS_CA_BUNDLE or a profile's ca_bundle, for hf:// REQUESTS_CA_BUNDLE
+  (the Hub emulator speaking https);
 - a user and password in a URL are sent (basic authentication) to that
   host only, never to the host of a redirect, and never shown: not in
   the mount table, the xattrs, %header.json, `inspect`, messages or the
@@ -30,6 +31,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hubemu  # noqa: E402
 import stfstest as T  # noqa: E402
 from test_remote import Nginx, big_file, check_real_file, read  # noqa: E402
 
@@ -67,6 +69,8 @@ def make_cert(d, ca, san="IP:127.0.0.1"):
 
 # variables that would change what these tests see
 CLEAN = ["CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR", "AWS_CA_BUNDLE",
+         "REQUESTS_CA_BUNDLE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN",
+         "HF_TOKEN_PATH", "HF_HUB_OFFLINE", "HF_HUB_CACHE",
          "NETRC", "http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy",
          "ALL_PROXY", "no_proxy", "NO_PROXY", "AWS_ACCESS_KEY_ID",
          "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
@@ -177,6 +181,32 @@ def test_tls_s3(d, mnt):
         with env(AWS_CONFIG_FILE=conf, **base):
             check_real_file(src, want(rel), mnt)
     finally:
+        ngx.stop()
+
+
+def test_tls_hub(d, mnt):
+    """hf:// with HF_ENDPOINT at an https Hub (the emulator with a
+    certificate of a private CA): refused untrusted; trusted through
+    REQUESTS_CA_BUNDLE, as the Python tools take it, or CURL_CA_BUNDLE."""
+    rel = SAMPLES[1]
+    files = os.path.join(d, "files")
+    os.mkdir(files)
+    ca = make_ca(d)
+    ngx = Nginx(os.path.join(d, "ngx"), files, host="127.0.0.2")
+    hub = hubemu.Hub(files, ngx.url(), tls=make_cert(d, ca))
+    with open(os.path.join(T.REAL, rel), "rb") as f:
+        hub.push(hub.repo("org/m"), {"model.safetensors": f.read()})
+    base = dict(HOME=d, HF_ENDPOINT=hub.url, HF_HOME=os.path.join(d, "hf"))
+    try:
+        assert hub.url.startswith("https://")
+        with env(**base):
+            refused("hf://org/m", mnt, "SSL certificate problem")
+        with env(REQUESTS_CA_BUNDLE=ca[0], **base):
+            check_real_file("hf://org/m", want(rel), mnt)
+        with env(CURL_CA_BUNDLE=ca[0], **base):
+            check_real_file("hf://org/m", want(rel), mnt)
+    finally:
+        hub.stop()
         ngx.stop()
 
 
@@ -372,6 +402,7 @@ def main():
         return T.run_tests([
             test_tls_verified,
             test_tls_s3,
+            test_tls_hub,
             test_credentials,
             test_presigned,
             test_proxy,

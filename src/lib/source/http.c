@@ -303,9 +303,10 @@ static int answer_ok(const struct xfer *x)
 }
 
 /* The CA certificates that TLS peers are verified against: the source's
- * own (AWS_CA_BUNDLE for S3), else CURL_CA_BUNDLE or SSL_CERT_FILE and
- * SSL_CERT_DIR as the curl tool and OpenSSL read them, else libcurl's
- * built-in bundle.  libcurl itself reads none of these variables. */
+ * own (AWS_CA_BUNDLE for S3, REQUESTS_CA_BUNDLE for the Hub), else
+ * CURL_CA_BUNDLE or SSL_CERT_FILE and SSL_CERT_DIR as the curl tool and
+ * OpenSSL read them, else libcurl's built-in bundle.  libcurl itself
+ * reads none of these variables. */
 static void trust(CURL *h, const struct stfs_auth *a)
 {
 	const char *file = getenv("CURL_CA_BUNDLE"), *dir;

@@ -663,7 +663,10 @@ int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 	}
 	h.token = find_token();
 	h.offline = truthy(getenv("HF_HUB_OFFLINE")) || stfs_cache_offline();
-	if (!(auth = stfs_auth_new(h.token, NULL, NULL, NULL, NULL))) {
+	if (!(auth = stfs_auth_new(h.token, NULL, NULL, NULL, NULL)) ||
+	    /* the CA bundle the Python tools (requests) trust */
+	    (env("REQUESTS_CA_BUNDLE") &&
+	     !(auth->ca_file = strdup(env("REQUESTS_CA_BUNDLE"))))) {
 		rc = nomem(err);
 		goto out;
 	}
