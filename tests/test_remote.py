@@ -204,6 +204,14 @@ def faulty_server(root):
     return srv
 
 
+def disarm(srv, p, mnt):
+    """Let the faulty server's stalled requests go, end its faults, and
+    unmount."""
+    srv.stalled.set()
+    srv.armed = False
+    T.stop_fg(p, mnt)
+
+
 def sha(b):
     return hashlib.sha256(b).hexdigest()
 
@@ -469,9 +477,7 @@ def test_retries(d, mnt):
             el = T.expect_errno(os.path.join(mnt, "layers/2/w"), 5, 20)
             assert el >= 2, el
         finally:
-            srv.stalled.set()
-            srv.armed = False
-            T.stop_fg(p, mnt)
+            disarm(srv, p, mnt)
     finally:
         srv.shutdown()
 
@@ -509,9 +515,7 @@ def test_tail_first(d, mnt):
             th.join(10)
             os.close(fd)
         finally:
-            srv.stalled.set()
-            srv.armed = False
-            T.stop_fg(p, mnt)
+            disarm(srv, p, mnt)
     finally:
         srv.shutdown()
 

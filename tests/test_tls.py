@@ -307,22 +307,15 @@ def test_presigned(d, mnt):
     os.mkdir(data)
     src, tensors = big_file(data)
     rel = SAMPLES[1]
-    ngx = Nginx(os.path.join(d, "ngx"), T.REAL, extra="""
-    location /signed/ {
+    ngx = Nginx(os.path.join(d, "ngx"), T.REAL, extra="".join("""
+    location /%s/ {
       alias %s/;
       secure_link $arg_md5,$arg_expires;
       secure_link_md5 "$secure_link_expires$uri stfs-secret";
       if ($secure_link = "") { return 403; }
       if ($secure_link = "0") { return 403; }
     }
-    location /data/ {
-      alias %s/;
-      secure_link $arg_md5,$arg_expires;
-      secure_link_md5 "$secure_link_expires$uri stfs-secret";
-      if ($secure_link = "") { return 403; }
-      if ($secure_link = "0") { return 403; }
-    }
-""" % (T.REAL, data))
+""" % loc for loc in (("signed", T.REAL), ("data", data))))
     try:
         with env(HOME=d):
             path = "/signed/" + rel
