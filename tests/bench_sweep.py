@@ -50,8 +50,11 @@ def main():
                 exe, _, opts = var.partition(",")
                 T.STFS = exe
                 shutil.rmtree(cache, ignore_errors=True)
-                with B.Mount(mnt, url, "-o", ("" if "nocache" in opts else "cache=" + cache) +
-                             (("," if "nocache" not in opts else "") + opts if opts else "")) as m:
+                # nocache goes without cache=
+                o = [x for x in opts.split(",") if x]
+                if "nocache" not in o:
+                    o.insert(0, "cache=" + cache)
+                with B.Mount(mnt, url, "-o", ",".join(o)) as m:
                     v[var] = B.read_range(os.path.join(m, "big"))
             print("round %d: %s" % (r, ", ".join(
                 "%s %.0f MB/s" % (k, x / 1e6) for k, x in v.items())),

@@ -137,8 +137,9 @@ class Faulty(http.server.BaseHTTPRequestHandler):
     """Serves files of a directory with ranges and an ETag, with faults:
     /503x2/PATH fails twice with 503 then serves, /429/PATH answers 429
     with Retry-After: 1 once, /stall/PATH sends headers and then nothing
-    for a minute, /stallstart/PATH does that for ranges that start a 4 MiB
-    block (but the object's).  Counts are per server."""
+    for a minute, /stallstart/PATH holds back the ranges that start a 4 MiB
+    block (but the object's) until stalled is set.  Counts are per
+    server."""
     protocol_version = "HTTP/1.1"
 
     def log_message(self, *a):
@@ -190,8 +191,8 @@ class Faulty(http.server.BaseHTTPRequestHandler):
             return
         if fault == "stallstart" and srv.armed and first > 0 and \
                 first % (4 << 20) == 0:
-            srv.stalled.wait(60)        # a block's start, not its tail
-            return
+            srv.stalled.wait(60)        # a block's start, not its tail,
+                                        # comes once stalled is set
         self.wfile.write(body)
 
 
@@ -511,8 +512,11 @@ def test_tail_first(d, mnt):
             th.join(10)
             assert got.get("b") == tensors[0][3][b:b + 4096], \
                 "the tail's second reader waited for the block's start"
-            srv.stalled.set()           # the start comes; all is cached
-            th.join(10)
+            srv.stalled.set()           # the start comes
+            c = (3 * blk - 8 - n + 4095) // 4096 * 4096
+            h = 8 + n                   # object offset = h + tensor offset
+            assert (h + c) // blk == (h + a) // blk and c < a - (64 << 10)
+            assert os.pread(fd, 4096, c) == tensors[0][3][c:c + 4096]
             os.close(fd)
         finally:
             disarm(srv, p, mnt)

@@ -337,7 +337,7 @@ def test_presigned(d, mnt):
                     mnt, "shards need a URL each")
             # expiry while mounted
             path = "/data/big.safetensors"
-            url = signed(ngx.url(path[1:]), path, int(time.time()) + 5)
+            url = signed(ngx.url(path[1:]), path, int(time.time()) + 8)
             p = T.mount_fg(url, mnt)
             try:
                 with open("/proc/self/mountinfo") as f:

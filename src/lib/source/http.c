@@ -378,6 +378,7 @@ static CURLcode perform(CURL *h, const struct request *q, struct xfer *x,
 			return CURLE_OUT_OF_MEMORY;
 		}
 		curl_easy_setopt(h, CURLOPT_URL, full);   /* copied */
+		memset(full, 0, strlen(full));
 		free(full);
 	} else {
 		curl_easy_setopt(h, CURLOPT_URL, q->url);

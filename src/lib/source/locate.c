@@ -71,6 +71,7 @@ static int url_secrets(struct stfs_location *loc, struct stfs_error *err)
 		rc = -ENOMEM;
 		goto out;
 	}
+	memset(loc->arg, 0, strlen(loc->arg));  /* it held the secrets */
 	free(loc->arg);
 	loc->arg = shown;
 	shown = NULL;

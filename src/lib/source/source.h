@@ -248,8 +248,8 @@ enum stfs_loc_kind {
  */
 struct stfs_location {
 	enum stfs_loc_kind kind;
-	char *arg;          /* SOURCE as given (a URL less its user and
-			     * password) */
+	char *arg;          /* SOURCE as given (a URL less its user,
+			     * password and query) */
 	char *canonical;    /* its absolute form (the mount's device) */
 	char *base;         /* the directory names are relative to */
 	char *name;         /* FILE and INDEX: that file's name */
