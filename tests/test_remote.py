@@ -138,7 +138,8 @@ class Faulty(http.server.BaseHTTPRequestHandler):
     /503x2/PATH fails twice with 503 then serves, /429/PATH answers 429
     with Retry-After: 1 once, /stall/PATH sends headers and then nothing
     for a minute, /stallstart/PATH holds back the ranges that start a 4 MiB
-    block (but the object's) until stalled is set.  Counts are per
+    block (but the object's) until stalled is set, /trickle/PATH sends
+    4 bytes every 0.2 s (20 bytes/s) until stalled is set.  Counts are per
     server."""
     protocol_version = "HTTP/1.1"
 
@@ -147,7 +148,8 @@ class Faulty(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         srv = self.server
-        m = re.match(r"^/(503x2|429|stall|stallstart|ok)/(.*)$", self.path)
+        m = re.match(r"^/(503x2|429|stall|stallstart|trickle|ok)/(.*)$",
+                     self.path)
         if not m:
             self.send_error(404)
             return
@@ -189,11 +191,24 @@ class Faulty(http.server.BaseHTTPRequestHandler):
         if fault == "stall" and srv.armed and first > 0:
             srv.stalled.wait(60)
             return
+        if fault == "trickle" and srv.armed and first > 0:
+            with srv.lock:
+                srv.trickled += 1
+            try:
+                while not srv.stalled.wait(0.2) and body:
+                    self.wfile.write(body[:4])
+                    self.wfile.flush()
+                    body = body[4:]
+            except OSError:
+                return                          # the client hung up
         if fault == "stallstart" and srv.armed and first > 0 and \
                 first % (4 << 20) == 0:
             srv.stalled.wait(60)        # a block's start, not its tail,
                                         # comes once stalled is set
-        self.wfile.write(body)
+        try:
+            self.wfile.write(body)
+        except OSError:
+            pass                                # the client hung up
 
 
 def faulty_server(root):
@@ -201,6 +216,7 @@ def faulty_server(root):
     srv.daemon_threads = True
     srv.root, srv.counts, srv.lock = root, {}, threading.Lock()
     srv.armed, srv.stalled = False, threading.Event()
+    srv.trickled = 0
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     return srv
 
@@ -479,6 +495,35 @@ def test_retries(d, mnt):
             assert el >= 2, el
         finally:
             disarm(srv, p, mnt)
+        # a trickle (20 bytes/s, under min_speed) ends as a stall does,
+        # each attempt after stall_timeout; min_speed=0 lets it go on
+        srv.stalled.clear()
+        for opts, want in (("", 5), (",min_speed=0", None)):
+            p = T.mount_fg(base + "trickle/big.safetensors", mnt, "-o",
+                           "stall_timeout=2,retries=1" + opts)
+            try:
+                with srv.lock:
+                    srv.counts.clear()
+                    srv.armed, srv.trickled = True, 0
+                if want:
+                    el = T.expect_errno(os.path.join(mnt, "layers/2/w"),
+                                        want, 20)
+                    assert el >= 3.5 and srv.trickled >= 2, \
+                        (el, srv.trickled)
+                else:
+                    got = []
+                    t = threading.Thread(target=lambda: got.append(
+                        read(os.path.join(mnt, "layers/2/w"))))
+                    t.start()
+                    t.join(6)               # past 2 attempts of 2 s
+                    assert t.is_alive() and srv.trickled >= 1, \
+                        srv.trickled
+                    srv.stalled.set()       # the rest comes at once
+                    t.join(20)
+                    assert got == [tensors[2][3]]
+            finally:
+                disarm(srv, p, mnt)
+                srv.stalled.clear()
     finally:
         srv.shutdown()
 
@@ -681,6 +726,13 @@ def test_cache_reads(d, mnt):
                                capture_output=True, timeout=30)
             assert r.returncode == 2 and b"block_size=" + bad.encode() + \
                 b": give a power of two" in r.stderr, r
+            assert not T.is_mount(mnt)
+        for bad in ("x", "2G", "-1", "1.5K"):
+            r = subprocess.run([T.STFS, "mount", "-o", "min_speed=" + bad,
+                                ngx.url("big.safetensors"), mnt],
+                               capture_output=True, timeout=30)
+            assert r.returncode == 2 and b"min_speed=" + bad.encode() + \
+                b": give bytes per second" in r.stderr, r
             assert not T.is_mount(mnt)
     finally:
         ngx.stop()

@@ -180,6 +180,11 @@ struct stfs_http_opts {
 	unsigned connections;          /* parallel reads (8) */
 };
 void stfs_http_set_opts(const struct stfs_http_opts *o);
+/* The slowest a transfer may be: under bytes_per_s on average for the
+ * stall timeout ends the attempt as a stall does (default 16384; 0: only
+ * a transfer with no byte at all).  A server that trickles its answer
+ * then fails in bounded time. */
+void stfs_http_set_min_speed(uint64_t bytes_per_s);
 /* The block remote objects are fetched and cached in: a power of two from
  * 64 KiB to 64 MiB (default 4 MiB), set before any source is opened.
  * 0, or -EINVAL.  Blocks of another size are cached apart. */

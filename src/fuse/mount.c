@@ -43,7 +43,7 @@ struct stfs_opts {
 	/* number options, as given; checked by number_opts() */
 	char *uid, *gid, *umask, *threads, *readahead, *max_read, *max_request;
 	char *connect_timeout, *stall_timeout, *retries, *connections;
-	char *block_size;
+	char *block_size, *min_speed;
 	char *cache, *cache_size;
 	int nocache, offline;
 	char *s3_style;
@@ -82,6 +82,7 @@ static const struct fuse_opt stfs_opt_spec[] = {
 	STFS_OPT("retries=%s", retries, 0),
 	STFS_OPT("connections=%s", connections, 0),
 	STFS_OPT("block_size=%s", block_size, 0),
+	STFS_OPT("min_speed=%s", min_speed, 0),
 	STFS_OPT("cache=%s", cache, 0),
 	STFS_OPT("cache_size=%s", cache_size, 0),
 	STFS_OPT("nocache", nocache, 1),
@@ -152,8 +153,10 @@ void stfs_usage(FILE *out)
 "  -o log=FILE        where a background daemon logs (default: syslog)\n"
 "  -o connect_timeout=S, stall_timeout=S, retries=N, connections=N\n"
 "                     for URL sources: seconds to connect (default 10),\n"
-"                     seconds without a byte (30), retries (3), parallel\n"
-"                     requests (8)\n"
+"                     seconds slower than min_speed (30), retries (3),\n"
+"                     parallel requests (8)\n"
+"  -o min_speed=SIZE  for URL sources: bytes per second a request must\n"
+"                     average over stall_timeout (default 16K; 0: any)\n"
 "  -o block_size=SIZE for URL sources: fetch and cache in blocks of SIZE,\n"
 "                     a power of two from 64K to 64M (default 4M)\n"
 "  -o cache=DIR, cache_size=SIZE, nocache, offline\n"
@@ -291,6 +294,18 @@ static int http_opts(const struct stfs_opts *o, const char *src)
 		fprintf(stderr, "stfs: %s: block_size=%s: give a power of two "
 			"from 64K to 64M, such as 1M\n", src, o->block_size);
 		return -1;
+	}
+	if (o->min_speed) {
+		uint64_t v = strcmp(o->min_speed, "0") ?
+			     parse_size(o->min_speed) : 0;
+
+		if (strcmp(o->min_speed, "0") && (!v || v > (1u << 30))) {
+			fprintf(stderr, "stfs: %s: min_speed=%s: give bytes "
+				"per second up to 1G, such as 16K, or 0\n",
+				src, o->min_speed);
+			return -1;
+		}
+		stfs_http_set_min_speed(v);
 	}
 	if (o->s3_style && strcmp(o->s3_style, "path") &&
 	    strcmp(o->s3_style, "virtual")) {
@@ -685,6 +700,7 @@ out_args:
 	free(o.retries);
 	free(o.connections);
 	free(o.block_size);
+	free(o.min_speed);
 	free(o.s3_style);
 	free(o.cache);
 	free(o.cache_size);

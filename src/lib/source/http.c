@@ -33,6 +33,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -68,6 +69,14 @@ static struct stfs_http_opts cfg = {
 	.retries = 3,
 	.connections = 8,
 };
+
+/* bytes/s a transfer must average over the stall timeout */
+static uint64_t min_speed = 16384;
+
+void stfs_http_set_min_speed(uint64_t bytes_per_s)
+{
+	min_speed = bytes_per_s;
+}
 
 int stfs_http_set_block_size(uint64_t bytes)
 {
@@ -391,8 +400,11 @@ static CURLcode perform(CURL *h, const struct request *q, struct xfer *x,
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
 			 (long)cfg.connect_timeout_ms);
-	/* a stall: under 1 byte/s for the stall timeout */
-	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	/* a stall: under min_speed (at least 1 byte/s) on average for the
+	 * stall timeout, so a trickle ends as surely as a silence does */
+	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT,
+			 (long)(min_speed ? (min_speed < LONG_MAX ? min_speed :
+					     LONG_MAX) : 1));
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
 			 (long)((cfg.stall_timeout_ms + 999) / 1000));
 	/* a signed request is for its host alone */
