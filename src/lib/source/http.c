@@ -19,12 +19,17 @@
  * stall timeouts bound every attempt, so a read ends in bounded time:
  * at most (retries + 1) x (connect + stall timeout) plus the backoffs.
  *
- * Asynchronous reads go to a pool of worker threads, one connection
- * (a libcurl easy handle, kept alive) each, started on first use so that
- * they belong to the daemon after it has gone to the background.  The
- * request loop never waits for the network.  Synchronous requests
- * (opening, headers, API calls) take a handle from a small pool of idle
- * ones, so several shards can be opened at once.  Credentials are never
+ * Asynchronous reads go to a pool of worker threads, each with one
+ * request (a libcurl easy handle) on the wire at a time, started on first
+ * use so that they belong to the daemon after it has gone to the
+ * background.  Every transfer's bytes move on two transfer threads,
+ * through libcurl's multi interface and its caches of live connections
+ * (transfer.c); a worker waits for its own, answers its reader as soon as
+ * the reader's bytes are in, then decides what comes next (a retry, the
+ * start of a block, the cache).  The request loop never
+ * waits for the network.  Synchronous requests (opening, headers, API
+ * calls) take a handle from a small pool of idle ones, so several shards
+ * can be opened at once.  Credentials are never
  * sent to another host on a redirect (libcurl's default, kept), TLS is
  * verified (libcurl's default; trust() reads the usual CA variables), and
  * the usual proxy variables apply (libcurl reads them).
@@ -46,6 +51,7 @@
 
 #include "format.h"
 #include "source.h"
+#include "transfer.h"
 
 #define STFS_HTTP_FIRST (64u << 10)
 /* blocks ahead: 32 MiB of them, at least 2 */
@@ -170,7 +176,8 @@ struct early {
 	size_t at, len;
 	void (*fn)(void *arg, const char *bytes);
 	void *arg;
-	int done;
+	int ready;                  /* the bytes have come (transfer thread) */
+	int done;                   /* fn was called (the fetching thread) */
 };
 
 /* One request: a range of an object (or its whole body, q->whole). */
@@ -240,12 +247,26 @@ static size_t on_data(char *p, size_t sz, size_t n, void *ud)
 	}
 	memcpy(x->buf + x->got, p, k);
 	x->got += k;
-	if (x->q && x->q->early && !x->q->early->done &&
+	if (x->q && x->q->early && !x->q->early->ready &&
 	    x->got >= x->q->early->at + x->q->early->len && answer_ok(x)) {
-		x->q->early->done = 1;
-		x->q->early->fn(x->q->early->arg, x->buf + x->q->early->at);
+		/* bytes before got are written for good: the fetching
+		 * thread answers its reader from them (answer_now()) */
+		x->q->early->ready = 1;
+		stfs_transfer_wake(x->h);
 	}
 	return k;
+}
+
+/* On the fetching thread, once on_data() found its reader's bytes in. */
+static void answer_now(void *arg)
+{
+	struct xfer *x = arg;
+	struct early *e = x->q->early;
+
+	if (e && e->ready && !e->done) {
+		e->done = 1;
+		e->fn(e->arg, x->buf + e->at);
+	}
 }
 
 static size_t on_header(char *p, size_t sz, size_t n, void *ud)
@@ -418,7 +439,7 @@ static CURLcode perform(CURL *h, const struct request *q, struct xfer *x,
 	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
 	curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)q->cancel);
 	errbuf[0] = '\0';
-	rc = curl_easy_perform(h);
+	rc = stfs_transfer(h, answer_now, x);
 	*status = 0;
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
 	curl_slist_free_all(hdrs);
@@ -984,7 +1005,7 @@ static void *worker(void *arg)
 			if (h)
 				prefetch_block(h, j->s, j->off);
 		} else {
-			struct early ea = { 0, 0, answer_early, j, 0 };
+			struct early ea = { .fn = answer_early, .arg = j };
 
 			rc = h ? read_with(h, j->s, j->buf, j->len, j->off,
 					   &ea) : -ENOMEM;
@@ -1252,6 +1273,7 @@ static void http_close(struct stfs_source *src)
 	if (last) {
 		stop_workers();
 		handles_free();
+		stfs_transfer_stop();
 		pthread_mutex_lock(&fl_mu);
 		while (nspare)
 			free(spare[--nspare]);
