@@ -16,8 +16,10 @@
  * with exponential backoff and jitter, honouring Retry-After; then the
  * read fails with EIO.  401/403 are EACCES (at open, 404/410 are
  * ENOENT; after it, an object gone is EIO).  Connect and
- * stall timeouts bound every attempt, so a read ends in bounded time:
- * at most (retries + 1) x (connect + stall timeout) plus the backoffs.
+ * stall timeouts bound every attempt (a stall: under min_speed for the
+ * stall timeout, so a trickle too), so a read ends in bounded time: at
+ * most (retries + 1) x (connect + stall timeout + length / min_speed)
+ * plus the backoffs.
  *
  * Asynchronous reads go to a pool of worker threads, each with one
  * request (a libcurl easy handle) on the wire at a time, started on first
