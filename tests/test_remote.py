@@ -720,20 +720,18 @@ def test_cache_reads(d, mnt):
         sizes = {os.path.getsize(f) for f in cache_files(cache)
                  if os.path.basename(f).isdigit()}
         assert 1 << 20 in sizes and 4 << 20 in sizes, sizes
-        for bad in ("3M", "32K", "128M", "x"):
-            r = subprocess.run([T.STFS, "mount", "-o", "block_size=" + bad,
-                                ngx.url("big.safetensors"), mnt],
-                               capture_output=True, timeout=30)
-            assert r.returncode == 2 and b"block_size=" + bad.encode() + \
-                b": give a power of two" in r.stderr, r
-            assert not T.is_mount(mnt)
-        for bad in ("x", "2G", "-1", "1.5K"):
-            r = subprocess.run([T.STFS, "mount", "-o", "min_speed=" + bad,
-                                ngx.url("big.safetensors"), mnt],
-                               capture_output=True, timeout=30)
-            assert r.returncode == 2 and b"min_speed=" + bad.encode() + \
-                b": give bytes per second" in r.stderr, r
-            assert not T.is_mount(mnt)
+        for opt, bad, says in (("block_size", ("3M", "32K", "128M", "x"),
+                                 b": give a power of two"),
+                                ("min_speed", ("x", "2G", "-1", "1.5K"),
+                                 b": give bytes per second")):
+            for b in bad:
+                o = "%s=%s" % (opt, b)
+                r = subprocess.run([T.STFS, "mount", "-o", o,
+                                    ngx.url("big.safetensors"), mnt],
+                                   capture_output=True, timeout=30)
+                assert r.returncode == 2 and \
+                    o.encode() + says in r.stderr, r
+                assert not T.is_mount(mnt)
     finally:
         ngx.stop()
 

@@ -118,26 +118,30 @@ static void *loop_run(void *arg)
 	return NULL;
 }
 
-/* Stop the threads once their transfers are done. */
-static void stop(void)
+/* End the first n threads once their transfers are done, and free their
+ * multi handles: called and returns under mu, which it lets go meanwhile
+ * (stopping is set, so no transfer is handed to them). */
+static void end_loops(unsigned n)
 {
-	pthread_mutex_lock(&mu);
-	if (!running) {
-		pthread_mutex_unlock(&mu);
-		return;
-	}
 	stopping = 1;
-	for (unsigned i = 0; i < LOOPS; i++)
+	for (unsigned i = 0; i < n; i++)
 		curl_multi_wakeup(loops[i].multi);
 	pthread_mutex_unlock(&mu);
-	for (unsigned i = 0; i < LOOPS; i++)
+	for (unsigned i = 0; i < n; i++)
 		pthread_join(loops[i].thread, NULL);
 	pthread_mutex_lock(&mu);
-	for (unsigned i = 0; i < LOOPS; i++) {
+	for (unsigned i = 0; i < n; i++) {
 		curl_multi_cleanup(loops[i].multi);
 		loops[i].multi = NULL;
 	}
 	running = stopping = 0;
+}
+
+static void stop(void)
+{
+	pthread_mutex_lock(&mu);
+	if (running)
+		end_loops(LOOPS);
 	pthread_mutex_unlock(&mu);
 }
 
@@ -180,7 +184,7 @@ static void register_atfork(void)
 	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 }
 
-/* Start the threads (under mu): 0, or -1 if none could start. */
+/* Start the threads (under mu): 0, or -1 if not all could start. */
 static int start(void)
 {
 	unsigned n = 0;
@@ -206,19 +210,7 @@ static int start(void)
 		running = 1;
 		return 0;
 	}
-	/* all or none: stop those that started */
-	stopping = 1;
-	for (unsigned i = 0; i < n; i++)
-		curl_multi_wakeup(loops[i].multi);
-	pthread_mutex_unlock(&mu);
-	for (unsigned i = 0; i < n; i++)
-		pthread_join(loops[i].thread, NULL);
-	pthread_mutex_lock(&mu);
-	for (unsigned i = 0; i < n; i++) {
-		curl_multi_cleanup(loops[i].multi);
-		loops[i].multi = NULL;
-	}
-	stopping = 0;
+	end_loops(n);                   /* all or none */
 	return -1;
 }
 
