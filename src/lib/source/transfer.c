@@ -198,7 +198,8 @@ static int start(void)
 			break;
 		curl_multi_setopt(l->multi, CURLMOPT_PIPELINING,
 				  (long)CURLPIPE_NOTHING);
-		curl_multi_setopt(l->multi, CURLMOPT_MAXCONNECTS, 32L);
+		/* keep as many live connections as connections= allows */
+		curl_multi_setopt(l->multi, CURLMOPT_MAXCONNECTS, 256L);
 		if (pthread_create(&l->thread, NULL, loop_run, l) != 0) {
 			curl_multi_cleanup(l->multi);
 			l->multi = NULL;
