@@ -370,6 +370,40 @@ START_TEST(t_link_and_errors)
 }
 END_TEST
 
+START_TEST(t_content_encoding)
+{
+	static const struct { const char *line; int encoded; const char *name; }
+	cases[] = {
+		{ "Content-Encoding: gzip\r\n", 1, "gzip" },
+		{ "content-encoding:br", 1, "br" },
+		{ "Content-Encoding: gzip, identity\r\n", 1, "gzip, identity" },
+		{ "Content-Encoding: identity\r\n", 0, "" },
+		{ "CONTENT-ENCODING: IDENTITY", 0, "" },
+		{ "Content-Encoding: \r\n", 0, "" },
+		{ "Content-Encodings: gzip", 0, "" },
+	};
+	struct stfs_http_resp r;
+	char longer[200];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		memset(&r, 0, sizeof(r));
+		stfs_http_header_line(cases[i].line, strlen(cases[i].line), &r);
+		ck_assert_msg(r.encoded == cases[i].encoded, "%s",
+			      cases[i].line);
+		ck_assert_str_eq(r.encoding, cases[i].name);
+	}
+	/* too long to name, still refused */
+	memset(&r, 0, sizeof(r));
+	snprintf(longer, sizeof(longer), "Content-Encoding: %0150d", 7);
+	stfs_http_header_line(longer, strlen(longer), &r);
+	ck_assert_int_eq(r.encoded, 1);
+	ck_assert_str_eq(r.encoding, "");
+	/* a new response forgets it */
+	stfs_http_header_line("HTTP/1.1 206 Partial Content\r\n", 30, &r);
+	ck_assert_int_eq(r.encoded, 0);
+}
+END_TEST
+
 START_TEST(t_block_size)
 {
 	static const uint64_t bad[] = { 0, 1, 32 << 10, 3 << 20,
@@ -461,6 +495,7 @@ Suite *remote_suite(void)
 	tcase_add_test(tc, t_s3_error);
 	tcase_add_test(tc, t_hub_json);
 	tcase_add_test(tc, t_link_and_errors);
+	tcase_add_test(tc, t_content_encoding);
 	tcase_add_test(tc, t_block_size);
 	tcase_add_test(tc, t_url_credentials);
 	suite_add_tcase(s, tc);

@@ -399,7 +399,10 @@ def test_refused_at_mount(d, mnt):
     data = os.path.join(d, "data")
     os.mkdir(data)
     big_file(data)
-    ngx = Nginx(os.path.join(d, "ngx"), data)
+    # /coded/: bytes labelled as compressed, which stfs never asks for
+    ngx = Nginx(os.path.join(d, "ngx"), data, extra="    location /coded/ "
+                "{ alias %s/; add_header Content-Encoding gzip always; }"
+                % data)
     dead = "http://127.0.0.1:%d/x.safetensors" % free_port()
     try:
         cases = [
@@ -409,6 +412,8 @@ def test_refused_at_mount(d, mnt):
             (dead, "Couldn't connect"),
             (ngx.url("nothing/"), "the index: HTTP 404"),
             ("http://127.0.0.1:%d" % ngx.port, "a URL needs a path"),
+            (ngx.url("coded/big.safetensors"),
+             "the server sent the bytes encoded (Content-Encoding: gzip)"),
         ]
         for url, want in cases:
             for cmd in (["mount", "-o", "retries=1", url, mnt],

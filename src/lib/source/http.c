@@ -327,7 +327,7 @@ static int answer_ok(const struct xfer *x)
 
 	curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
 	return status == 206 && !q->whole && q->want_total != UINT64_MAX &&
-	       r->has_range && r->range_first == q->off &&
+	       !r->encoded && r->has_range && r->range_first == q->off &&
 	       r->range_last == q->off + q->len - 1 &&
 	       r->total == q->want_total &&
 	       (!q->etag || !q->etag[0] || !r->etag[0] ||
@@ -521,6 +521,11 @@ static int fetch(CURL *h, const struct request *q, char *buf, char **body,
 			       -EHOSTUNREACH : -ENETUNREACH;
 			stfs_fail(err, code, NULL, STFS_NO_OFFSET, "%s",
 				  errbuf[0] ? errbuf : curl_easy_strerror(rc));
+		} else if ((status == 200 || status == 206) && x.r.encoded) {
+			stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the server "
+				  "sent the bytes encoded (Content-Encoding: "
+				  "%s), which stfs never asks for",
+				  x.r.encoding[0] ? x.r.encoding : "?");
 		} else if (q->whole && status == 200) {
 			x.buf[x.got] = '\0';
 			*body = x.buf;

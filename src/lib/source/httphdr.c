@@ -4,7 +4,8 @@
  * object), ETag and Last-Modified (which version), Retry-After (how long
  * to wait), Link's rel="next" (the next page of a listing), and the
  * Hugging Face Hub's X-Error-Code and X-Error-Message (why a request was
- * refused).  Servers are untrusted: every number is checked for overflow
+ * refused), and Content-Encoding (stfs asks for none, so a coded body is
+ * refused rather than served as the object's bytes).  Servers are untrusted: every number is checked for overflow
  * and every field for its exact syntax; what does not parse is ignored,
  * and the caller then refuses the response.
  */
@@ -142,6 +143,15 @@ void stfs_http_header_line(const char *line, size_t len,
 		   == 0) {
 		copy_value(r->error_message, sizeof(r->error_message), v,
 			   end);
+	} else if (nlen == 16 &&
+		   strncasecmp(line, "content-encoding", 16) == 0) {
+		/* never asked for: any coding but identity (or an empty
+		 * value) means the body is not the object's bytes */
+		if (v < end && !((size_t)(end - v) == 8 &&
+				 strncasecmp(v, "identity", 8) == 0)) {
+			r->encoded = 1;
+			copy_value(r->encoding, sizeof(r->encoding), v, end);
+		}
 	} else if (nlen == 11 && strncasecmp(line, "retry-after", 11) == 0) {
 		uint64_t secs;
 		const char *p = v;

@@ -70,6 +70,8 @@ struct stfs_http_resp {
 	char link_next[2048];   /* Link: <URL>; rel="next", or "" */
 	char error_code[128];   /* X-Error-Code (the Hub), or "" */
 	char error_message[512]; /* X-Error-Message (the Hub), or "" */
+	int encoded;            /* a Content-Encoding other than identity */
+	char encoding[64];      /* its name, or "" if too long to keep */
 };
 
 /* Take one header line (with or without its CRLF) into r.  A status line
