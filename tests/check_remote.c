@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "source.h"
 #include "suites.h"
@@ -404,6 +405,36 @@ START_TEST(t_content_encoding)
 }
 END_TEST
 
+START_TEST(t_retry_after)
+{
+	struct stfs_http_resp r;
+	char line[128];
+	time_t soon = time(NULL) + 20;
+	struct tm tm;
+
+	memset(&r, 0, sizeof(r));
+	stfs_http_header_line("Retry-After: 7\r\n", 16, &r);
+	ck_assert_uint_eq(r.retry_after_s, 7);
+	stfs_http_header_line("Retry-After: 99999999999999999999", 33, &r);
+	ck_assert_uint_eq(r.retry_after_s, 1);        /* overflows: a while */
+	stfs_http_header_line("Retry-After: 86400", 18, &r);
+	ck_assert_uint_eq(r.retry_after_s, 3600);
+	/* an HTTP date: the seconds until then */
+	gmtime_r(&soon, &tm);
+	strftime(line, sizeof(line), "Retry-After: %a, %d %b %Y %H:%M:%S GMT",
+		 &tm);
+	stfs_http_header_line(line, strlen(line), &r);
+	ck_assert_uint_ge(r.retry_after_s, 18);
+	ck_assert_uint_le(r.retry_after_s, 20);
+	/* a date passed, or none: a while */
+	stfs_http_header_line("Retry-After: Wed, 21 Oct 2015 07:28:00 GMT",
+			      42, &r);
+	ck_assert_uint_eq(r.retry_after_s, 1);
+	stfs_http_header_line("Retry-After: soon", 17, &r);
+	ck_assert_uint_eq(r.retry_after_s, 1);
+}
+END_TEST
+
 START_TEST(t_block_size)
 {
 	static const uint64_t bad[] = { 0, 1, 32 << 10, 3 << 20,
@@ -496,6 +527,7 @@ Suite *remote_suite(void)
 	tcase_add_test(tc, t_hub_json);
 	tcase_add_test(tc, t_link_and_errors);
 	tcase_add_test(tc, t_content_encoding);
+	tcase_add_test(tc, t_retry_after);
 	tcase_add_test(tc, t_block_size);
 	tcase_add_test(tc, t_url_credentials);
 	suite_add_tcase(s, tc);

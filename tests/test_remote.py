@@ -22,6 +22,7 @@ stall).  Every read is compared (sha256) with the source.
 - a read in the middle of a block is answered from the block's tail,
   fetched first, and so is a second reader of that tail.
 """
+import email.utils
 import hashlib
 import http.server
 import json
@@ -136,7 +137,7 @@ http {
 class Faulty(http.server.BaseHTTPRequestHandler):
     """Serves files of a directory with ranges and an ETag, with faults:
     /503x2/PATH fails twice with 503 then serves, /429/PATH answers 429
-    with Retry-After: 1 once, /stall/PATH sends headers and then nothing
+    with Retry-After: 1 once (/429date/PATH: an HTTP date 3 s ahead), /stall/PATH sends headers and then nothing
     for a minute, /stallstart/PATH holds back the ranges that start a 4 MiB
     block (but the object's) until stalled is set, /trickle/PATH sends
     4 bytes every 0.2 s (20 bytes/s) until stalled is set.  Counts are per
@@ -148,8 +149,8 @@ class Faulty(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         srv = self.server
-        m = re.match(r"^/(503x2|429|stall|stallstart|trickle|ok)/(.*)$",
-                     self.path)
+        m = re.match(r"^/(503x2|429|429date|stall|stallstart|trickle|ok)/"
+                     r"(.*)$", self.path)
         if not m:
             self.send_error(404)
             return
@@ -166,9 +167,11 @@ class Faulty(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        if fault == "429" and n < 1 and srv.armed:
+        if fault in ("429", "429date") and n < 1 and srv.armed:
             self.send_response(429)
-            self.send_header("Retry-After", "1")
+            self.send_header("Retry-After", "1" if fault == "429" else
+                             email.utils.formatdate(time.time() + 3,
+                                                    usegmt=True))
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
@@ -475,7 +478,8 @@ def test_retries(d, mnt):
     base = "http://127.0.0.1:%d/" % srv.server_address[1]
     try:
         for fault, opts, want_min in (("503x2", "retries=3", 0.0),
-                                      ("429", "retries=2", 1.0)):
+                                      ("429", "retries=2", 1.0),
+                                      ("429date", "retries=2", 2.0)):
             p = T.mount_fg(base + fault + "/big.safetensors", mnt, "-o",
                            opts)
             try:

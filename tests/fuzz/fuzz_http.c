@@ -50,6 +50,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_text(r.link_next, sizeof(r.link_next));
 		check_text(r.error_code, sizeof(r.error_code));
 		check_text(r.error_message, sizeof(r.error_message));
+		check_text(r.encoding, sizeof(r.encoding));
+		if (r.encoding[0] && !r.encoded)
+			abort();
 		if (r.retry_after_s > 3600)
 			abort();
 		p = e;

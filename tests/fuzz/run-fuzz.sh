@@ -62,6 +62,8 @@ printf 'HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-1048575/241591963
 	> "$out/seeds-http/seed000"
 printf 'HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */0\r\n' \
 	> "$out/seeds-http/seed001"
+printf 'HTTP/1.1 429 Too Many Requests\r\nRetry-After: Wed, 21 Oct 2026 07:28:00 GMT\r\nContent-Encoding: gzip\r\n' \
+	> "$out/seeds-http/seed002"
 mkdir -p "$out"/{corpus,seeds}-remote
 { printf '\0'; printf '<?xml version="1.0"?><ListBucketResult xmlns="x"><IsTruncated>true</IsTruncated><Contents><Key>m/a&amp;b&#233;.safetensors</Key><Size>12</Size></Contents><NextContinuationToken>t</NextContinuationToken></ListBucketResult>'; } \
 	> "$out/seeds-remote/seed000"

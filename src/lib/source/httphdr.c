@@ -2,17 +2,20 @@
  * httphdr.c: the parts of an HTTP response stfs relies on, parsed from
  * header lines a server sent: Content-Range (which bytes, of how large an
  * object), ETag and Last-Modified (which version), Retry-After (how long
- * to wait), Link's rel="next" (the next page of a listing), and the
- * Hugging Face Hub's X-Error-Code and X-Error-Message (why a request was
- * refused), and Content-Encoding (stfs asks for none, so a coded body is
- * refused rather than served as the object's bytes).  Servers are untrusted: every number is checked for overflow
- * and every field for its exact syntax; what does not parse is ignored,
- * and the caller then refuses the response.
+ * to wait: seconds, or an HTTP date), Link's rel="next" (the next page of
+ * a listing), the Hugging Face Hub's X-Error-Code and X-Error-Message (why
+ * a request was refused), and Content-Encoding (stfs asks for none, so a
+ * coded body is refused rather than served as the object's bytes).
+ * Servers are untrusted: every number is checked for overflow and every
+ * field for its exact syntax; what does not parse is ignored, and the
+ * caller then refuses the response.
  */
 #include <ctype.h>
+#include <curl/curl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "source.h"
 
@@ -111,6 +114,23 @@ static void link_next(const char *s, const char *end,
 	}
 }
 
+/* Retry-After as an HTTP date: the seconds until then (1 if it has passed
+ * or does not parse, "a while"; at most 3600). */
+static unsigned retry_date(const char *s, const char *end)
+{
+	char buf[64];
+	time_t when, now = time(NULL);
+
+	if ((size_t)(end - s) >= sizeof(buf))
+		return 1;
+	memcpy(buf, s, (size_t)(end - s));
+	buf[end - s] = '\0';
+	when = curl_getdate(buf, NULL);
+	if (when <= now)
+		return 1;
+	return when - now > 3600 ? 3600 : (unsigned)(when - now);
+}
+
 void stfs_http_header_line(const char *line, size_t len,
 			   struct stfs_http_resp *r)
 {
@@ -155,10 +175,10 @@ void stfs_http_header_line(const char *line, size_t len,
 	} else if (nlen == 11 && strncasecmp(line, "retry-after", 11) == 0) {
 		uint64_t secs;
 		const char *p = v;
-		/* delta-seconds only; an HTTP date is taken as "a while" */
+
 		if (!digits(&p, end, &secs) && p == end)
 			r->retry_after_s = secs > 3600 ? 3600 : (unsigned)secs;
 		else if (p != end)
-			r->retry_after_s = 1;
+			r->retry_after_s = retry_date(v, end);
 	}
 }
