@@ -2,7 +2,7 @@
 # bench.sh [ROUNDS]: the performance benchmark (tests/bench.py): stfs side
 # by side with direct reads of the source and with squashfuse_ll, medians
 # of ROUNDS (default 5) rounds, ratios from the same run.  Needs root (for
-# drop_caches and FUSE) and about 7 GB free in STFS_BENCH_DIR (default
+# drop_caches and FUSE) and about 8 GB free in STFS_BENCH_DIR (default
 # /var/tmp/stfs-bench, kept between runs).  Results: build-bench/results.md,
 # results.json, results.png.  Takes 10-20 minutes.
 set -euo pipefail

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench.py: stfs side by side with direct reads and with squashfuse_ll.
 
-Builds its own data in WORKDIR (about 3.5 GB of random bytes on disk, a
+Builds its own data in WORKDIR (about 4.5 GB of random bytes on disk, a
 sparse 405B-shaped shard set, a 1,000,000-tensor header), then measures
 ROUNDS rounds of each after one warm-up round, and reports medians.  A
 measurement and its baselines run in turn within each round, so they see
@@ -11,7 +11,10 @@ per-round ratios:
   first read    sequential read of a 1 GiB tensor from a fresh mount (the
                 FUSE side cold, the source in the page cache) vs reading
                 the same byte range of the source file directly
-  re-read       the same tensor again on the same mount vs direct
+  re-read       the same tensor again on the same mount vs direct, and vs
+                a direct re-read of a copy of those bytes whose page cache
+                is made of 4 KiB folios, as a FUSE file's is on this
+                kernel (the share of large folios of each is reported)
   cold read     after drop_caches, fresh mount vs a cold direct read
   random 4 KiB  / random 1 MiB preads over the 1 GiB tensor, fresh mount
   4 readers     4 threads on 4 different 256 MiB tensors vs 1 reader
@@ -193,6 +196,75 @@ def fresh_touch(size=GiB):
     return size / dt
 
 
+def small_pages(path):
+    """Evict path from the page cache and read it back 4 KiB at a time
+    with readahead off, so that its page cache is made of 4 KiB folios,
+    as a FUSE file's is on a kernel that gives FUSE no large folios
+    (6.18 here).  A re-read of it is the direct baseline with the folio
+    size taken out (docs/performance.md, "Folio sizes")."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        for off in range(0, os.fstat(fd).st_size, 4096):
+            os.pread(fd, 4096, off)
+    finally:
+        os.close(fd)
+
+
+def cache_sequentially(*paths):
+    """Evict paths from the page cache and read each back from start to
+    end, so that their cache is what a sequential reader leaves behind:
+    readahead's large folios.  Otherwise the direct baseline depends on how
+    a file last came into the cache: 12.5 and 23 GB/s in one run, with 15%
+    and most of the source in large folios (before a pin; a pinned file's
+    pages stay)."""
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            while os.read(fd, 8 * MiB):
+                pass
+        finally:
+            os.close(fd)
+
+
+def large_folio_share(path, off=0, size=64 * MiB):
+    """Share of the cached pages of path in [off, off + size) that belong
+    to folios larger than one page, from /proc/self/pagemap and
+    /proc/kpageflags (root only): what the kernel's page cache is made
+    of, which decides how fast a re-read copies out of it."""
+    start = off // 4096 * 4096
+    n = (off + size - start) // 4096
+    fd = os.open(path, os.O_RDONLY)
+    addr = _libc.mmap(None, n * 4096, 1, 1, fd, start)  # PROT_READ, SHARED
+    os.close(fd)
+    if addr in (None, ctypes.c_void_p(-1).value):
+        raise OSError(ctypes.get_errno(), "mmap %s" % path)
+    try:
+        for i in range(n):
+            ctypes.c_ubyte.from_address(addr + i * 4096).value
+        pm = os.open("/proc/self/pagemap", os.O_RDONLY)
+        kf = os.open("/proc/kpageflags", os.O_RDONLY)
+        try:
+            ents = np.frombuffer(os.pread(pm, 8 * n, addr // 4096 * 8),
+                                 dtype="<u8")
+            large = present = 0
+            for e in ents.tolist():
+                if not e >> 63:
+                    continue                    # not present
+                present += 1
+                flags = int.from_bytes(os.pread(
+                    kf, 8, (e & ((1 << 55) - 1)) * 8), "little")
+                large += bool(flags & (3 << 15))  # COMPOUND_HEAD, _TAIL
+        finally:
+            os.close(pm)
+            os.close(kf)
+        return large / present if present else 0.0
+    finally:
+        _libc.munmap(addr, n * 4096)
+
+
 PRIME = [True]   # prime_memory() before each timed read (see main)
 
 
@@ -348,7 +420,21 @@ def main():
         return one
 
     print("bench: sequential reads", flush=True)
+    cache_sequentially(src, img)
     pin = Pin(src, img)
+    # the big tensor's bytes as a file of their own, re-read from a page
+    # cache of 4 KiB folios (small_pages)
+    small = os.path.join(work, "big-4k.bin")
+    if not os.path.exists(small) or os.path.getsize(small) != bsize:
+        with open(src, "rb") as f, open(small + ".tmp", "wb") as g:
+            f.seek(boff)
+            for _ in range(bsize // (64 * MiB)):
+                g.write(f.read(64 * MiB))
+        os.rename(small + ".tmp", small)
+
+    def direct_4k():
+        small_pages(small)
+        return read_range(small)
 
     def reread():
         with Mount(mnt, src) as m:
@@ -366,7 +452,14 @@ def main():
     paired(R, rounds, [
         ("direct", lambda: read_range(src, boff, bsize)),
         ("first", fuse_first()), ("reread", reread),
-        ("peer_first", peer_first), ("peer_reread", peer_reread)])
+        ("peer_first", peer_first), ("peer_reread", peer_reread),
+        ("direct_4k", direct_4k)])
+    with Mount(mnt, src) as m:
+        read_range(os.path.join(m, "big"))
+        R["folios"] = {"stfs": large_folio_share(os.path.join(m, "big")),
+                       "direct": large_folio_share(src, boff)}
+    small_pages(small)
+    R["folios"]["direct_4k"] = large_folio_share(small)
 
     print("bench: cold reads", flush=True)
     pin.release()
@@ -394,13 +487,16 @@ def main():
     paired(R, rounds, [("fresh_touch", fresh_touch),
                        ("cold_direct_raw", cold_direct),
                        ("cold_raw", cold_fuse)])
+    cache_sequentially(src, img)
     pin = Pin(src, img)
     paired(R, rounds, [("fresh_touch_warm", fresh_touch),
                        ("direct_raw", lambda: read_range(src, boff, bsize)),
                        ("first_raw", fuse_first()),
                        ("reread_raw", reread),
                        ("peer_first_raw", peer_first),
-                       ("peer_reread_raw", peer_reread)])
+                       ("peer_reread_raw", peer_reread),
+                       ("direct_4k_raw", direct_4k)])
+    R["folios"]["direct_raw"] = large_folio_share(src, boff)
     PRIME[0] = True
 
     # Larger read requests (-o max_request=), which need the kernel's
@@ -620,6 +716,9 @@ def report(R):
          ratio("reread", "direct")),
         ("re-read vs squashfuse_ll", gbs("reread"), "peer %.2f" %
          gbs("peer_reread"), ratio("reread", "peer_reread")),
+        ("re-read vs a direct re-read from 4 KiB folios", gbs("reread"),
+         "direct, 4 KiB folios %.2f" % gbs("direct_4k"),
+         ratio("reread", "direct_4k")),
         ("cold read (GB/s)", gbs("cold"), "cold direct %.2f" %
          gbs("cold_direct"), ratio("cold", "cold_direct")),
         ("cold read vs squashfuse_ll", gbs("cold"), "peer %.2f" %
@@ -708,12 +807,23 @@ def report(R):
     out.append("| re-read vs squashfuse_ll | %.2f | peer %.2f | %.2fx | |"
                % (gbs("reread_raw"), gbs("peer_reread_raw"),
                   ratio("reread_raw", "peer_reread_raw")))
+    out.append("| re-read vs a direct re-read from 4 KiB folios | %.2f | "
+               "direct, 4 KiB folios %.2f | %.2fx | |"
+               % (gbs("reread_raw"), gbs("direct_4k_raw"),
+                  ratio("reread_raw", "direct_4k_raw")))
     out.append("| cold read | %.2f | cold direct %.2f | %.2fx | %.2f "
                "[%.2f-%.2f] |" % (gbs("cold_raw"), gbs("cold_direct_raw"),
                                   ratio("cold_raw", "cold_direct_raw"),
                                   gbs("fresh_touch"),
                                   R["fresh_touch"]["min"] / 1e9,
                                   R["fresh_touch"]["max"] / 1e9))
+    out.append("")
+    fo = R["folios"]
+    out.append("Page cache in folios larger than 4 KiB (64 MiB sampled after "
+               "a read): the stfs tensor %.0f%%, the source's range %.0f%% "
+               "(%.0f%% in the unprimed runs), the 4 KiB-folio copy %.0f%%."
+               % (100 * fo["stfs"], 100 * fo["direct"],
+                  100 * fo["direct_raw"], 100 * fo["direct_4k"]))
     out.append("")
     out.append("| option | first read GB/s | 4 readers GB/s | random 4 KiB kIOPS |")
     out.append("|---|---|---|---|")
