@@ -430,6 +430,56 @@ START_TEST(t_many_tensors)
 }
 END_TEST
 
+/* Names out of order with offsets in order (_i == 0), and names in order
+ * with offsets out of order (_i == 1), each with an early definition of one
+ * name that a later one replaces (R14): the tensors come out in offset
+ * order, stfs_header_tensor_by_name() in byte order of the names, and the
+ * replaced definition is gone (it would overlap the others, R15). */
+START_TEST(t_order_and_duplicates)
+{
+	size_t n = 5000, seen = 0;
+	char *j = malloc(n * 80 + 128), *p = j, prev[32] = "";
+	struct stfs_header *h;
+
+	p += sprintf(p, "{\"t%04zu\":{\"dtype\":\"U8\",\"shape\":[3],"
+		     "\"data_offsets\":[1,4]}", _i ? (size_t)0 : (size_t)17);
+	for (size_t k = 0; k < n; k++) {
+		/* i: where its bytes are; name: a permutation (7919 is
+		 * prime) or, with offsets descending, ascending */
+		size_t i = _i ? n - 1 - k : k, name = _i ? k : k * 7919 % n;
+
+		p += sprintf(p, ",\"t%04zu\":{\"dtype\":\"F16\",\"shape\":[2],"
+			     "\"data_offsets\":[%zu,%zu]}", name, i * 4,
+			     i * 4 + 4);
+	}
+	*p++ = '}';
+	ck_assert_int_eq(stfs_header_parse(j, (size_t)(p - j), n * 4, 8, &h,
+					   NULL), 0);
+	ck_assert_uint_eq(stfs_header_count(h), n);
+	for (size_t i = 0; i < n; i++) {
+		const struct stfs_tensor *t = stfs_header_tensor(h, i);
+
+		ck_assert_uint_eq(t->begin, i * 4);
+		ck_assert_uint_eq(t->end, i * 4 + 4);
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct stfs_tensor *t = stfs_header_tensor_by_name(h, i);
+		char want[32];
+
+		snprintf(want, sizeof(want), "t%04zu", i);
+		ck_assert_str_eq(t->name, want);
+		ck_assert_int_gt(strcmp(t->name, prev), 0);
+		ck_assert_int_eq(t->dtype, STFS_DTYPE_F16);
+		snprintf(prev, sizeof(prev), "%s", t->name);
+		seen++;
+	}
+	ck_assert_ptr_null(stfs_header_tensor_by_name(h, n));
+	ck_assert_uint_eq(seen, n);
+	stfs_header_free(h);
+	free(j);
+}
+END_TEST
+
 Suite *header_suite(void)
 {
 	Suite *s = suite_create("header");
@@ -445,6 +495,7 @@ Suite *header_suite(void)
 	tcase_add_test(tc, t_error_offset);
 	tcase_add_test(tc, t_message);
 	tcase_add_test(tc, t_many_tensors);
+	tcase_add_loop_test(tc, t_order_and_duplicates, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -25,6 +25,7 @@
  * numbers are checked for JSON syntax and a finite double, as serde_json
  * does.  Recursion is bounded by the depth limit.
  */
+#define _GNU_SOURCE             /* qsort_r */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -79,6 +80,10 @@ struct parser {
 };
 
 #define QUOTE_MAX 160
+
+/* The fewest header bytes a tensor entry can take, all three fields being
+ * required: "":{"dtype":"U8","shape":[],"data_offsets":[0,0]} is 49. */
+#define ENTRY_MIN 48
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
 {
@@ -814,23 +819,69 @@ static int cmp_meta(const void *x, const void *y)
 	return a->order < b->order ? -1 : a->order > b->order;
 }
 
-/* R14: of several equal keys the last one wins. */
-static size_t last_wins_recs(struct rec *r, size_t n)
+/* Sort n records by cmp unless they are in order already, as most
+ * writers leave them by offset: qsort moves whole records. */
+static void sort_recs(struct rec *r, size_t n,
+		      int (*cmp)(const void *, const void *))
 {
-	size_t o = 0;
+	for (size_t i = 1; i < n; i++)
+		if (cmp(&r[i - 1], &r[i]) > 0) {
+			qsort(r, n, sizeof(*r), cmp);
+			return;
+		}
+}
 
-	if (n > 1)
-		qsort(r, n, sizeof(*r), cmp_rec_name);
-	for (size_t i = 0; i < n; i++) {
-		if (i + 1 < n &&
-		    stfs_bytes_cmp(r[i].t.name, r[i].t.name_len, r[i + 1].t.name,
-			      r[i + 1].t.name_len) == 0)
-			continue;
-		r[o] = r[i];
-		r[o].order = o;
-		o++;
+static int cmp_ix_name(const void *x, const void *y, void *recs)
+{
+	const struct rec *r = recs;
+
+	return cmp_rec_name(&r[*(const uint32_t *)x], &r[*(const uint32_t *)y]);
+}
+
+#define DROPPED SIZE_MAX
+_Static_assert(STFS_HEADER_MAX / ENTRY_MIN < UINT32_MAX,
+	       "record numbers fit in 32 bits");
+
+/* R14: of several equal keys the last one wins.  The records keep their
+ * header order, which is usually the offsets' order as well, so that
+ * validate() need not sort them; an index sorted by name (4 bytes an
+ * entry, where sorting the records moved 80) gives each survivor the
+ * rank of its name in ->order.  0 or -ENOMEM. */
+static int last_wins_recs(struct rec *r, size_t *n)
+{
+	uint32_t *ix;
+	size_t o = 0, rank = 0;
+	int sorted = 1;
+
+	if (*n < 2) {
+		if (*n)
+			r[0].order = 0;
+		return 0;
 	}
-	return o;
+	if (!(ix = malloc(*n * sizeof(*ix))))
+		return -ENOMEM;
+	for (size_t i = 0; i < *n; i++) {
+		ix[i] = (uint32_t)i;
+		if (i && cmp_rec_name(&r[i - 1], &r[i]) > 0)
+			sorted = 0;
+	}
+	if (!sorted)
+		qsort_r(ix, *n, sizeof(*ix), cmp_ix_name, r);
+	for (size_t i = 0; i < *n; i++) {
+		struct rec *a = &r[ix[i]], *b = i + 1 < *n ? &r[ix[i + 1]] : NULL;
+
+		if (b && stfs_bytes_cmp(a->t.name, a->t.name_len, b->t.name,
+					b->t.name_len) == 0)
+			a->order = DROPPED;     /* a later one has its name */
+		else
+			a->order = rank++;
+	}
+	free(ix);
+	for (size_t i = 0; i < *n; i++)
+		if (r[i].order != DROPPED)
+			r[o++] = r[i];
+	*n = o;
+	return 0;
 }
 
 static size_t last_wins_meta(struct mrec *m, size_t n)
@@ -910,8 +961,7 @@ static int validate(struct parser *P, uint64_t data_len, uint64_t *last)
 	uint64_t end = 0;
 	int rc;
 
-	if (P->nrecs > 1)
-		qsort(P->recs, P->nrecs, sizeof(*P->recs), cmp_rec_offsets);
+	sort_recs(P->recs, P->nrecs, cmp_rec_offsets);
 	for (size_t i = 0; i < P->nrecs; i++) {
 		struct rec *r = &P->recs[i];
 
@@ -966,9 +1016,20 @@ int stfs_header_parse(const char *buf, size_t len, uint64_t data_len,
 		return stfs_fail(P.err, -ENOMEM, NULL, STFS_NO_OFFSET,
 				 "out of memory for a %zu-byte header", len);
 	stfs_hint_huge(P.arena, len + 1, 0);
+	/* The tensor table at the largest it can get, in one allocation: an
+	 * entry takes at least ENTRY_MIN bytes of header, and pages never
+	 * touched cost nothing, where doubling by realloc copied the table
+	 * again and again (grow() still guards every append). */
+	P.caprecs = len / ENTRY_MIN + 1;
+	if (!(P.recs = malloc(P.caprecs * sizeof(*P.recs)))) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	stfs_hint_huge(P.recs, P.caprecs * sizeof(*P.recs), 0);
 	if ((rc = parse_top(&P)))
 		goto fail;
-	P.nrecs = last_wins_recs(P.recs, P.nrecs);
+	if ((rc = last_wins_recs(P.recs, &P.nrecs)))
+		goto fail;
 	P.nmetas = last_wins_meta(P.metas, P.nmetas);
 	if ((rc = validate(&P, data_len, &last)))
 		goto fail;
