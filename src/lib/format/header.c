@@ -81,10 +81,6 @@ struct parser {
 
 #define QUOTE_MAX 160
 
-/* The fewest header bytes a tensor entry can take, all three fields being
- * required: "":{"dtype":"U8","shape":[],"data_offsets":[0,0]} is 49. */
-#define ENTRY_MIN 48
-
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
 {
 	size_t ncap;
@@ -839,8 +835,21 @@ static int cmp_ix_name(const void *x, const void *y, void *recs)
 }
 
 #define DROPPED SIZE_MAX
-_Static_assert(STFS_HEADER_MAX / ENTRY_MIN < UINT32_MAX,
-	       "record numbers fit in 32 bits");
+_Static_assert(STFS_HEADER_MAX < UINT32_MAX, "record numbers fit in 32 bits");
+
+/* How many '{' buf holds: every tensor entry opens an object of its own,
+ * so this bounds the number of records (braces in strings only add). */
+static size_t count_braces(const char *buf, size_t len)
+{
+	const char *p = buf, *end = buf + len;
+	size_t n = 0;
+
+	while ((p = memchr(p, '{', (size_t)(end - p)))) {
+		n++;
+		p++;
+	}
+	return n;
+}
 
 /* R14: of several equal keys the last one wins.  The records keep their
  * header order, which is usually the offsets' order as well, so that
@@ -1016,11 +1025,10 @@ int stfs_header_parse(const char *buf, size_t len, uint64_t data_len,
 		return stfs_fail(P.err, -ENOMEM, NULL, STFS_NO_OFFSET,
 				 "out of memory for a %zu-byte header", len);
 	stfs_hint_huge(P.arena, len + 1, 0);
-	/* The tensor table at the largest it can get, in one allocation: an
-	 * entry takes at least ENTRY_MIN bytes of header, and pages never
-	 * touched cost nothing, where doubling by realloc copied the table
-	 * again and again (grow() still guards every append). */
-	P.caprecs = len / ENTRY_MIN + 1;
+	/* The tensor table at the largest it can get, in one allocation,
+	 * where doubling by realloc copied it again and again (grow() still
+	 * guards every append). */
+	P.caprecs = count_braces(buf, len) + 1;
 	if (!(P.recs = malloc(P.caprecs * sizeof(*P.recs)))) {
 		rc = -ENOMEM;
 		goto fail;
