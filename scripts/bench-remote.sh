@@ -2,8 +2,9 @@
 # bench-remote.sh [ROUNDS]: stfs reading a URL served on 127.0.0.1, side
 # by side with curl (tests/bench_remote.py): a 1 GiB tensor over
 # connections capped at 100 MB/s (tests/pacedhttp.py) and uncapped
-# (nginx), cold and from the disk cache; a 191-shard mount over a 20 ms
-# round trip.  As root; uses the data of scripts/bench.sh in STFS_BENCH_DIR
+# (nginx), cold and from the disk cache, beside curl keeping the bytes in
+# a file and handing them to a reader through a pipe; a 191-shard mount
+# over a 20 ms round trip.  As root; uses the data of scripts/bench.sh in STFS_BENCH_DIR
 # (default /var/tmp/stfs-bench, made if missing).  Results:
 # build-bench/remote.md.  A few minutes.
 set -euo pipefail

@@ -10,7 +10,12 @@ without a limit.  Each round, in turn:
     connections at once (8 range requests covering it);
   - stfs: a fresh mount with an empty cache, reading the tensor from start
     to end (a cold read);
-  - unlimited: one curl, and a cold stfs read;
+  - unlimited: one curl, and a cold stfs read; then what any client that
+    keeps the bytes or hands them to another process gets on this
+    machine: curl writing them to a new file beside the cache (no fsync,
+    where stfs flushes each block), curl handing them through a 1 MiB
+    pipe to a reader taking 1 MiB at a time (as FUSE hands them to a
+    reader), and a cold stfs read with -o nocache;
   - a warm read: the same tensor again through a new mount whose cache
     holds it, beside a read through a local mount of the file;
   - mounting the 405B-shaped set (191 shards) through a proxy that adds
@@ -23,6 +28,7 @@ without a limit.  Each round, in turn:
 Medians of ROUNDS (default 3) and ratios of medians of per-round ratios
 go to OUT/remote.md.
 """
+import fcntl
 import json
 import os
 import shutil
@@ -38,6 +44,7 @@ import bench as B  # noqa: E402
 from test_remote import Nginx, free_port, wait_port  # noqa: E402
 
 MiB = 1 << 20
+F_SETPIPE_SZ = 1031
 
 
 def curl(url, first, last):
@@ -177,10 +184,49 @@ def headers_in_turn(base, names):
     return time.perf_counter() - t
 
 
-def timed(fn, nbytes):
+def timed(fn, nbytes, prime=False):
+    if prime:
+        B.prime_memory()
     t = time.perf_counter()
     fn()
     return nbytes / (time.perf_counter() - t)
+
+
+def curl_to_file(url, first, last, path):
+    """curl writing the range to a new file (what a client that keeps the
+    bytes does at least); the file is gone after."""
+    try:
+        subprocess.run(["curl", "-sf", "-r", "%d-%d" % (first, last), url,
+                        "-o", path], check=True)
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+
+
+def curl_to_reader(url, first, last):
+    """curl handing the range to this process through a 1 MiB pipe, read
+    1 MiB at a time: bytes handed to another process, as FUSE does."""
+    r, w = os.pipe()
+    try:
+        fcntl.fcntl(w, F_SETPIPE_SZ, B.BS)
+    except OSError:
+        pass
+    p = subprocess.Popen(["curl", "-sf", "-r", "%d-%d" % (first, last),
+                          url], stdout=w)
+    os.close(w)
+    T._procs.append(p)
+    got = 0
+    buf = bytearray(B.BS)
+    with open(r, "rb", buffering=0) as f:
+        while True:
+            k = f.readinto(buf)
+            if not k:
+                break
+            got += k
+    if p.wait() or got != last - first + 1:
+        raise IOError("curl into a pipe: %d bytes, exit %d" % (got,
+                                                              p.returncode))
+    return got
 
 
 def main():
@@ -201,7 +247,8 @@ def main():
     os.makedirs(mnt)
     pin = B.Pin(src)
     R = {k: [] for k in ("curl1", "curl8", "cold", "curl1_free",
-                         "cold_free", "warm", "local", "mount", "turns",
+                         "cold_free", "curl_file", "curl_pipe",
+                         "cold_nocache", "warm", "local", "mount", "turns",
                          "first", "rtt")}
     shards = os.path.join(work, "405b")
     sh_names = sorted(n for n in os.listdir(shards)
@@ -212,10 +259,10 @@ def main():
     far_url = "http://127.0.0.1:%d/%s" % (delay.port,
                                           os.path.relpath(src, work))
 
-    def stfs_read(url, cache, fresh=True):
+    def stfs_read(url, cache, fresh=True, opt=None):
         if fresh:
             shutil.rmtree(cache, ignore_errors=True)
-        with B.Mount(mnt, url, "-o", "cache=" + cache) as m:
+        with B.Mount(mnt, url, "-o", opt or "cache=" + cache) as m:
             return B.read_range(os.path.join(m, "big"))
 
     def eight(url):
@@ -236,9 +283,19 @@ def main():
                 "curl8": timed(lambda: eight(lim.url(name)), bsize),
                 "cold": stfs_read(lim.url(name), cache),
                 "curl1_free": timed(lambda: curl(free.url(name), boff,
-                                                 boff + bsize - 1), bsize),
+                                                 boff + bsize - 1), bsize,
+                                    prime=True),
                 "cold_free": stfs_read(free.url(name), cache),
+                # right after: DAMON pages out a cache left alone a while
                 "warm": stfs_read(free.url(name), cache, fresh=False),
+                "curl_file": timed(lambda: curl_to_file(
+                    free.url(name), boff, boff + bsize - 1,
+                    os.path.join(d, "curl.out")), bsize, prime=True),
+                "curl_pipe": timed(lambda: curl_to_reader(
+                    free.url(name), boff, boff + bsize - 1), bsize,
+                    prime=True),
+                "cold_nocache": stfs_read(free.url(name), cache,
+                                          opt="nocache"),
             }
             with B.Mount(mnt, src) as m:
                 vals["local"] = B.read_range(os.path.join(m, "big"))
@@ -274,6 +331,9 @@ def main():
         ("cold read, no limit", med("cold_free"),
          "1 curl %.0f" % med("curl1_free"), ratio("cold_free", "curl1_free"),
          0.7),
+        ("cold read, no limit, -o nocache", med("cold_nocache"),
+         "1 curl %.0f" % med("curl1_free"),
+         ratio("cold_nocache", "curl1_free"), 0.7),
         ("warm read from the disk cache", med("warm"),
          "local mount %.0f" % med("local"), ratio("warm", "local"), 0.8),
     ]
@@ -283,6 +343,17 @@ def main():
         lines.append("| %s | %.0f | %s | %.2fx | >= %.1fx: %s |" % (
             name_, v, base, rt, target, "met" if rt >= target else
             "**missed**"))
+    # what curl itself gets, on this machine, doing what stfs must do
+    lines += ["", "| no limit: what a client doing what stfs must do gets "
+              "(median of %d, MB/s) | MB/s | ratio to 1 curl | stfs's ratio "
+              "to it |" % rounds, "|---|---|---|---|"]
+    for name_, k, mine in (
+            ("curl writing the bytes to a new file beside the cache "
+             "(stfs: cold read, cache on)", "curl_file", "cold_free"),
+            ("curl handing the bytes to a reader through a 1 MiB pipe "
+             "(stfs: cold read, -o nocache)", "curl_pipe", "cold_nocache")):
+        lines.append("| %s | %.0f | %.2fx | %.2fx |" % (
+            name_, med(k), ratio(k, "curl1_free"), ratio(mine, k)))
     # times: stfs against a baseline, at most `most` times it
     for title, row, a, b, most, goal in (
             ("405B-shaped set (191 shards) over a 20 ms round trip",
