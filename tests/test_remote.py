@@ -20,7 +20,9 @@ stall).  Every read is compared (sha256) with the source.
   readers of blocks being fetched and of cached ones, the block files the
   daemon keeps open, blocks removed while mounted;
 - a read in the middle of a block is answered from the block's tail,
-  fetched first, and so is a second reader of that tail.
+  fetched first, and so is a second reader of that tail;
+- unmounting while readahead requests wait for a slow block: answered
+  before the FUSE channel closes, and the daemon exits at once.
 """
 import email.utils
 import hashlib
@@ -657,6 +659,35 @@ def test_prefetch(d, mnt):
         ngx.stop()
 
 
+def test_unmount_in_flight(d, mnt):
+    """Unmounting while the kernel's readahead requests still wait for a
+    slow block: the daemon ends their transfers and answers them before
+    it closes its FUSE channel (under ThreadSanitizer, a reply not ordered
+    before that close is a report), and exits 0 long before the block
+    could have come."""
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    src, tensors = big_file(data)
+    ngx = Nginx(os.path.join(d, "ngx"), data, extra="    location /slow/ "
+                "{ alias %s/; limit_rate 64k; }\n" % data)
+    url = ngx.url("slow/big.safetensors")
+    try:
+        for opt in ("cache=" + os.path.join(d, "cache"), "nocache"):
+            p = T.mount_fg(url, mnt, "-o", opt)
+            try:
+                fd = os.open(os.path.join(mnt, "layers/1/w"), os.O_RDONLY)
+                assert os.pread(fd, 4096, 0) == tensors[1][3][:4096]
+                os.close(fd)
+                time.sleep(0.3)         # readahead on its way
+                t = time.time()
+            finally:
+                T.stop_fg(p, mnt)
+            # a 4 MiB block at 64 KiB/s would take a minute
+            assert time.time() - t < 8, (opt, time.time() - t)
+    finally:
+        ngx.stop()
+
+
 def cache_files(cache):
     return [os.path.join(r, f) for r, _, fs in os.walk(cache) for f in fs]
 
@@ -860,6 +891,7 @@ def run():
         test_cache_reads,
         test_prefetch,
         test_tail_first,
+        test_unmount_in_flight,
     ])
 
 

@@ -662,14 +662,20 @@ int stfs_mount_main(int argc, char **argv)
 	if (stfs_daemonize(o.foreground, o.log, src) != 0)
 		goto out_unmount;
 	ret = stfs_serve(se, threads) ? 1 : 0;
+	/* Reads still in flight answer on the session's fd, which unmounting
+	 * closes (and the number may then name another file): closing the
+	 * model ends their transfers and waits for their replies first. */
+	stfs_model_close(fs.model);
+	fs.model = NULL;
 	log_remote_stats(src);
 out_unmount:
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_model:
-	/* the model first: closing a remote source waits for its reads in
-	 * flight, whose replies point into the open files' contents */
+	/* (on the way out of a failed start) the model before the handles:
+	 * closing a remote source waits for its reads in flight, whose
+	 * replies point into the open files' contents */
 	stfs_model_close(fs.model);
 	stfs_fs_destroy(&fs);
 out_session:
