@@ -21,6 +21,8 @@ stall).  Every read is compared (sha256) with the source.
   daemon keeps open, blocks removed while mounted;
 - a read in the middle of a block is answered from the block's tail,
   fetched first, and so is a second reader of that tail;
+- without a cache, prefetch into memory: whole blocks ahead for a reader
+  in order, exactly the bytes of random reads, nothing on disk;
 - unmounting while readahead requests wait for a slow block: answered
   before the FUSE channel closes, and the daemon exits at once.
 """
@@ -659,6 +661,55 @@ def test_prefetch(d, mnt):
         ngx.stop()
 
 
+def test_prefetch_nocache(d, mnt):
+    """Without a cache, prefetch works as with one, into memory: a reader
+    going through a tensor in order gets whole blocks fetched ahead, and
+    the server sends the tensor about once; a random reader's reads fetch
+    exactly their bytes; nothing is written to disk."""
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    src, tensors = big_file(data)
+    n, _ = T.header_of(src)
+    start = [8 + n + i * (40 << 20) for i in range(3)]
+    block = 4 << 20
+    ngx = Nginx(os.path.join(d, "ngx"), data)
+    url = ngx.url("big.safetensors")
+    home = os.environ["XDG_CACHE_HOME"]
+    before = cache_files(home)
+    try:
+        p = T.mount_fg(url, mnt, "-o", "nocache")
+        try:
+            k = len(ngx.ranges())
+            assert read(os.path.join(mnt, "layers/0/w")) == tensors[0][3]
+            got = [r for r in ngx.ranges()[k:] if r[0] < start[1]]
+            whole = [r for r in got if r[0] % block == 0 and
+                     r[1] - r[0] + 1 == block]
+            assert len(whole) >= 5, got
+            sent = sum(r[1] - r[0] + 1 for r in got)
+            assert sent < (40 << 20) * 1.25, (sent, got)
+            # random 4 KiB reads, none at a tensor's start: exactly those
+            time.sleep(1.0)             # the prefetches into layers.1 land
+            k = len(ngx.ranges())
+            fd = os.open(os.path.join(mnt, "layers/2/w"), os.O_RDONLY |
+                         os.O_DIRECT)
+            rng = random.Random(9)
+            want = set()
+            for _ in range(6):
+                off = rng.randrange(1, (40 << 20) // 4096) * 4096
+                assert os.pread(fd, 4096, off) == \
+                    tensors[2][3][off:off + 4096]
+                want.add((start[2] + off, start[2] + off + 4095))
+            os.close(fd)
+            time.sleep(0.5)
+            got = ngx.ranges()[k:]
+            assert sorted(got) == sorted(want), (got, want)
+        finally:
+            T.stop_fg(p, mnt)
+        assert cache_files(home) == before
+    finally:
+        ngx.stop()
+
+
 def test_unmount_in_flight(d, mnt):
     """Unmounting while the kernel's readahead requests still wait for a
     slow block: the daemon ends their transfers and answers them before
@@ -891,6 +942,7 @@ def run():
         test_cache_reads,
         test_prefetch,
         test_tail_first,
+        test_prefetch_nocache,
         test_unmount_in_flight,
     ])
 

@@ -681,7 +681,9 @@ static void log_failure(const struct http_src *s, uint64_t off, size_t len,
  * (the kernel's readahead asks for several parts of a block at once).  A
  * fetched block stays listed, its bytes in memory, until it is in the
  * cache: the reader that fetched it is answered first, and readers of the
- * block meanwhile copy from memory. */
+ * block meanwhile copy from memory.  Without a cache, a prefetched block
+ * is held instead, until its bytes have all been read (the kernel's page
+ * cache has them then) or HOLD_MAX newer ones push it out. */
 struct inflight {
 	const struct http_src *s;
 	uint64_t block;
@@ -690,13 +692,18 @@ struct inflight {
 	char *data;                 /* the block, till it is in the cache */
 	size_t len;
 	unsigned waiters;           /* readers copying from it */
-	struct inflight *next;
+	int held;                   /* no cache: kept for its readers */
+	size_t consumed;            /* bytes of it read, if held */
+	struct inflight *next;      /* newer blocks */
 	struct inflight *later;     /* this thread's blocks still to write */
 };
+
+#define HOLD_MAX (2 * PREFETCH_BLOCKS)
 
 static pthread_mutex_t fl_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t fl_cv = PTHREAD_COND_INITIALIZER;
 static struct inflight *fl;
+static unsigned nheld;              /* under fl_mu */
 static __thread struct inflight *to_write;
 
 static struct inflight **fl_find(const struct http_src *s, uint64_t b)
@@ -706,6 +713,60 @@ static struct inflight **fl_find(const struct http_src *s, uint64_t b)
 	while (*p && ((*p)->s != s || (*p)->block != b))
 		p = &(*p)->next;
 	return p;
+}
+
+static void fl_drop(struct inflight *me);
+
+/* Let go of a held block (under fl_mu); whoever clears held frees it. */
+static void unhold(struct inflight *me)
+{
+	me->held = 0;
+	nheld--;
+	fl_drop(me);
+}
+
+/* Hold fetched block me for its readers (under fl_mu), unless they have
+ * read it all already, letting go of the oldest held block past
+ * HOLD_MAX. */
+static void hold(struct inflight *me)
+{
+	if (me->consumed >= me->len) {
+		fl_drop(me);
+		return;
+	}
+	me->held = 1;
+	if (++nheld <= HOLD_MAX)
+		return;
+	for (struct inflight *o = fl; o; o = o->next)
+		if (o->held && o != me) {
+			unhold(o);
+			return;
+		}
+}
+
+/* Copy [off, off + len) of block other, listed, when its fetch has
+ * brought those bytes (under fl_mu, which it drops while copying): its
+ * fetch's result.  A held block whose bytes have all been read goes (the
+ * bytes are counted once each only if readers do not overlap, so a block
+ * may go early: a reader then fetches its bytes itself). */
+static int copy_listed(struct inflight *other, size_t off, void *buf,
+		       size_t len)
+{
+	int rc;
+
+	other->waiters++;
+	while (!other->done && off < other->ready_from)
+		pthread_cond_wait(&fl_cv, &fl_mu);
+	rc = other->done ? other->rc : 0;
+	pthread_mutex_unlock(&fl_mu);
+	if (!rc && len)
+		memcpy(buf, other->data + off, len);
+	pthread_mutex_lock(&fl_mu);
+	if (--other->waiters == 0)
+		pthread_cond_broadcast(&fl_cv);
+	if (!rc && (other->consumed += len) >= other->len && other->held)
+		unhold(other);
+	return rc;
 }
 
 /* Block buffers, kept for the next fetch: a fresh 4 MiB allocation is a
@@ -848,18 +909,7 @@ static int block_read(CURL *h, struct http_src *s, uint64_t b, size_t off,
 		} else {
 			/* wait for that fetch (or the part of it with our
 			 * bytes); its failure is ours too */
-			struct inflight *other = *p;
-
-			other->waiters++;
-			while (!other->done && off < other->ready_from)
-				pthread_cond_wait(&fl_cv, &fl_mu);
-			rc = other->done ? other->rc : 0;
-			pthread_mutex_unlock(&fl_mu);
-			if (!rc && len)
-				memcpy(buf, other->data + off, len);
-			pthread_mutex_lock(&fl_mu);
-			if (--other->waiters == 0)
-				pthread_cond_broadcast(&fl_cv);
+			rc = copy_listed(*p, off, buf, len);
 			pthread_mutex_unlock(&fl_mu);
 			return rc;
 		}
@@ -913,6 +963,8 @@ static int block_read(CURL *h, struct http_src *s, uint64_t b, size_t off,
 	pthread_cond_broadcast(&fl_cv);
 	if (rc) {
 		fl_drop(me);
+	} else if (!s->cobj.valid) {
+		hold(me);               /* no cache: a prefetch, for readers */
 	} else {
 		me->later = to_write;
 		to_write = me;
@@ -921,15 +973,63 @@ static int block_read(CURL *h, struct http_src *s, uint64_t b, size_t off,
 	return rc;
 }
 
+/* No cache: bytes [off, off + len) of s from the blocks prefetched into
+ * memory where they are (or on their way), the rest fetched exactly, each
+ * run of missing bytes in one request. */
+static int read_uncached(CURL *h, struct http_src *s, char *buf, size_t len,
+			 uint64_t off)
+{
+	struct stfs_error e = { 0 };
+	struct request q = { s->url, s->etag, s->auth, 0, 0,
+			     s->base.info.size, 0, &s->closing, NULL };
+	char *run = buf;
+	size_t got;
+	int rc;
+
+	q.off = off;
+	for (;;) {
+		uint64_t b = off / STFS_CACHE_BLOCK;
+		size_t in = (size_t)(off % STFS_CACHE_BLOCK);
+		size_t n = STFS_CACHE_BLOCK - in < len ?
+			   STFS_CACHE_BLOCK - in : len;
+		struct inflight **p;
+
+		rc = -ENOENT;
+		if (len) {
+			pthread_mutex_lock(&fl_mu);
+			if (*(p = fl_find(s, b)))
+				rc = copy_listed(*p, in, buf, n);
+			pthread_mutex_unlock(&fl_mu);
+			if (rc && rc != -ENOENT)
+				return rc == -EACCES ? rc : -EIO;
+		}
+		if (rc && len) {
+			q.len += n;             /* missing: joins the run */
+		} else if (q.len) {             /* a run ends: fetch it */
+			if ((rc = fetch(h, &q, run, NULL, &got, NULL, &e))) {
+				log_failure(s, q.off, q.len, &e);
+				return rc == -EACCES ? rc : -EIO;
+			}
+			q.len = 0;
+		}
+		if (!len)
+			return 0;
+		buf += n;
+		off += n;
+		len -= n;
+		if (!q.len) {
+			run = buf;
+			q.off = off;
+		}
+	}
+}
+
 /* Bytes [off, off + len) of s (within its size) from the first block, the
- * cache or the network, with handle h; early, if given, for a read within
- * one block (see block_read()). */
+ * cache, memory or the network, with handle h; early, if given, for a
+ * read within one block (see block_read()). */
 static int read_with(CURL *h, struct http_src *s, void *buf, size_t len,
 		     uint64_t off, struct early *early)
 {
-	struct stfs_error e = { 0 };
-	struct request q;
-	size_t got;
 	int rc;
 
 	if (off + len <= s->head_len) {
@@ -956,17 +1056,10 @@ static int read_with(CURL *h, struct http_src *s, void *buf, size_t len,
 	}
 	if (stfs_cache_offline())
 		return -EIO;
-	q = (struct request){ s->url, s->etag, s->auth, off, len,
-			      s->base.info.size, 0, &s->closing, NULL };
-	rc = fetch(h, &q, buf, NULL, &got, NULL, &e);
-	if (rc) {
-		log_failure(s, off, len, &e);
-		return rc == -EACCES ? rc : -EIO;
-	}
-	return 0;
+	return read_uncached(h, s, buf, len, off);
 }
 
-/* Bring block b of s into the cache, for a reader to come. */
+/* Bring block b of s into the cache (or memory), for a reader to come. */
 static void prefetch_block(CURL *h, struct http_src *s, uint64_t b)
 {
 	char none;
@@ -1153,7 +1246,7 @@ static void prefetch(struct http_src *s, uint64_t from, uint64_t to)
 			   STFS_CACHE_BLOCK;
 	uint64_t b0 = from / STFS_CACHE_BLOCK, b1, b;
 
-	if (!s->cobj.valid || stfs_cache_offline() || from >= to)
+	if (stfs_cache_offline() || from >= to)
 		return;
 	b1 = (to + STFS_CACHE_BLOCK - 1) / STFS_CACHE_BLOCK;
 	if (b1 > nblocks)
@@ -1277,6 +1370,17 @@ static void http_close(struct stfs_source *src)
 		pthread_cond_wait(&s->idle, &mu);
 	last = --nsources == 0;
 	pthread_mutex_unlock(&mu);
+	pthread_mutex_lock(&fl_mu);     /* its blocks held in memory */
+	for (;;) {
+		struct inflight *o = fl;
+
+		while (o && !(o->s == s && o->held))
+			o = o->next;
+		if (!o)
+			break;
+		unhold(o);
+	}
+	pthread_mutex_unlock(&fl_mu);
 	if (last) {
 		stop_workers();
 		handles_free();
