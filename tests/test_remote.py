@@ -582,18 +582,24 @@ def test_tail_first(d, mnt):
         srv.shutdown()
 
 
-def test_prefetch(d, mnt):
-    """Reading the start of a tensor fetches ahead within it, and not past
-    it; a reader going through the file in order gets the next tensor
-    fetched ahead; random reads fetch only the blocks they touch."""
+def big_served(d):
+    """big_file() in d/data, served by nginx: the file, its tensors, where
+    each starts in the file, the server and the file's URL."""
     data = os.path.join(d, "data")
     os.mkdir(data)
     src, tensors = big_file(data)
     n, _ = T.header_of(src)
     start = [8 + n + i * (40 << 20) for i in range(3)]
-    block = 4 << 20
     ngx = Nginx(os.path.join(d, "ngx"), data)
-    url = ngx.url("big.safetensors")
+    return src, tensors, start, ngx, ngx.url("big.safetensors")
+
+
+def test_prefetch(d, mnt):
+    """Reading the start of a tensor fetches ahead within it, and not past
+    it; a reader going through the file in order gets the next tensor
+    fetched ahead; random reads fetch only the blocks they touch."""
+    src, tensors, start, ngx, url = big_served(d)
+    block = 4 << 20
     cache = os.path.join(d, "cache")
 
     def fetched(before):
@@ -666,14 +672,8 @@ def test_prefetch_nocache(d, mnt):
     going through a tensor in order gets whole blocks fetched ahead, and
     the server sends the tensor about once; a random reader's reads fetch
     exactly their bytes; nothing is written to disk."""
-    data = os.path.join(d, "data")
-    os.mkdir(data)
-    src, tensors = big_file(data)
-    n, _ = T.header_of(src)
-    start = [8 + n + i * (40 << 20) for i in range(3)]
+    _, tensors, start, ngx, url = big_served(d)
     block = 4 << 20
-    ngx = Nginx(os.path.join(d, "ngx"), data)
-    url = ngx.url("big.safetensors")
     home = os.environ["XDG_CACHE_HOME"]
     before = cache_files(home)
     try:
