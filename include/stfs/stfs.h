@@ -206,6 +206,9 @@ int stfs_cache_configure(const char *dir, uint64_t max_bytes, int offline);
  * presigned URL is its signature).  A copy to free, or NULL when out of
  * memory. */
 char *stfs_source_shown(const char *source);
+/* Is SOURCE read over the network: an http://, https://, hf:// or s3://
+ * URL, the scheme in any case?  1 or 0. */
+int stfs_source_is_remote(const char *source);
 
 /* What remote sources did since the program started. */
 struct stfs_remote_stats {

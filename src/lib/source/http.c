@@ -104,8 +104,9 @@ void stfs_http_set_opts(const struct stfs_http_opts *o)
 
 int stfs_is_url(const char *arg)
 {
-	return strncmp(arg, "http://", 7) == 0 ||
-	       strncmp(arg, "https://", 8) == 0;
+	enum stfs_scheme k = stfs_url_scheme(arg);
+
+	return k == STFS_SCHEME_HTTP || k == STFS_SCHEME_HTTPS;
 }
 
 char *stfs_source_shown(const char *source)

@@ -172,6 +172,21 @@ static void decode_slashes(char *s)
 	*o = '\0';
 }
 
+/* A revision that is not a git ref name or a commit is refused: it
+ * names a file under the cache's refs/ and goes into the Hub's URLs. */
+static int rev_check(const char *rev, struct stfs_error *err)
+{
+	const char *why;
+	char q[128];
+
+	if (stfs_hub_rev_ok(rev, &why))
+		return 0;
+	return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "not a valid "
+			 "revision: \"%s\": %s (give a branch, a tag, "
+			 "refs/pr/N or a commit)",
+			 stfs_quote(rev, strlen(rev), q, sizeof(q)), why);
+}
+
 static int parse(const char *arg, struct hf *h, struct stfs_error *err)
 {
 	const char *p = arg + 5, *org, *name, *e;
@@ -213,6 +228,8 @@ static int parse(const char *arg, struct hf *h, struct stfs_error *err)
 	} else if (!(h->rev = strdup("main"))) {
 		return nomem(err);
 	}
+	if (rev_check(h->rev, err))
+		return -EINVAL;
 	if (*p == '/')
 		p++;
 	if (!(h->subdir = strdup(p)))
@@ -222,9 +239,6 @@ static int parse(const char *arg, struct hf *h, struct stfs_error *err)
 	if (*h->subdir && !path_ok(h->subdir))
 		return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "not a "
 				 "folder of a repo: %s", h->subdir);
-	for (const char *c = h->rev; *c; c++)
-		if ((unsigned char)*c <= 0x20 || *c == 0x7f)
-			goto bad;
 	return 0;
 bad:
 	return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "not a repo: "
@@ -653,6 +667,7 @@ int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 		rc = nomem(err);
 		goto out;
 	}
+	stfs_url_lower_scheme(h.endpoint);
 	while (strlen(h.endpoint) > 8 && h.endpoint[strlen(h.endpoint) - 1]
 	       == '/')
 		h.endpoint[strlen(h.endpoint) - 1] = '\0';

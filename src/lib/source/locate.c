@@ -242,6 +242,7 @@ int stfs_locate(const char *arg, struct stfs_location **out,
 {
 	struct stfs_location *loc;
 	const char *slash;
+	enum stfs_scheme scheme;
 	struct stat st;
 	int rc;
 
@@ -251,20 +252,23 @@ int stfs_locate(const char *arg, struct stfs_location **out,
 		free(loc);
 		return nomem(err);
 	}
-	if (strncmp(arg, "hf://", 5) == 0 || strncmp(arg, "s3://", 5) == 0) {
+	/* HTTP://, Hf://: the scheme in lower case from here on */
+	stfs_url_lower_scheme(loc->arg);
+	scheme = stfs_url_scheme(loc->arg);
+	if (scheme == STFS_SCHEME_HF || scheme == STFS_SCHEME_S3) {
 		loc->remote = 1;
-		if (!(loc->canonical = strdup(arg))) {
+		if (!(loc->canonical = strdup(loc->arg))) {
 			rc = nomem(err);
 			goto fail;
 		}
-		rc = arg[0] == 'h' ? stfs_locate_hf(loc, err) :
-				     stfs_locate_s3(loc, err);
+		rc = scheme == STFS_SCHEME_HF ? stfs_locate_hf(loc, err) :
+						stfs_locate_s3(loc, err);
 		if (rc)
 			goto fail;
 		*out = loc;
 		return 0;
 	}
-	if (stfs_is_url(arg)) {
+	if (scheme != STFS_SCHEME_NONE) {
 		loc->http = 1;
 		if ((rc = locate_url(loc, err))) {
 			if (rc == -ENOMEM)

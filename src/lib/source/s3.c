@@ -329,6 +329,7 @@ int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err)
 	custom = ep != NULL;
 	if (!ep && asprintf(&ep, "https://s3.%s.amazonaws.com", region) < 0)
 		goto nomem;
+	stfs_url_lower_scheme(ep);
 	while (strlen(ep) > 8 && ep[strlen(ep) - 1] == '/')
 		ep[strlen(ep) - 1] = '\0';
 	if (!stfs_is_url(ep) || strchr(strstr(ep, "://") + 3, '/') ||

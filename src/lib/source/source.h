@@ -80,8 +80,24 @@ struct stfs_http_resp {
 void stfs_http_header_line(const char *line, size_t len,
 			   struct stfs_http_resp *r);
 
-/* Is arg an http:// or https:// URL? */
+/* Is arg an http:// or https:// URL (the scheme in any case)? */
 int stfs_is_url(const char *arg);
+
+/* The scheme of a SOURCE argument or endpoint, in any case (scheme.c). */
+enum stfs_scheme {
+	STFS_SCHEME_NONE,       /* not a URL stfs reads: a local path */
+	STFS_SCHEME_HTTP,
+	STFS_SCHEME_HTTPS,
+	STFS_SCHEME_HF,
+	STFS_SCHEME_S3,
+};
+enum stfs_scheme stfs_url_scheme(const char *arg);
+/* Write url's scheme (if it is one of the above) in lower case. */
+void stfs_url_lower_scheme(char *url);
+/* Is rev a revision of a Hugging Face repo stfs accepts (gitref.c): a
+ * git ref name (git check-ref-format's rules, and no '%') or a commit?
+ * 1 or 0; *why says which rule it breaks. */
+int stfs_hub_rev_ok(const char *rev, const char **why);
 /* A byte source for the object at url: fetches its first block, which
  * gives its size and version (ETag, Last-Modified): 0, or -errno with err
  * saying why (HTTP status, connection error, a server that ignores

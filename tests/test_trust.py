@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""test_trust.py: what a careless user or a hostile server must not get
+out of stfs (issue 26), against real servers started here: nginx, the Hub
+emulator (hubemu.py), a looping S3 lister (s3server.py) and small
+raw-socket servers of this file's own; mounts read through the kernel.
+
+- secrets: a URL's password and a presigned URL's query are gone from the
+  command line of every stfs process (the one mounting, while it talks to
+  the server, and the daemon), from /proc/mounts, xattrs, the log and the
+  messages; so are HF_TOKEN and AWS keys;
+- offline (HF_HUB_OFFLINE=1, -o offline) with a snapshot link whose blob
+  is missing: no request at all, an error naming the file;
+- listings that loop (a Hub Link: next back to a page seen, an S3
+  continuation token repeated) stop at the first repeat;
+- names with control characters from a server are escaped in messages
+  and logs;
+- stfs umount unmounts only stfs mounts (a tmpfs and a plain directory
+  are refused);
+- cache= empty, a regular file or on a read-only file system: refused at
+  mount;
+- URL schemes in any case; revisions that climb out of the Hugging Face
+  cache are refused;
+- AWS credentials and profiles resolved as the aws CLI resolves them.
+"""
+import contextlib
+import hashlib
+import http.server
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stfstest as T  # noqa: E402
+import hubemu  # noqa: E402
+from test_hub import env, world, fake_cache, refused  # noqa: E402
+from test_remote import Nginx, free_port, read, big_file  # noqa: E402
+
+X = "user.safetensors."
+
+
+def stfs(*args, **kw):
+    return subprocess.run([T.STFS] + list(args), capture_output=True,
+                          timeout=120, text=True, **kw)
+
+
+def small_model(path, seed=0):
+    data = bytes((i * 7 + seed) % 251 for i in range(4096))
+    T.write_st(path, [("a.w", "U8", [4096], data)])
+    return data
+
+
+# ---- schemes and revisions ------------------------------------------------
+
+def test_scheme_case(d, mnt):
+    """HTTP://, Hf:// and S3:// are URLs, never local paths; a password in
+    an upper-case URL is never shown."""
+    data = os.path.join(d, "data")
+    os.makedirs(os.path.join(data, "bucket"))
+    want = small_model(os.path.join(data, "m.safetensors"))
+    shutil.copy(os.path.join(data, "m.safetensors"),
+                os.path.join(data, "bucket", "m.safetensors"))
+    ngx = Nginx(os.path.join(d, "ngx0"), data)
+    try:
+        url = ngx.url("m.safetensors").replace("http://", "HTTP://")
+        p = T.mount_fg(url, mnt)
+        try:
+            assert read(os.path.join(mnt, "a", "w")) == want
+            assert os.getxattr(os.path.join(mnt, "a", "w"),
+                               X + "url").startswith(b"http://127.0.0.1")
+        finally:
+            T.stop_fg(p, mnt)
+        dead = "HtTpS://user:sekrit-pw@127.0.0.1:%d/x.safetensors" % \
+            free_port()
+        for cmd in (["inspect", dead], ["mount", dead, mnt]):
+            r = stfs(*cmd)
+            assert r.returncode == 1 and "sekrit" not in r.stderr, r
+            assert "Couldn't connect" in r.stderr, r.stderr
+            assert "No such file" not in r.stderr, r.stderr
+        with env(AWS_ENDPOINT_URL=ngx.url("").rstrip("/").upper(),
+                 AWS_ACCESS_KEY_ID=None, AWS_SECRET_ACCESS_KEY=None,
+                 AWS_PROFILE=None, AWS_CONFIG_FILE=os.path.join(d, "no"),
+                 AWS_SHARED_CREDENTIALS_FILE=os.path.join(d, "no")):
+            j = T.inspect_json("S3://bucket/m.safetensors")
+            assert [t["name"] for t in j["tensors"]] == ["a.w"]
+    finally:
+        ngx.stop()
+    with world(d) as w:
+        with open(os.path.join(data, "m.safetensors"), "rb") as f:
+            w.hub.push(w.hub.repo("org/up"), {"model.safetensors": f.read()})
+        j = T.inspect_json("Hf://org/up")
+        assert [t["name"] for t in j["tensors"]] == ["a.w"]
+
+
+def test_revision_outside_cache(d, mnt):
+    """A revision like ..%2F..%2FFILE would read FILE outside the cache's
+    refs/ (and mount the commit it names): refused, offline and online,
+    before any request."""
+    hub_cache = os.path.join(d, "hub-cache")
+    model = os.path.join(d, "m.safetensors")
+    small_model(model)
+    with open(model, "rb") as f:
+        files = {"model.safetensors": f.read()}
+    sha_ = fake_cache(hub_cache, "org/m", files)
+    # planted outside the repo's folder: a ref naming the cached commit
+    with open(os.path.join(hub_cache, "planted"), "w") as f:
+        f.write(sha_)
+    dead = "http://127.0.0.1:%d" % free_port()
+    bad = ["..%2F..%2Fplanted", "../../planted", "%2E%2E%2Fplanted",
+           "%2Fetc%2Fpasswd", "main%0Aevil", "a@{1}", "x.lock", ".hidden"]
+    with env(HF_HUB_CACHE=hub_cache, HF_HUB_OFFLINE="1", HF_ENDPOINT=dead,
+             XDG_CACHE_HOME=os.path.join(d, "xdg")):
+        assert T.inspect_json("hf://org/m")["tensors"]      # the control
+        for rev in bad:
+            err = refused("hf://org/m@" + rev, mnt, "not a valid revision")
+            assert "\n" not in err.rstrip("\n"), err
+        # a commit and refs/pr/N stay valid revisions
+        assert T.inspect_json("hf://org/m@" + sha_)["tensors"]
+        refused("hf://org/m@refs%2Fpr%2F1", mnt, "offline", "refs/pr/1")
+    with world(d) as w:
+        w.hub.push(w.hub.repo("org/m"), files)
+        for rev in bad:
+            n = len(w.hub.seen)
+            refused("hf://org/m@" + rev, mnt, "not a valid revision")
+            assert len(w.hub.seen) == n, w.hub.seen[n:]
+
+
+def run():
+    return T.run_tests([
+        test_scheme_case,
+        test_revision_outside_cache,
+    ])
+
+
+if __name__ == "__main__":
+    # the default cache ($XDG_CACHE_HOME/stfs) of these tests: their own
+    home = os.environ["XDG_CACHE_HOME"] = T.tmpdir()
+    try:
+        sys.exit(run())
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
