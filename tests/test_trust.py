@@ -129,8 +129,67 @@ def test_revision_outside_cache(d, mnt):
             assert len(w.hub.seen) == n, w.hub.seen[n:]
 
 
+# ---- stfs umount -----------------------------------------------------------
+
+def test_umount_only_stfs(d, mnt):
+    """stfs umount refuses a tmpfs (which fusermount3 would unmount as
+    root) and a plain directory; it unmounts an stfs mount by a path
+    through a symlink, and a dead one (its daemon killed)."""
+    model = os.path.join(d, "m.safetensors")
+    small_model(model)
+    plain = os.path.join(d, "plain")
+    os.mkdir(plain)
+    r = stfs("umount", plain)
+    assert r.returncode == 1, r
+    assert r.stderr == "stfs: %s: not an stfs mount\n" % plain, r.stderr
+    tm = os.path.join(d, "tm")
+    os.mkdir(tm)
+    if os.geteuid() == 0:
+        subprocess.run(["mount", "-t", "tmpfs", "stfs-test", tm],
+                       check=True)
+        try:
+            with open(os.path.join(tm, "keep"), "w") as f:
+                f.write("x")
+            for args in (["umount", tm], ["umount", "-z", tm]):
+                r = stfs(*args)
+                assert r.returncode == 1, r
+                assert r.stderr == "stfs: %s: not an stfs mount\n" % tm, \
+                    r.stderr
+                assert T.is_mount(tm) and os.path.exists(
+                    os.path.join(tm, "keep"))
+        finally:
+            subprocess.run(["umount", tm], check=True)
+    else:
+        print("     (not root: the tmpfs case needs mount(8))")
+    # an stfs mount, through a symlink to it
+    link = os.path.join(d, "link")
+    os.symlink(mnt, link)
+    r = stfs("mount", model, mnt)
+    assert r.returncode == 0, r
+    T._mounts.append(mnt)
+    r = stfs("umount", link)
+    assert r.returncode == 0, r
+    assert not T.is_mount(mnt)
+    assert T.wait_gone(mnt)
+    # a dead one: its daemon killed
+    r = stfs("mount", model, mnt)
+    assert r.returncode == 0, r
+    T._mounts.append(mnt)
+    for pid in T.daemons_for(mnt):
+        os.kill(pid, 9)
+    assert T.wait_gone(mnt)
+    try:
+        os.stat(mnt)
+    except OSError as e:
+        assert e.errno == 107, e        # ENOTCONN
+    r = stfs("umount", mnt)
+    assert r.returncode == 0, r
+    assert not T.is_mount(mnt)
+
+
 def run():
     return T.run_tests([
+        test_umount_only_stfs,
         test_scheme_case,
         test_revision_outside_cache,
     ])

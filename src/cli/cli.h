@@ -6,5 +6,8 @@
 
 /* inspect.c: `stfs inspect`; argv[0] is "inspect". */
 int stfs_inspect_main(int argc, char **argv);
+/* umount.c: `stfs umount`; argv[0] is "umount".  It unmounts stfs
+ * mounts only. */
+int stfs_umount_main(int argc, char **argv);
 
 #endif
