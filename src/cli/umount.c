@@ -35,14 +35,15 @@ static void unescape(char *s)
 }
 
 /* The absolute path of mnt with every symlink resolved.  A dead FUSE
- * mount cannot be looked at (ENOTCONN): then its parent is resolved and
- * its own name kept.  NULL with errno set if neither works. */
+ * mount (ENOTCONN) and another user's (EACCES, even for root) cannot be
+ * looked at: then its parent is resolved and its own name kept.  NULL
+ * with errno set if neither works. */
 static char *canonical(const char *mnt)
 {
 	char *p = realpath(mnt, NULL), *copy1, *copy2, *dir, *out = NULL;
 	const char *base;
 
-	if (p || errno != ENOTCONN)
+	if (p || (errno != ENOTCONN && errno != EACCES))
 		return p;
 	if (!(copy1 = strdup(mnt)) || !(copy2 = strdup(mnt))) {
 		free(copy1);
