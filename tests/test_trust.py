@@ -187,8 +187,59 @@ def test_umount_only_stfs(d, mnt):
     assert not T.is_mount(mnt)
 
 
+# ---- the cache directory ----------------------------------------------------
+
+def test_cache_unusable(d, mnt):
+    """cache= (empty), a regular file, a folder on a read-only file
+    system: errors at mount, nothing mounted, no request made."""
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    want = small_model(os.path.join(data, "m.safetensors"))
+    afile = os.path.join(d, "afile")
+    with open(afile, "w") as f:
+        f.write("x")
+    ro = os.path.join(d, "ro")
+    os.mkdir(ro)
+    ngx = Nginx(os.path.join(d, "ngx"), data)
+    url = ngx.url("m.safetensors")
+    cases = [("cache=", "cache=: give a directory"),
+             ("cache=" + afile, "Not a directory"),
+             ("cache=" + afile + "/sub", "Not a directory")]
+    mounted = False
+    if os.geteuid() == 0:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "ro", "stfs-ro", ro],
+                       check=True)
+        mounted = True
+        cases += [("cache=" + ro, "Read-only file system"),
+                  ("cache=" + ro + "/not/yet", "Read-only file system")]
+    try:
+        for opt, msg in cases:
+            r = stfs("mount", "-o", opt, url, mnt, cwd=d)
+            assert r.returncode != 0, (opt, r)
+            assert r.stderr.startswith("stfs: %s: " % url) and \
+                msg in r.stderr, (opt, r.stderr)
+            assert not T.is_mount(mnt) and not T.daemons_for(mnt)
+        assert ngx.ranges() == [], ngx.ranges()
+        assert not os.path.exists(os.path.join(d, "stfs"))
+        # offline only reads the cache: a read-only one is fine then
+        if mounted:
+            r = stfs("mount", "-o", "offline,cache=" + ro, url, mnt)
+            assert r.returncode == 1 and "not in the cache" in r.stderr, r
+        # the control: a cache that can be written
+        p = T.mount_fg(url, mnt, "-o", "cache=" + os.path.join(d, "c"))
+        try:
+            assert read(os.path.join(mnt, "a", "w")) == want
+        finally:
+            T.stop_fg(p, mnt)
+    finally:
+        if mounted:
+            subprocess.run(["umount", ro], check=True)
+        ngx.stop()
+
+
 def run():
     return T.run_tests([
+        test_cache_unusable,
         test_umount_only_stfs,
         test_scheme_case,
         test_revision_outside_cache,

@@ -279,7 +279,7 @@ int stfs_inspect_main(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
-	if (stfs_cache_opts(shown, NULL, NULL, 0, offline)) {
+	if (stfs_cache_opts(shown, NULL, NULL, 0, offline, 0)) {
 		rc = 2;
 		goto out;
 	}

@@ -344,7 +344,7 @@ static uint64_t parse_size(const char *t)
 /* The on-disk cache of URL sources, from the options: 0, or -1 after
  * saying what is wrong. */
 int stfs_cache_opts(const char *src, const char *dir, const char *size,
-		    int nocache, int offline)
+		    int nocache, int offline, int check)
 {
 	uint64_t bytes = 10ULL << 30;
 	char *def = NULL, *abs = NULL;
@@ -354,6 +354,11 @@ int stfs_cache_opts(const char *src, const char *dir, const char *size,
 	if (size && !(bytes = parse_size(size))) {
 		fprintf(stderr, "stfs: %s: cache_size=%s: give a size such as "
 			"10G, 512M or 1048576\n", src, size);
+		return -1;
+	}
+	if (dir && !*dir) {
+		fprintf(stderr, "stfs: %s: cache=: give a directory (or "
+			"nocache)\n", src);
 		return -1;
 	}
 	if (nocache && (offline || dir)) {
@@ -380,7 +385,12 @@ int stfs_cache_opts(const char *src, const char *dir, const char *size,
 		dir = abs;
 	}
 	rc = stfs_cache_configure(nocache ? NULL : dir, bytes, offline);
-	if (rc)
+	if (!rc && check && dir && !nocache && stfs_source_is_remote(src) &&
+	    (rc = stfs_cache_dir_check(dir, offline)))
+		fprintf(stderr, "stfs: %s: cache=%s: %s (give a cache= "
+			"directory stfs can %s, or nocache)\n", src, dir,
+			strerror(-rc), offline ? "read" : "write");
+	else if (rc)
 		fprintf(stderr, "stfs: %s: cache=%s: %s\n", src, dir ? dir : "",
 			strerror(-rc));
 	free(def);
@@ -571,7 +581,7 @@ int stfs_mount_main(int argc, char **argv)
 	}
 	if (number_opts(&o, src, &fs, &threads) || http_opts(&o, src) ||
 	    stfs_cache_opts(src, o.cache, o.cache_size, o.nocache,
-			    o.offline)) {
+			    o.offline, 1)) {
 		ret = 2;
 		goto out_args;
 	}
