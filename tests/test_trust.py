@@ -37,6 +37,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
 import hubemu  # noqa: E402
+import s3server  # noqa: E402
 from test_hub import env, world, fake_cache, refused  # noqa: E402
 from test_remote import Nginx, free_port, read, big_file  # noqa: E402
 
@@ -237,8 +238,56 @@ def test_cache_unusable(d, mnt):
         ngx.stop()
 
 
+# ---- listings that loop ------------------------------------------------------
+
+def test_listing_loops(d, mnt):
+    """A Hub tree whose last page links back to its first, an S3 listing
+    that repeats its continuation token: stopped at the first repeat,
+    with a message that says so; a listing that never ends stops at
+    10,000 pages."""
+    model = os.path.join(d, "m.safetensors")
+    small_model(model)
+    with open(model, "rb") as f:
+        files = {"model.safetensors": f.read(), "a.txt": b"a",
+                 "b.txt": b"b", "c.txt": b"c"}
+    with world(d) as w:
+        w.hub.push(w.hub.repo("org/loop"), files)
+        assert T.inspect_json("hf://org/loop")["tensors"]    # the control
+        w.hub.tree_loop = True
+        n = len(w.hub.seen)
+        t = time.time()
+        err = refused("hf://org/loop", mnt, "the Hub's file list loops",
+                      "page 2 links back to a page already listed")
+        assert time.time() - t < 10
+        trees = [s for s, _ in w.hub.seen[n:] if "/tree/" in s]
+        assert len(trees) == 2, w.hub.seen[n:]
+        assert "\x1b" not in err
+    lister = s3server.Lister(loop=True)
+    try:
+        with env(AWS_ENDPOINT_URL=lister.url, AWS_ACCESS_KEY_ID=None,
+                 AWS_SECRET_ACCESS_KEY=None, AWS_PROFILE=None,
+                 AWS_CONFIG_FILE=os.path.join(d, "no"),
+                 AWS_SHARED_CREDENTIALS_FILE=os.path.join(d, "no")):
+            refused("s3://b/p/", mnt, "the bucket's listing loops",
+                    "page 2 gives a continuation token already used",
+                    "(again)")
+            assert len(lister.seen) == 2, lister.seen
+            assert lister.seen[1]["continuation-token"] == ["again"]
+            # tokens that never repeat: the bound
+            lister.loop, lister.seen = False, []
+            t = time.time()
+            refused("s3://b/p/", mnt, "the bucket's listing goes on past "
+                    "10000 pages")
+            assert len(lister.seen) == 10000, len(lister.seen)
+            print("     10,000 pages listed and refused in %.1f s" %
+                  (time.time() - t))
+    finally:
+        lister.stop()
+
+
 def run():
     return T.run_tests([
+        test_listing_loops,
         test_cache_unusable,
         test_umount_only_stfs,
         test_scheme_case,

@@ -37,7 +37,6 @@
 
 #define HUB_DEFAULT "https://huggingface.co"
 #define API_MAX (64u << 20)         /* bytes of one API answer, at most */
-#define PAGES_MAX 10000
 
 struct hf {
 	int dataset;
@@ -504,13 +503,34 @@ static int on_file(void *arg, const char *path, const char *etag,
 	return 0;
 }
 
+/* Remember the page at url: 0, or -EIO / -ENOMEM with err saying why
+ * the listing stops (a page seen before: a loop; too many pages). */
+static int new_page(struct stfs_pages *seen, const char *url,
+		    struct stfs_error *err)
+{
+	int rc = stfs_pages_add(seen, url);
+	char q[256];
+
+	if (rc == -ELOOP)
+		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the Hub's "
+				 "file list loops: page %zu links back to a "
+				 "page already listed (%s)", seen->n,
+				 stfs_quote(url, strlen(url), q, sizeof(q)));
+	if (rc == -EFBIG)
+		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the Hub's "
+				 "file list goes on past %d pages",
+				 STFS_PAGES_MAX);
+	return rc ? nomem(err) : 0;
+}
+
 static int list_online(struct hf *h, struct stfs_auth *auth, int recursive,
 		       struct stfs_error *err)
 {
 	struct lister l = { h, recursive };
+	struct stfs_pages seen = { 0 };
 	char *sub = escape_path(h->subdir), *url = NULL;
 	size_t elen = strlen(h->endpoint);
-	int rc = 0, pages = 0;
+	int rc = 0;
 
 	if (!sub || asprintf(&url, "%s/api/%s/%s/tree/%s%s%s%s", h->endpoint,
 			     h->dataset ? "datasets" : "models", h->repo,
@@ -522,9 +542,11 @@ static int list_online(struct hf *h, struct stfs_auth *auth, int recursive,
 	free(sub);
 	while (url && !rc) {
 		struct stfs_http_resp r;
-		char *body;
+		char *body, q[256];
 		size_t len;
 
+		if ((rc = new_page(&seen, url, err)))
+			break;
 		rc = stfs_http_get(url, auth, API_MAX, &body, &len, &r, err);
 		free(url);
 		url = NULL;
@@ -540,16 +562,19 @@ static int list_online(struct hf *h, struct stfs_auth *auth, int recursive,
 		/* the next page, from the Hub itself only: the token goes
 		 * with it */
 		if (strncmp(r.link_next, h->endpoint, elen) != 0 ||
-		    r.link_next[elen] != '/' || ++pages > PAGES_MAX) {
+		    r.link_next[elen] != '/') {
 			rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
 				       "Hub's next page is elsewhere: %s",
-				       r.link_next);
+				       stfs_quote(r.link_next,
+						  strlen(r.link_next), q,
+						  sizeof(q)));
 			break;
 		}
 		if (!(url = strdup(r.link_next)))
 			rc = nomem(err);
 	}
 	free(url);
+	stfs_pages_free(&seen);
 	return rc;
 }
 

@@ -30,7 +30,6 @@
 #include "source.h"
 
 #define LIST_MAX (16u << 20)        /* bytes of one listing page */
-#define PAGES_MAX 100000
 
 static enum stfs_s3_style style = STFS_S3_AUTO;
 
@@ -218,15 +217,38 @@ static int on_object(void *arg, const char *key, uint64_t size)
 	return 0;
 }
 
+/* Remember the page of token: 0, or -EIO / -ENOMEM with err saying why
+ * the listing stops (a token seen before: a loop; too many pages). */
+static int new_page(struct stfs_pages *seen, const char *token,
+		    struct stfs_error *err)
+{
+	int rc = stfs_pages_add(seen, token);
+	char q[256];
+
+	if (rc == -ELOOP)
+		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
+				 "bucket's listing loops: page %zu gives a "
+				 "continuation token already used (%s)",
+				 seen->n, stfs_quote(token, strlen(token),
+							 q, sizeof(q)));
+	if (rc == -EFBIG)
+		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
+				 "bucket's listing goes on past %d pages",
+				 STFS_PAGES_MAX);
+	return rc ? nomem(err) : 0;
+}
+
 /* The keys directly under s->key (a prefix ending in '/', or ""). */
 static int list(const struct s3 *s, struct stfs_auth *auth, struct names *l,
 		struct stfs_error *err)
 {
+	struct stfs_pages seen = { 0 };
 	char *token = NULL, *root = url_of(s, "");
-	int rc = 0, pages = 0, truncated = 1;
+	int rc = 0, truncated = 1;
 
 	if (!root)
 		return nomem(err);
+	rc = new_page(&seen, "", err);  /* the first page, which has none */
 	while (!rc && truncated) {
 		char *tok = token ? curl_easy_escape(NULL, token, 0) : NULL;
 		char *pre = curl_easy_escape(NULL, s->key, 0), *url = NULL;
@@ -260,12 +282,12 @@ static int list(const struct s3 *s, struct stfs_auth *auth, struct names *l,
 		else if (rc)
 			rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
 				       "bucket's listing does not parse");
-		else if (truncated && ++pages > PAGES_MAX)
-			rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
-				       "listing goes on for too many pages");
+		else if (truncated)
+			rc = new_page(&seen, token, err);
 	}
 	free(token);
 	free(root);
+	stfs_pages_free(&seen);
 	return rc;
 }
 

@@ -180,6 +180,22 @@ int stfs_s3_list_parse(const char *xml, size_t len,
 				     uint64_t size),
 		       void *arg, int *truncated, char **next_token);
 
+/* ---- the pages of a listing (pages.c) ------------------------------------ */
+
+/* A listing stops after this many pages (the Hub's are 1,000 files long,
+ * S3's 1,000 keys), or at the first page seen before. */
+#define STFS_PAGES_MAX 10000
+
+struct stfs_pages {
+	uint8_t (*seen)[32];    /* SHA-256 of each page's URL or token */
+	size_t n, cap;
+};
+
+/* Remember the page named by key (its URL, its continuation token): 0,
+ * -ELOOP if it was seen before, -EFBIG past STFS_PAGES_MAX, -ENOMEM. */
+int stfs_pages_add(struct stfs_pages *p, const char *key);
+void stfs_pages_free(struct stfs_pages *p);
+
 /* ---- hashing and signing (sha256.c, sigv4.c) ---------------------------- */
 
 struct stfs_sha256 {
