@@ -285,8 +285,58 @@ def test_listing_loops(d, mnt):
         lister.stop()
 
 
+# ---- offline ---------------------------------------------------------------------
+
+def test_offline_missing_blob(d, mnt):
+    """HF_HUB_OFFLINE=1 or -o offline, with a snapshot link whose blob is
+    gone (an interrupted download): refused naming the file, and not one
+    request to the Hub (which is up, with the repo, and logs every
+    request) or to the file server, token or not."""
+    from test_hub import shard_files
+    hub_cache = os.path.join(d, "hub-cache")
+    files = shard_files()
+    sha_ = fake_cache(hub_cache, "org/gap", files)
+    shard = sorted(n for n in files if n.endswith(".safetensors"))[-1]
+    top = os.path.join(hub_cache, "models--org--gap")
+    os.unlink(os.path.join(top, "blobs",
+                           hashlib.sha256(files[shard]).hexdigest()))
+    with world(d) as w:
+        w.hub.push(w.hub.repo("org/gap"), files)
+        with env(HF_HUB_CACHE=hub_cache, HF_TOKEN=hubemu.TOKEN):
+            for how, opts in (("HF_HUB_OFFLINE", []),
+                              ("-o offline", ["-o", "offline"])):
+                with env(HF_HUB_OFFLINE="1" if opts == [] else None):
+                    r = stfs("mount", *opts, "hf://org/gap", mnt)
+                    assert r.returncode == 1, (how, r)
+                    assert "offline, and the blob of %s is missing" % \
+                        shard in r.stderr, (how, r.stderr)
+                    assert sha_ in r.stderr, r.stderr
+                    assert not T.is_mount(mnt)
+                    args = ["inspect", "hf://org/gap"] + (
+                        ["--offline"] if opts else [])
+                    r = stfs(*args)
+                    assert r.returncode == 1 and shard in r.stderr, r
+            assert w.hub.seen == [], w.hub.seen
+            assert w.nginx_log() == "", w.nginx_log()
+            # online, the same cache: the missing file comes from the Hub
+            p = T.mount_fg("hf://org/gap", mnt)
+            try:
+                j = T.inspect_json(os.path.join(T.REAL, "jl-sharded"))
+                for t in j["tensors"]:
+                    if t["file"] == shard:
+                        with open(os.path.join(T.REAL, "jl-sharded",
+                                               shard), "rb") as f:
+                            f.seek(t["file_offset"])
+                            assert read(os.path.join(mnt, t["path"])) \
+                                == f.read(t["bytes"])
+            finally:
+                T.stop_fg(p, mnt)
+            assert shard in w.nginx_log()
+
+
 def run():
     return T.run_tests([
+        test_offline_missing_blob,
         test_listing_loops,
         test_cache_unusable,
         test_umount_only_stfs,

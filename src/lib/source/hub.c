@@ -761,6 +761,7 @@ int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 	}
 	loc->auth = auth;
 	auth = NULL;
+	loc->offline = h.offline;
 	if (h.offline && !loc->local_base)
 		rc = stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "offline, "
 			       "and not in the Hugging Face cache");

@@ -346,8 +346,29 @@ static void set_origin(const struct stfs_location *loc, const char *name,
 			src->origin[STFS_ORIGIN_ETAG] = loc->etags[i];
 }
 
+/* Offline, a file the snapshot lacks is an error, never a request: a
+ * link whose blob is missing (an interrupted download) or no link. */
+static int not_cached(const struct stfs_location *loc, const char *name,
+		      const char *path, struct stfs_error *err)
+{
+	char target[PATH_MAX], q[256], qt[256];
+	ssize_t n = readlink(path, target, sizeof(target) - 1);
+
+	stfs_quote(name, strlen(name), q, sizeof(q));
+	if (n <= 0)
+		return stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "offline, "
+				 "and %s is not in the Hugging Face cache (%s)",
+				 q, loc->local_base);
+	target[n] = '\0';
+	return stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "offline, and "
+			 "the blob of %s is missing from the Hugging Face "
+			 "cache (%s/%s links to %s)", q, loc->local_base, q,
+			 stfs_quote(target, (size_t)n, qt, sizeof(qt)));
+}
+
 /* The file called name in loc->local_base (the Hugging Face cache's
- * snapshot), if it is there: 0, -ENOENT if not, else -errno. */
+ * snapshot), if it is there: 0, -ENOENT if not (offline: with err
+ * saying so), else -errno. */
 static int open_local(const struct stfs_location *loc, const char *name,
 		      struct stfs_source **out, struct stfs_error *err)
 {
@@ -357,8 +378,9 @@ static int open_local(const struct stfs_location *loc, const char *name,
 	if (asprintf(&path, "%s/%s", loc->local_base, name) < 0)
 		return nomem(err);
 	if (access(path, F_OK) != 0) {
+		rc = loc->offline ? not_cached(loc, name, path, err) : -ENOENT;
 		free(path);
-		return -ENOENT;
+		return rc;
 	}
 	rc = stfs_source_open_file(path, out, err);
 	free(path);
@@ -383,8 +405,8 @@ int stfs_location_open(const struct stfs_location *loc, const char *name,
 		return loc->http ? stfs_source_open_http(loc->arg, loc->auth,
 							 out, err) :
 		       stfs_source_open_file(loc->arg, out, err);
-	if (loc->local_base && (rc = open_local(loc, name, out, err)) !=
-	    -ENOENT)
+	if (loc->local_base && ((rc = open_local(loc, name, out, err)) !=
+				-ENOENT || loc->offline))
 		return rc;
 	if (loc->http || loc->remote) {
 		char *esc = curl_easy_escape(NULL, name, 0);

@@ -293,6 +293,8 @@ struct stfs_location {
 	int remote;         /* hf:// or s3://: base is a URL prefix */
 	struct stfs_auth *auth;     /* what requests to base carry */
 	char *local_base;   /* hf: the snapshot in the Hugging Face cache */
+	int offline;        /* hf: HF_HUB_OFFLINE or -o offline: files not
+			     * in local_base are errors, never fetched */
 	char *repo, *revision;      /* hf: the repo and its resolved commit */
 	char **etag_names, **etags; /* the service's ETag of each file */
 	size_t netags;
