@@ -334,8 +334,246 @@ def test_offline_missing_blob(d, mnt):
             assert shard in w.nginx_log()
 
 
+# ---- secrets -------------------------------------------------------------------
+
+class Snooper:
+    """A raw-socket TCP proxy in front of a server.  At each connection it
+    first records the command line of every stfs process (what any
+    user's ps reads), then relays the bytes.  down=True: connections are
+    closed at once (the server is gone; set_down())."""
+
+    def __init__(self, port):
+        self.upstream, self.cmdlines, self.down = port, [], False
+        self.live = []
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.sock.listen(64)
+        self.url = "http://127.0.0.1:%d/" % self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.cmdlines.extend(stfs_cmdlines())
+            if self.down:
+                c.close()
+                continue
+            u = socket.create_connection(("127.0.0.1", self.upstream))
+            self.live += [c, u]
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self._pipe, args=(a, b),
+                                 daemon=True).start()
+
+    @staticmethod
+    def _pipe(a, b):
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def set_down(self, down):
+        """down: live connections cut, new ones closed at once."""
+        self.down = down
+        if down:
+            for c in self.live:
+                try:
+                    c.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            self.live = []
+
+    def close(self):
+        self.set_down(True)
+        self.sock.close()
+
+
+def stfs_cmdlines():
+    """(pid, command line bytes) of every process running stfs."""
+    exe = os.path.realpath(T.STFS)
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            if os.path.realpath("/proc/%s/exe" % pid) != exe:
+                continue
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                out.append((int(pid), f.read()))
+        except OSError:
+            continue
+    return out
+
+
+def everything_shown(mnt, log, outputs):
+    """All that stfs shows of a mount: the command lines of its
+    processes (and ps), the mount table, every xattr and the header
+    file, the log, and what it printed."""
+    parts = [c for _, c in stfs_cmdlines()]
+    parts.append(subprocess.run(["ps", "-eo", "args"], capture_output=True
+                                ).stdout)
+    for name in ("/proc/mounts", "/proc/self/mountinfo"):
+        with open(name, "rb") as f:
+            parts.append(f.read())
+    for top, dirs, files in os.walk(mnt):
+        for n in dirs + files:
+            p = os.path.join(top, n)
+            for x in os.listxattr(p):
+                parts.append(os.getxattr(p, x))
+    with open(os.path.join(mnt, "%header.json"), "rb") as f:
+        parts.append(f.read())
+    if log and os.path.exists(log):
+        with open(log, "rb") as f:
+            parts.append(f.read())
+    parts.extend(o.encode() if isinstance(o, str) else o for o in outputs)
+    return b"\n".join(parts)
+
+
+def two_blocks(path):
+    """Two 1 MiB tensors: with block_size=64K and nocache, reading the
+    second one takes requests after the mount."""
+    a, b = os.urandom(1 << 20), os.urandom(1 << 20)
+    T.write_st(path, [("a", "U8", [1 << 20], a), ("b", "U8", [1 << 20], b)])
+    return a, b
+
+
+def secret_mount(url, mnt, d, secrets, snoop=None):
+    """Mount url in the background with a log, read through it, and find
+    none of secrets anywhere stfs shows things: the processes' command
+    lines while they talked to the server (snoop) and after, the mount
+    table, xattrs, the log, messages."""
+    log = os.path.join(d, "stfs.log")
+    if os.path.exists(log):
+        os.unlink(log)
+    r = stfs("mount", "-o", "log=%s,nocache,block_size=64K,retries=0" % log,
+             url, mnt)
+    T._mounts.append(mnt)
+    outputs = [r.stdout, r.stderr]
+    assert r.returncode == 0, r
+    try:
+        daemons = T.daemons_for(mnt)
+        assert len(daemons) == 1, daemons
+        with open("/proc/%d/cmdline" % daemons[0], "rb") as f:
+            daemon_cmd = f.read()
+        assert b"stfs" in daemon_cmd
+        if snoop:
+            snoop.set_down(True)
+            try:
+                read(os.path.join(mnt, "b"))
+                raise AssertionError("read with the server down")
+            except OSError:
+                pass
+            snoop.set_down(False)
+        got = read(os.path.join(mnt, "a"))
+        shown = everything_shown(mnt, log, outputs)
+    finally:
+        T.unmount(mnt)
+        assert T.wait_gone(mnt)
+    with open(log, "rb") as f:
+        shown += f.read()
+    if snoop:
+        pids = {p for p, _ in snoop.cmdlines}
+        assert len(pids) >= 2, snoop.cmdlines    # the parent, the daemon
+        shown += b"\n".join(c for _, c in snoop.cmdlines)
+    for s in secrets:
+        assert s.encode() not in shown, (s, shown[:2000])
+    return got, shown, daemon_cmd
+
+
+def test_no_secret_shown(d, mnt):
+    """A URL's password and a presigned URL's query, HF_TOKEN, AWS keys
+    and session token: in no command line (the mounting process while it
+    talks to the server, the daemon after), not in /proc/mounts, xattrs,
+    %header.json, the log (with a failed read logged) or messages."""
+    from test_tls import signed
+    data = os.path.join(d, "data")
+    os.makedirs(os.path.join(data, "bucket"))
+    a, _ = two_blocks(os.path.join(data, "m.safetensors"))
+    shutil.copy(os.path.join(data, "m.safetensors"),
+                os.path.join(data, "bucket", "m.safetensors"))
+    htpasswd = os.path.join(d, "htpasswd")
+    h = subprocess.run(["openssl", "passwd", "-apr1", "Pa55-w0rd-xyz"],
+                       capture_output=True, check=True).stdout.decode()
+    with open(htpasswd, "w") as f:
+        f.write("alice:" + h)
+    ngx = Nginx(os.path.join(d, "ngx0"), data, extra="""
+    location /private/ { alias %s/; auth_basic stfs;
+                         auth_basic_user_file %s; }
+    location /signed/ {
+      alias %s/;
+      secure_link $arg_md5,$arg_expires;
+      secure_link_md5 "$secure_link_expires$uri stfs-secret";
+      if ($secure_link = "") { return 403; }
+      if ($secure_link = "0") { return 403; }
+    }
+""" % (data, htpasswd, data))
+    snoop = Snooper(ngx.port)
+    try:
+        with env(HOME=d):
+            # a password in the URL
+            url = snoop.url.replace("http://", "http://alice:Pa55-w0rd-xyz@"
+                                    ) + "private/m.safetensors"
+            got, shown, cmd = secret_mount(url, mnt, d, ["Pa55-w0rd-xyz"],
+                                           snoop)
+            assert got == a
+            assert b"\0http://127.0.0.1:%d/private/m.safetensors\0" % \
+                snoop.port in cmd, cmd
+            assert b": bytes " in shown, "the failed read was not logged"
+            # a presigned URL: its query
+            path = "/signed/m.safetensors"
+            url = signed(snoop.url + path[1:], path, int(time.time()) + 600)
+            query = url.split("?", 1)[1]
+            snoop.cmdlines = []
+            got, shown, cmd = secret_mount(
+                url, mnt, d, [query, query.split("&")[0]], snoop)
+            assert got == a
+            assert b"\0http://127.0.0.1:%d/signed/m.safetensors\0" % \
+                snoop.port in cmd, cmd
+        # AWS keys and a session token (nginx, a public bucket, ignores
+        # the signature)
+        with env(AWS_ENDPOINT_URL=ngx.url("").rstrip("/"),
+                 AWS_ACCESS_KEY_ID="AKIDSTFSTEST",
+                 AWS_SECRET_ACCESS_KEY="aws-secret-key-xyz",
+                 AWS_SESSION_TOKEN="aws-session-token-xyz",
+                 AWS_PROFILE=None, AWS_CONFIG_FILE=os.path.join(d, "no"),
+                 AWS_SHARED_CREDENTIALS_FILE=os.path.join(d, "no")):
+            got, _, _ = secret_mount("s3://bucket/m.safetensors", mnt, d,
+                                     ["aws-secret-key-xyz",
+                                      "aws-session-token-xyz",
+                                      "AKIDSTFSTEST"])
+            assert got == a
+    finally:
+        snoop.close()
+        ngx.stop()
+    # HF_TOKEN, to a gated repo
+    with world(d) as w:
+        with open(os.path.join(data, "m.safetensors"), "rb") as f:
+            w.hub.push(w.hub.repo("org/gated", gated=True),
+                       {"model.safetensors": f.read()})
+        with env(HF_TOKEN=hubemu.TOKEN):
+            got, _, _ = secret_mount("hf://org/gated", mnt, d,
+                                     [hubemu.TOKEN])
+            assert got == a
+        assert ("/api/models/org/gated/revision/main",
+                "Bearer " + hubemu.TOKEN) in w.hub.seen
+
+
 def run():
     return T.run_tests([
+        test_no_secret_shown,
         test_offline_missing_blob,
         test_listing_loops,
         test_cache_unusable,

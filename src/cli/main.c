@@ -11,7 +11,7 @@
 #include "cli.h"
 #include "mount.h"
 
-int main(int argc, char **argv)
+static int dispatch(int argc, char **argv)
 {
 	if (argc < 2) {
 		stfs_usage(stderr);
@@ -26,4 +26,22 @@ int main(int argc, char **argv)
 		return stfs_mount_main(argc - 1, argv + 1);
 	}
 	return stfs_mount_main(argc, argv);
+}
+
+int main(int argc, char **argv)
+{
+	/* before anything: no URL password or query left in our cmdline */
+	char **args = stfs_scrub_argv(argc, argv), *first;
+	int rc;
+
+	if (!args) {
+		fprintf(stderr, "stfs: out of memory\n");
+		return 1;
+	}
+	first = argc > 1 ? args[1] : NULL;      /* dispatch may replace it */
+	rc = dispatch(argc, args);
+	if (argc > 1)
+		args[1] = first;
+	stfs_free_argv(argc, args);
+	return rc;
 }
