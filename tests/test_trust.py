@@ -571,8 +571,81 @@ def test_no_secret_shown(d, mnt):
                 "Bearer " + hubemu.TOKEN) in w.hub.seen
 
 
+# ---- names with control characters ------------------------------------------
+
+def no_control(text):
+    """One line per message; no control byte (ESC, BEL, a newline in a
+    name) reaches the terminal."""
+    for line in text.split("\n"):
+        assert not any(ord(c) < 0x20 or ord(c) == 0x7f for c in line), \
+            repr(text)
+
+
+def test_names_escaped(d, mnt):
+    """File names from a server with ESC, BEL and a newline in them are
+    escaped in every message, log line and listing."""
+    model = os.path.join(d, "m.safetensors")
+    small_model(model)
+    with open(model, "rb") as f:
+        mbytes = f.read()
+    esc, bel, nl = "a\x1b[31m", "b\x07", "c\nd"
+    with world(d) as w:
+        # two indexes: "several index files, give one of them"
+        w.hub.push(w.hub.repo("org/idx"), {
+            esc + ".safetensors.index.json": b"{}",
+            bel + ".safetensors.index.json": b"{}"})
+        err = refused("hf://org/idx", mnt, "several index files",
+                      "a\\x1b[31m.safetensors.index.json",
+                      "b\\x07.safetensors.index.json")
+        no_control(err)
+        # weights only in folders whose names are hostile
+        w.hub.push(w.hub.repo("org/dirs"), {
+            esc + "/model.safetensors": mbytes,
+            nl + "/model.safetensors": mbytes})
+        err = refused("hf://org/dirs", mnt, "these folders hold weights",
+                      "a\\x1b[31m", "c\\x0ad")
+        no_control(err)
+    # an index whose shard names are hostile, on nginx
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    a, b = bytes(range(256)) * 4, bytes(reversed(range(256))) * 4
+    s1, s2 = esc + ".safetensors", nl + bel + ".safetensors"
+    T.write_st(os.path.join(data, s1), [("x.a", "U8", [1024], a)])
+    T.write_st(os.path.join(data, s2), [("x.b", "U8", [1024], b)])
+    with open(os.path.join(data, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": {"x.a": s1, "x.b": s2}},
+                  f)
+    ngx = Nginx(os.path.join(d, "ngx0"), data)
+    try:
+        url = ngx.url("")
+        r = stfs("inspect", url)
+        assert r.returncode == 0, r
+        no_control(r.stdout + r.stderr)
+        assert "a\\x1b[31m.safetensors" in r.stdout, r.stdout
+        assert "c\\x0adb\\x07.safetensors" in r.stdout, r.stdout
+        log = os.path.join(d, "stfs.log")
+        r = stfs("mount", "-o", "log=" + log, url, mnt)
+        T._mounts.append(mnt)
+        assert r.returncode == 0, r
+        try:
+            assert read(os.path.join(mnt, "x", "a")) == a
+            assert read(os.path.join(mnt, "x", "b")) == b
+        finally:
+            T.unmount(mnt)
+            assert T.wait_gone(mnt)
+        os.unlink(os.path.join(data, s2))
+        err = refused(url, mnt, "shard c\\x0adb\\x07.safetensors: "
+                      "HTTP 404")
+        no_control(err)
+        with open(log) as f:
+            no_control(f.read())
+    finally:
+        ngx.stop()
+
+
 def run():
     return T.run_tests([
+        test_names_escaped,
         test_no_secret_shown,
         test_offline_missing_blob,
         test_listing_loops,

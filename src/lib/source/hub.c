@@ -659,7 +659,7 @@ static int list_cached(struct hf *h, const char *snap, int depth,
 
 static int no_weights(struct hf *h, struct stfs_error *err)
 {
-	char dirs[512] = "";
+	char dirs[512] = "", q[128], first[128];
 
 	if (*h->subdir || !h->ndirs)
 		return stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "no "
@@ -668,12 +668,14 @@ static int no_weights(struct hf *h, struct stfs_error *err)
 	for (size_t i = 0; i < h->ndirs; i++) {
 		size_t l = strlen(dirs);
 		snprintf(dirs + l, sizeof(dirs) - l, "%s%s", i ? ", " : "",
-			 h->dirs[i]);
+			 stfs_quote(h->dirs[i], strlen(h->dirs[i]), q,
+				    sizeof(q)));
 	}
+	stfs_quote(h->dirs[0], strlen(h->dirs[0]), first, sizeof(first));
 	return stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "no "
 			 "*.safetensors files at the top of the repo; these "
 			 "folders hold weights, mount one of them "
-			 "(hf://%s/%s): %s", h->repo, h->dirs[0], dirs);
+			 "(hf://%s/%s): %s", h->repo, first, dirs);
 }
 
 int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)

@@ -190,11 +190,12 @@ int stfs_location_pick(struct stfs_location *loc, char **all, size_t n,
 		qsort(loc->names, loc->nnames, sizeof(*loc->names), cmp_str);
 	loc->kind = STFS_LOC_DIR;
 	if (nindexes > 1) {
-		char names[400] = "";
+		char names[400] = "", q[128];
 		for (size_t i = 0; i < nindexes; i++) {
 			size_t l = strlen(names);
 			snprintf(names + l, sizeof(names) - l, "%s%s",
-				 i ? ", " : "", indexes[i]);
+				 i ? ", " : "", stfs_quote(indexes[i],
+				 strlen(indexes[i]), q, sizeof(q)));
 		}
 		rc = stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET,
 			       "several index files, give one of them as "
