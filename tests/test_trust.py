@@ -643,8 +643,169 @@ def test_names_escaped(d, mnt):
         ngx.stop()
 
 
+# ---- AWS credentials as the AWS CLI reads them --------------------------------
+
+TESTER = "[%s]\naws_access_key_id = test:tester\naws_secret_access_key = testing\n"
+READER = "[%s]\naws_access_key_id = test:reader\naws_secret_access_key = secret2\n"
+WRONG = "[%s]\naws_access_key_id = AKwrongone\naws_secret_access_key = nope\n"
+
+# (what, credentials file, config file, environment); None: no file
+AWS_CASES = [
+    ("[default] in credentials", TESTER % "default", None, {}),
+    ("[profile default] in config", None, TESTER % "profile default", {}),
+    ("[default] then [profile default]: the later",
+     None, WRONG % "default" + TESTER % "profile default", {}),
+    ("[profile default] then [default]: the later",
+     None, TESTER % "profile default" + WRONG % "default", {}),
+    ("AWS_PROFILE, its region", None,
+     TESTER % "profile prof" + "region = eu-west-7\n",
+     {"AWS_PROFILE": "prof"}),
+    ("AWS_PROFILE naming no profile", TESTER % "default", None,
+     {"AWS_PROFILE": "nope"}),
+    ("AWS_DEFAULT_PROFILE before AWS_PROFILE",
+     TESTER % "a" + READER % "b", None,
+     {"AWS_DEFAULT_PROFILE": "a", "AWS_PROFILE": "b"}),
+    ("AWS_DEFAULT_PROFILE alone", TESTER % "a" + READER % "b", None,
+     {"AWS_DEFAULT_PROFILE": "b"}),
+    ("AWS_DEFAULT_PROFILE naming no profile", TESTER % "default", None,
+     {"AWS_DEFAULT_PROFILE": "gone"}),
+    ("key names in any case, spaces, ':'",
+     "[default]\nAWS_Access_Key_ID   =   test:tester\n"
+     "aws_secret_access_key:testing\n", None, {}),
+    ("an indented line continues the value before it",
+     "[default]\naws_access_key_id = test:tester\n"
+     "  aws_secret_access_key = testing\n", None, {}),
+    ("a key id without its secret in credentials",
+     "[default]\naws_access_key_id = test:tester\n", TESTER % "default",
+     {}),
+    ("[profile x] in credentials is not profile x",
+     TESTER % "profile x", None, {"AWS_PROFILE": "x"}),
+    ("profile names are case-sensitive", TESTER % "Tester", None,
+     {"AWS_PROFILE": "tester"}),
+    ("[profile   spaced  ]", None, TESTER % "profile   spaced  ",
+     {"AWS_PROFILE": "spaced"}),
+    ("[DEFAULT] gives every section its keys",
+     "[DEFAULT]\naws_secret_access_key = testing\n[default]\n"
+     "aws_access_key_id = test:tester\n", None, {}),
+    ("a '#' after a value is part of it",
+     "[default]\naws_access_key_id = test:tester\n"
+     "aws_secret_access_key = testing # the tester\n", None, {}),
+    ("the credentials file's region over the config's",
+     TESTER % "default" + "region = eu-west-7\n",
+     "[default]\nregion = us-east-1\n", {}),
+    ("a key given twice", TESTER % "default" + "aws_secret_access_key = x\n",
+     None, {}),
+    ("a section given twice", TESTER % "default" + TESTER % "default", None,
+     {}),
+    ("the environment's keys first", WRONG % "default", None,
+     {"AWS_ACCESS_KEY_ID": "test:tester", "AWS_SECRET_ACCESS_KEY": "testing"}),
+    ("AWS_ACCESS_KEY_ID without AWS_SECRET_ACCESS_KEY", TESTER % "default",
+     None, {"AWS_ACCESS_KEY_ID": "test:tester"}),
+    ("~/.aws/ when the variables are unset", "HOME:" + TESTER % "default",
+     None, {}),
+]
+
+AWS_VARS = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+            "AWS_SECURITY_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION",
+            "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
+            "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_CA_BUNDLE")
+
+
+def aws_cli_says(environ):
+    """What the aws CLI resolves: ("ok", whose keys (tester, reader,
+    wrong or None, told by the last 4 characters of the key id and of
+    the secret), region),
+    ("notfound", profile), ("partial",) or ("unreadable",)."""
+    r = subprocess.run(["aws", "configure", "list"], env=environ,
+                       capture_output=True, text=True, timeout=60)
+    out = r.stdout + r.stderr
+    if "could not be found" in out:
+        return ("notfound",)
+    if "Partial credentials" in out:
+        return ("partial",)
+    if "Unable to parse config file" in out:
+        return ("unreadable",)
+    assert r.returncode == 0, out
+    rows = {ln.split()[0]: ln.split()[1:] for ln in r.stdout.splitlines()
+            if ln.split()}
+    key, secret = rows["access_key"][0], rows["secret_key"][0]
+    region = rows["region"][0]
+    who = None if key == "<not" else {
+        ("ster", "ting"): "tester", ("ader", "ret2"): "reader"}.get(
+            (key[-4:], secret[-4:]), "wrong")
+    return ("ok", who, None if region == "<not" else region)
+
+
+def test_aws_profiles(d, mnt):
+    """Each layout of credential files and environment, resolved by stfs
+    (signing requests to OpenStack Swift, which checks every signature
+    and the region in it) as the aws CLI resolves it (`aws configure
+    list` on the same files and environment)."""
+    if not shutil.which("aws"):
+        raise AssertionError("the aws CLI is needed (apt-get install "
+                             "awscli)")
+    from test_s3 import swift
+    sw = swift()
+    with env(AWS_ENDPOINT_URL=sw.endpoint, AWS_ACCESS_KEY_ID="test:tester",
+             AWS_SECRET_ACCESS_KEY="testing", AWS_PROFILE=None,
+             AWS_CONFIG_FILE=os.path.join(d, "no"),
+             AWS_SHARED_CREDENTIALS_FILE=os.path.join(d, "no")):
+        small_model(os.path.join(d, "m.safetensors"))
+        with open(os.path.join(d, "m.safetensors"), "rb") as f:
+            sw.put("models", "trust/m.safetensors", f.read())
+    base = {k: v for k, v in os.environ.items() if k not in AWS_VARS}
+    for i, (what, cred, conf, extra) in enumerate(AWS_CASES):
+        home = os.path.join(d, "case%d" % i)
+        os.makedirs(os.path.join(home, ".aws"))
+        e = dict(base, HOME=home, XDG_CACHE_HOME=os.path.join(home, "xdg"))
+        if cred and cred.startswith("HOME:"):
+            with open(os.path.join(home, ".aws", "credentials"), "w") as f:
+                f.write(cred[5:])
+        else:
+            e["AWS_SHARED_CREDENTIALS_FILE"] = os.path.join(home, "creds")
+            e["AWS_CONFIG_FILE"] = os.path.join(home, "conf")
+            for path, text in ((e["AWS_SHARED_CREDENTIALS_FILE"], cred),
+                               (e["AWS_CONFIG_FILE"], conf)):
+                if text is not None:
+                    with open(path, "w") as f:
+                        f.write(text)
+        e.update(extra)
+        cli = aws_cli_says(e)
+        r = subprocess.run([T.STFS, "inspect",
+                            "s3://models/trust/m.safetensors"],
+                           env=dict(e, AWS_ENDPOINT_URL=sw.endpoint),
+                           capture_output=True, text=True, timeout=60)
+        err = r.stderr
+        if cli[0] == "notfound":
+            name = extra.get("AWS_DEFAULT_PROFILE", extra.get("AWS_PROFILE"))
+            want = ['the AWS profile "%s"' % name]
+        elif cli[0] == "partial":
+            want = ["no aws_secret_access_key", "AWS_SECRET_ACCESS_KEY is "
+                    "not"]
+        elif cli[0] == "unreadable":
+            want = ["the AWS CLI cannot read it either"]
+        elif cli[1] == "tester" and cli[2] in (None, "us-east-1"):
+            want = None
+        elif cli[1] == "tester":
+            want = ["AuthorizationHeaderMalformed"]
+        elif cli[1] in ("reader", None):
+            want = ["AccessDenied"]
+        else:
+            want = ["SignatureDoesNotMatch"]
+        print("     %-50s aws: %-28s stfs: %s" % (
+            what[:50], " ".join(str(c) for c in cli),
+            "ok" if r.returncode == 0 else err.strip().split(": ", 2)[-1][:60]))
+        if want is None:
+            assert r.returncode == 0, (what, cli, err)
+        else:
+            assert r.returncode == 1 and any(w in err for w in want), \
+                (what, cli, err)
+
+
 def run():
     return T.run_tests([
+        test_aws_profiles,
         test_names_escaped,
         test_no_secret_shown,
         test_offline_missing_blob,

@@ -180,6 +180,55 @@ int stfs_s3_list_parse(const char *xml, size_t len,
 				     uint64_t size),
 		       void *arg, int *truncated, char **next_token);
 
+/* ---- the AWS CLI's files (ini.c, awsconf.c) ------------------------------ */
+
+struct stfs_ini_kv {
+	char *key;              /* lower case */
+	char *value;
+};
+
+struct stfs_ini_section {
+	char *name;
+	struct stfs_ini_kv *kv;
+	size_t n;
+};
+
+struct stfs_ini {
+	struct stfs_ini_section *s;
+	size_t n;
+};
+
+/* Parse len bytes of INI text as the AWS CLI does (ini.c): 0, -ENOMEM, or
+ * -EINVAL with *line (1-based) and *why saying what does not parse.  *out
+ * is freed with stfs_ini_free(). */
+int stfs_ini_parse(const char *text, size_t len, struct stfs_ini *out,
+		   size_t *line, const char **why);
+/* The section called name, or NULL. */
+const struct stfs_ini_section *stfs_ini_section(const struct stfs_ini *ini,
+						const char *name);
+/* key's value in s (NULL: none, or no section). */
+const char *stfs_ini_get(const struct stfs_ini_section *s, const char *key);
+void stfs_ini_free(struct stfs_ini *ini);
+
+/* The AWS profile of the environment, from both files (awsconf.c). */
+struct stfs_aws_conf {
+	char *profile;
+	char *cred_path, *conf_path;
+	struct stfs_ini cred, conf;
+	const struct stfs_ini_section *cs, *fs;  /* its sections, or NULL */
+};
+
+/* Find the profile and read both files: 0, or -errno with err saying why
+ * (a profile named that is in neither file; a file that does not parse). */
+int stfs_aws_conf_load(struct stfs_aws_conf *a, struct stfs_error *err);
+/* A setting of the profile (region, endpoint_url, ...): a copy, or NULL. */
+char *stfs_aws_conf_get(const struct stfs_aws_conf *a, const char *key);
+/* Its keys (the environment's first): 0 with copies (all NULL: none), or
+ * -errno with err saying why (a key id without its secret). */
+int stfs_aws_conf_keys(const struct stfs_aws_conf *a, char **access,
+		       char **secret, char **token, struct stfs_error *err);
+void stfs_aws_conf_free(struct stfs_aws_conf *a);
+
 /* ---- the pages of a listing (pages.c) ------------------------------------ */
 
 /* A listing stops after this many pages (the Hub's are 1,000 files long,
