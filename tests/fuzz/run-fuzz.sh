@@ -6,7 +6,8 @@
 #   fuzz_index   the index.json reader, seeded with every *.index.json there;
 #   fuzz_http    the HTTP response-header parser of remote sources;
 #   fuzz_remote  S3's listings and errors (XML), the Hub's revision and
-#                tree answers (JSON), source URLs and the secrets in them.
+#                tree answers (JSON), source URLs and the secrets in them,
+#                the AWS CLI's INI files, hf:// revisions.
 # Inputs in tests/fuzz/regressions/<harness>/ are replayed first; crashes
 # are written there too, for review, and become regression inputs.
 set -euo pipefail
@@ -75,6 +76,9 @@ mkdir -p "$out"/{corpus,seeds}-remote
 	> "$out/seeds-remote/seed003"
 { printf '\4'; printf 'al%%40ce:p%%3Aw@127.0.0.1:8080/d/m.safetensors?X-Amz-Signature=ab&e=1'; } \
 	> "$out/seeds-remote/seed004"
+{ printf '\5'; printf '[DEFAULT]\nregion = x\n[profile a b]\nAWS_Access_Key_ID : k\n  more\n\n# c\n[default]\nk=v\n'; } \
+	> "$out/seeds-remote/seed005"
+{ printf '\6'; printf 'refs/pr/1'; } > "$out/seeds-remote/seed006"
 for h in header index http remote; do
 	reg=tests/fuzz/regressions/$h
 	mkdir -p "$reg"
