@@ -164,22 +164,7 @@ int stfs_s3_list_parse(const char *xml, size_t len,
 				     uint64_t size),
 		       void *arg, int *truncated, char **next_token);
 
-/* ---- hashing and signing (sha256.c, sigv4.c) ---------------------------- */
-
-struct stfs_sha256 {
-	uint32_t h[8];
-	uint64_t len;
-	uint8_t buf[64];
-};
-
-void stfs_sha256_init(struct stfs_sha256 *c);
-void stfs_sha256_update(struct stfs_sha256 *c, const void *data, size_t n);
-void stfs_sha256_final(struct stfs_sha256 *c, uint8_t out[32]);
-void stfs_sha256(const void *data, size_t n, uint8_t out[32]);
-void stfs_hmac_sha256(const void *key, size_t klen, const void *msg,
-		      size_t mlen, uint8_t out[32]);
-/* n bytes as 2n lowercase hex digits and a NUL. */
-void stfs_hex(const uint8_t *p, size_t n, char *out);
+/* ---- signing (sigv4.c, with libcrypto's SHA-256 and HMAC) --------------- */
 
 #define STFS_SIGV4_MAX_HEADERS 8
 
