@@ -2,8 +2,8 @@
  * check_remote.c: unit tests of what remote sources parse and compute
  * without a network: the SigV4 signer (AWS's published examples, which
  * also check libcrypto's SHA-256 and HMAC as the signer calls them),
- * S3's XML (listings and errors, hostile ones too), the Hub's JSON
- * (revision and tree answers) and the Link and X-Error-* headers.
+ * the Hub's JSON (revision and tree answers) and the Link and X-Error-*
+ * headers.  S3's XML is check_s3xml.c's.
  */
 #include <check.h>
 #include <curl/curl.h>
@@ -109,120 +109,6 @@ START_TEST(t_auth_headers)
 	ck_assert_int_eq(a->sign, 0);
 	ck_assert_str_eq(a->bearer, "hf_x");
 	stfs_auth_unref(a);
-}
-END_TEST
-
-struct keys {
-	char got[8][64];
-	uint64_t size[8];
-	int n;
-};
-
-static int on_key(void *arg, const char *key, uint64_t size)
-{
-	struct keys *k = arg;
-
-	if (k->n == 8)
-		return -E2BIG;
-	snprintf(k->got[k->n], sizeof(k->got[0]), "%s", key);
-	k->size[k->n++] = size;
-	return 0;
-}
-
-START_TEST(t_s3_list)
-{
-	const char *page =
-		"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-		"<ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
-		"<Name>b</Name><Prefix>m/</Prefix><KeyCount>2</KeyCount>"
-		"<IsTruncated>true</IsTruncated>"
-		"<Contents><Key>m/a&amp;b &#233;&#x4E2D;.safetensors</Key>"
-		"<Size>12</Size><ETag>&quot;x&quot;</ETag></Contents>"
-		"<Contents><Key>m/c.safetensors</Key><Size>0</Size></Contents>"
-		"<CommonPrefixes><Prefix>m/sub/</Prefix></CommonPrefixes>"
-		"<NextContinuationToken>1/a+b=</NextContinuationToken>"
-		"</ListBucketResult>";
-	struct keys k = { 0 };
-	char *token;
-	int more;
-
-	ck_assert_int_eq(stfs_s3_list_parse(page, strlen(page), on_key, &k,
-					    &more, &token), 0);
-	ck_assert_int_eq(k.n, 2);
-	ck_assert_str_eq(k.got[0], "m/a&b \xc3\xa9\xe4\xb8\xad.safetensors");
-	ck_assert_int_eq(k.size[0], 12);
-	ck_assert_str_eq(k.got[1], "m/c.safetensors");
-	ck_assert_int_eq(more, 1);
-	ck_assert_str_eq(token, "1/a+b=");
-	free(token);
-
-	/* the last page; an empty one */
-	const char *last = "<ListBucketResult><IsTruncated>false</IsTruncated>"
-			   "</ListBucketResult>";
-	k.n = 0;
-	ck_assert_int_eq(stfs_s3_list_parse(last, strlen(last), on_key, &k,
-					    &more, &token), 0);
-	ck_assert_int_eq(k.n + more, 0);
-	ck_assert_ptr_null(token);
-
-	/* refused: not a listing, a bad size, a bad reference, a NUL, more
-	 * pages with no token, a cut document */
-	const char *bad[] = {
-		"<Error><Code>NoSuchBucket</Code></Error>",
-		"<ListBucketResult><IsTruncated>false</IsTruncated><Contents>"
-		"<Key>a</Key><Size>-1</Size></Contents></ListBucketResult>",
-		"<ListBucketResult><IsTruncated>false</IsTruncated><Contents>"
-		"<Key>a</Key><Size>99999999999999999999</Size></Contents>"
-		"</ListBucketResult>",
-		"<ListBucketResult><IsTruncated>false</IsTruncated><Contents>"
-		"<Key>a&bogus;</Key><Size>1</Size></Contents></ListBucketResult>",
-		"<ListBucketResult><IsTruncated>false</IsTruncated><Contents>"
-		"<Key>a&#0;</Key><Size>1</Size></Contents></ListBucketResult>",
-		"<ListBucketResult><IsTruncated>false</IsTruncated><Contents>"
-		"<Key>a&#xD800;</Key><Size>1</Size></Contents></ListBucketResult>",
-		"<ListBucketResult><IsTruncated>true</IsTruncated>"
-		"</ListBucketResult>",
-		"<ListBucketResult><IsTruncated>false</IsTruncated><Contents>"
-		"<Key>a</Key><Size>1</Size>",
-		"",
-	};
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		k.n = 0;
-		ck_assert_msg(stfs_s3_list_parse(bad[i], strlen(bad[i]), on_key,
-						 &k, &more, &token) == -EINVAL,
-			      "accepted %s", bad[i]);
-		ck_assert_ptr_null(token);
-	}
-	/* a key with a NUL inside the text itself */
-	const char nul[] = "<ListBucketResult><IsTruncated>false</IsTruncated>"
-			   "<Contents><Key>a\0b</Key><Size>1</Size></Contents>"
-			   "</ListBucketResult>";
-	ck_assert_int_eq(stfs_s3_list_parse(nul, sizeof(nul) - 1, on_key, &k,
-					    &more, &token), -EINVAL);
-}
-END_TEST
-
-START_TEST(t_s3_error)
-{
-	char out[128];
-	const char *e = "<?xml version='1.0' encoding='UTF-8'?>\n<Error><Code>"
-			"NoSuchKey</Code><Message>The specified key &lt;k&gt; "
-			"does not\nexist.</Message><RequestId>tx1</RequestId>";
-
-	/* even cut short (no </Error>): only the start of a long one */
-	ck_assert_int_eq(stfs_s3_error_parse(e, strlen(e), out, sizeof(out)),
-			 0);
-	ck_assert_str_eq(out, "NoSuchKey: The specified key <k> does not "
-			      "exist.");
-	ck_assert_int_eq(stfs_s3_error_parse("<Error><Code>X</Code></Error>",
-					     29, out, sizeof(out)), 0);
-	ck_assert_str_eq(out, "X");
-	ck_assert_int_eq(stfs_s3_error_parse("<html>no</html>", 15, out,
-					     sizeof(out)), -EINVAL);
-	ck_assert_int_eq(stfs_s3_error_parse("<Error><Code>X", 14, out,
-					     sizeof(out)), -EINVAL);
-	ck_assert_int_eq(stfs_s3_error_parse(e, strlen(e), out, 8), 0);
-	ck_assert_str_eq(out, "NoSuchK");
 }
 END_TEST
 
@@ -460,8 +346,6 @@ Suite *remote_suite(void)
 
 	tcase_add_test(tc, t_sigv4_examples);
 	tcase_add_test(tc, t_auth_headers);
-	tcase_add_test(tc, t_s3_list);
-	tcase_add_test(tc, t_s3_error);
 	tcase_add_test(tc, t_hub_json);
 	tcase_add_test(tc, t_link_and_errors);
 	tcase_add_test(tc, t_content_encoding);
