@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/evp.h>
+
 #include "format.h"
 #include "source.h"
 
@@ -17,7 +19,8 @@ int stfs_pages_add(struct stfs_pages *p, const char *key)
 {
 	uint8_t h[32];
 
-	stfs_sha256(key, strlen(key), h);
+	if (!EVP_Digest(key, strlen(key), h, NULL, EVP_sha256(), NULL))
+		return -ENOMEM;
 	for (size_t i = 0; i < p->n; i++)
 		if (memcmp(p->seen[i], h, sizeof(h)) == 0)
 			return -ELOOP;
