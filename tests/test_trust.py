@@ -22,9 +22,7 @@ raw-socket servers of this file's own; mounts read through the kernel.
   cache are refused;
 - AWS credentials and profiles resolved as the aws CLI resolves them.
 """
-import contextlib
 import hashlib
-import http.server
 import json
 import os
 import shutil
@@ -39,7 +37,7 @@ import stfstest as T  # noqa: E402
 import hubemu  # noqa: E402
 import s3server  # noqa: E402
 from test_hub import env, world, fake_cache, refused  # noqa: E402
-from test_remote import Nginx, free_port, read, big_file  # noqa: E402
+from test_remote import Nginx, free_port, read  # noqa: E402
 
 X = "user.safetensors."
 
@@ -238,7 +236,7 @@ def test_cache_unusable(d, mnt):
         ngx.stop()
 
 
-# ---- listings that loop ------------------------------------------------------
+# ---- listings that loop -----------------------------------------------------
 
 def test_listing_loops(d, mnt):
     """A Hub tree whose last page links back to its first, an S3 listing
@@ -285,7 +283,7 @@ def test_listing_loops(d, mnt):
         lister.stop()
 
 
-# ---- offline ---------------------------------------------------------------------
+# ---- offline ----------------------------------------------------------------
 
 def test_offline_missing_blob(d, mnt):
     """HF_HUB_OFFLINE=1 or -o offline, with a snapshot link whose blob is
@@ -334,7 +332,7 @@ def test_offline_missing_blob(d, mnt):
             assert shard in w.nginx_log()
 
 
-# ---- secrets -------------------------------------------------------------------
+# ---- secrets ----------------------------------------------------------------
 
 class Snooper:
     """A raw-socket TCP proxy in front of a server.  At each connection it
@@ -643,10 +641,12 @@ def test_names_escaped(d, mnt):
         ngx.stop()
 
 
-# ---- AWS credentials as the AWS CLI reads them --------------------------------
+# ---- AWS credentials as the AWS CLI reads them ------------------------------
 
-TESTER = "[%s]\naws_access_key_id = test:tester\naws_secret_access_key = testing\n"
-READER = "[%s]\naws_access_key_id = test:reader\naws_secret_access_key = secret2\n"
+TESTER = ("[%s]\naws_access_key_id = test:tester\n"
+          "aws_secret_access_key = testing\n")
+READER = ("[%s]\naws_access_key_id = test:reader\n"
+          "aws_secret_access_key = secret2\n")
 WRONG = "[%s]\naws_access_key_id = AKwrongone\naws_secret_access_key = nope\n"
 
 # (what, credentials file, config file, environment); None: no file
@@ -795,7 +795,8 @@ def test_aws_profiles(d, mnt):
             want = ["SignatureDoesNotMatch"]
         print("     %-50s aws: %-28s stfs: %s" % (
             what[:50], " ".join(str(c) for c in cli),
-            "ok" if r.returncode == 0 else err.strip().split(": ", 2)[-1][:60]))
+            "ok" if r.returncode == 0 else
+            err.strip().split(": ", 2)[-1][:60]))
         if want is None:
             assert r.returncode == 0, (what, cli, err)
         else:
@@ -805,22 +806,30 @@ def test_aws_profiles(d, mnt):
 
 def run():
     return T.run_tests([
-        test_aws_profiles,
-        test_names_escaped,
         test_no_secret_shown,
         test_offline_missing_blob,
         test_listing_loops,
-        test_cache_unusable,
+        test_names_escaped,
         test_umount_only_stfs,
+        test_cache_unusable,
         test_scheme_case,
         test_revision_outside_cache,
+        test_aws_profiles,
     ])
 
 
-if __name__ == "__main__":
+def main():
     # the default cache ($XDG_CACHE_HOME/stfs) of these tests: their own
     home = os.environ["XDG_CACHE_HOME"] = T.tmpdir()
     try:
-        sys.exit(run())
+        return run()
     finally:
         shutil.rmtree(home, ignore_errors=True)
+        import test_s3
+        if test_s3.SW is not None:          # test_aws_profiles' Swift
+            test_s3.SW.stop()
+            shutil.rmtree(test_s3.SW.dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
