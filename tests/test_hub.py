@@ -27,30 +27,12 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
 import hubemu  # noqa: E402
-from test_remote import check_real_file, Nginx, free_port, read  # noqa: E402
+from fixtures import (check_real_file, env, free_port, Nginx,  # noqa: E402
+                      read, refused, stfs)
 
 EXPECTED = os.path.join(T.REAL, "expected.json")
 HUBJS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hubjs")
 X = "user.safetensors."
-
-
-@contextlib.contextmanager
-def env(**kw):
-    """os.environ with kw set (None: unset) for the block."""
-    old = {k: os.environ.get(k) for k in kw}
-    for k, v in kw.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 class World:
@@ -90,23 +72,6 @@ def world(d):
         yield w
     finally:
         w.close()
-
-
-def stfs(*args):
-    return subprocess.run([T.STFS] + list(args), capture_output=True,
-                          timeout=120, text=True)
-
-
-def refused(src, mnt, *want):
-    """Mounting src fails at once, exit 1, naming src and each of want;
-    nothing is mounted."""
-    r = stfs("mount", src, mnt)
-    assert r.returncode == 1, (src, r)
-    assert r.stderr.startswith("stfs: %s: " % src), r.stderr
-    for w in want:
-        assert w in r.stderr, (w, r.stderr)
-    assert not T.is_mount(mnt)
-    return r.stderr
 
 
 def corpus():

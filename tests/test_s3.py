@@ -28,8 +28,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
 import s3server  # noqa: E402
-from test_hub import env, refused  # noqa: E402
-from test_remote import check_real_file, Nginx, read  # noqa: E402
+from fixtures import check_real_file, env, Nginx, read, refused  # noqa: E402
 
 EXPECTED = os.path.join(T.REAL, "expected.json")
 X = "user.safetensors."
