@@ -18,10 +18,9 @@ import time
 import traceback
 
 STFS = os.environ.get("STFS", "stfs")
-SHARED = os.environ.get("STFS_SHARED",
-                        os.path.join(os.path.dirname(__file__), "..", "..",
-                                     "shared"))
-REAL = os.path.join(SHARED, "data", "real")
+# the real-world corpus, part of the repository (tests/data/real/README.md)
+REAL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
+                    "real")
 
 BITS = {"BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8,
         "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8,

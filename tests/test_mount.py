@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """test_mount.py: stfs mounted for real and read through the kernel.
 
-Every valid file of the real-world corpus (shared/data/real, whose
+Every valid file of the real-world corpus (tests/data/real, whose
 expected.json gives each tensor's dtype, shape, offsets and sha256) is
 mounted and every tensor read back and compared; every invalid one must be
 refused with nothing left mounted or running.  Then the contract: stat,

@@ -2,7 +2,7 @@
 # run-fuzz.sh [SECONDS]: build the libFuzzer harnesses with clang (ASan +
 # UBSan) and fuzz each for SECONDS (default 60):
 #   fuzz_header  the header parser and the name mapping, seeded with the
-#                header of every file in shared/data/real and examples/;
+#                header of every file in tests/data/real and examples/;
 #   fuzz_index   the index.json reader, seeded with every *.index.json there;
 #   fuzz_http    the HTTP response-header parser of remote sources;
 #   fuzz_remote  S3's listings and errors (XML), the Hub's revision and
@@ -13,7 +13,6 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-60}
 out=build-fuzz
-shared=${STFS_SHARED:-../shared}
 lib=$(ls src/lib/*/*.c)
 incs="-Iinclude -Isrc/lib/format -Isrc/lib/source -Isrc/lib/content -Isrc/lib/model"
 build() {   # harness, extra sources/flags...
@@ -29,7 +28,7 @@ build fuzz_header
 build fuzz_index
 build fuzz_http
 build fuzz_remote
-python3 - "$out" "$shared/data/real" examples <<'PY'
+python3 - "$out" tests/data/real examples <<'PY'
 import os, struct, sys
 out, *srcs = sys.argv[1:]
 n = m = 0
