@@ -3,9 +3,10 @@
 nginx from Debian on loopback (Nginx), a small standard-library HTTP
 server with faults nginx cannot make (faulty_server), ports, reading and
 hashing files, a generated file of large tensors (big_file), the check of
-one file of the real corpus mounted from any source (check_real_file), and
-environment and refusal helpers.  Mounting and the test runner are in
-stfstest.py.  Standard library only.
+one file of the real corpus mounted from any source (check_real_file), the
+Hub emulator behind nginx (world), a Hugging Face cache folder
+(fake_cache), and environment and refusal helpers.  Mounting and the test
+runner are in stfstest.py.  Standard library only.
 """
 import contextlib
 import email.utils
@@ -20,6 +21,7 @@ import subprocess
 import threading
 import time
 
+import hubemu
 import stfstest as T
 
 
@@ -286,3 +288,62 @@ def refused(src, mnt, *want):
         assert w in r.stderr, (w, r.stderr)
     assert not T.is_mount(mnt)
     return r.stderr
+
+
+class World:
+    """The emulator, nginx behind it, and an environment that points at
+    them with a fresh HF_HOME and stfs cache and no token."""
+
+    def __init__(self, d):
+        self.d = d
+        self.files = os.path.join(d, "files")
+        os.makedirs(self.files)
+        os.makedirs(os.path.join(d, "ngx"))
+        self.ngx = Nginx(os.path.join(d, "ngx"), self.files,
+                         host="127.0.0.2")
+        self.hub = hubemu.Hub(self.files, self.ngx.url())
+        self.env = env(HF_ENDPOINT=self.hub.url,
+                       HF_HOME=os.path.join(d, "hfhome"),
+                       HF_HUB_CACHE=None, HF_TOKEN=None,
+                       HUGGING_FACE_HUB_TOKEN=None, HF_TOKEN_PATH=None,
+                       HF_HUB_OFFLINE=None,
+                       XDG_CACHE_HOME=os.path.join(d, "xdg"))
+        self.env.__enter__()
+
+    def nginx_log(self):
+        with open(os.path.join(self.ngx.d, "access.log")) as f:
+            return f.read()
+
+    def close(self):
+        self.env.__exit__(None, None, None)
+        self.hub.stop()
+        self.ngx.stop()
+
+
+@contextlib.contextmanager
+def world(d):
+    w = World(d)
+    try:
+        yield w
+    finally:
+        w.close()
+
+
+def fake_cache(hub_cache, rid, files, rev="main"):
+    """A Hugging Face cache folder as huggingface_hub makes it: blobs
+    named by ETag, snapshot files linking to them, refs/REV."""
+    sha_ = hashlib.sha1(repr(sorted(files)).encode()).hexdigest()
+    top = os.path.join(hub_cache, "models--" + rid.replace("/", "--"))
+    os.makedirs(os.path.join(top, "blobs"), exist_ok=True)
+    os.makedirs(os.path.join(top, "refs"), exist_ok=True)
+    with open(os.path.join(top, "refs", rev), "w") as f:
+        f.write(sha_)
+    for path, data in files.items():
+        etag = hashlib.sha256(data).hexdigest()
+        with open(os.path.join(top, "blobs", etag), "wb") as f:
+            f.write(data)
+        link = os.path.join(top, "snapshots", sha_, path)
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        os.symlink(os.path.relpath(os.path.join(top, "blobs", etag),
+                                   os.path.dirname(link)), link)
+    return sha_
