@@ -29,18 +29,15 @@ import hubemu  # noqa: E402
 from fixtures import (check_real_file, env, fake_cache,  # noqa: E402
                       free_port, read, refused, stfs, world)
 
-EXPECTED = os.path.join(T.REAL, "expected.json")
 HUBJS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hubjs")
 X = "user.safetensors."
 
 
 def corpus():
     """(repo file name, bytes, expected tensors) of each valid real file."""
-    with open(EXPECTED) as f:
-        exp = json.load(f)
-    for rel, info in sorted(exp["files"].items()):
+    for rel, src, info in T.real_files():
         if info["valid"] and not rel.startswith("jl-sharded/"):
-            with open(os.path.join(T.REAL, rel), "rb") as f:
+            with open(src, "rb") as f:
                 yield rel, f.read(), info["tensors"]
 
 

@@ -25,8 +25,6 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
 
-EXPECTED = os.path.join(T.REAL, "expected.json")
-
 
 def inspect(src, *extra):
     r = subprocess.run([T.STFS, "inspect", "--json"] + list(extra) + [src],
@@ -52,15 +50,9 @@ def getfattr(path):
     return out
 
 
-def corpus():
-    with open(EXPECTED) as f:
-        return json.load(f)
-
-
 # ---- the real-world corpus ------------------------------------------------
 
-def test_real_file(rel, info, mnt):
-    src = os.path.join(T.REAL, rel)
+def test_real_file(rel, src, info, mnt):
     paths = paths_by_name(src)
     p = T.mount_fg(src, mnt)
     try:
@@ -115,13 +107,12 @@ def test_real_file(rel, info, mnt):
 
 
 def test_real_corpus(mnt):
-    c = corpus()
     n = 0
-    for rel, info in sorted(c["files"].items()):
+    for rel, src, info in T.real_files():
         if not info["valid"]:
             continue
         try:
-            test_real_file(rel, info, mnt)
+            test_real_file(rel, src, info, mnt)
         except Exception as e:
             raise AssertionError("%s: %s" % (rel, e)) from e
         n += 1
@@ -143,7 +134,7 @@ def invalid_files(d):
                 struct.pack("<Q", 255) + b"{" + b" " * 7,
             "duplicate_keys.safetensors":
                 struct.pack("<Q", len(dup)) + dup.encode() + bytes(6)}
-    out = [os.path.join(T.REAL, rel) for rel in corpus()["invalid_files"]]
+    out = [src for _, src, info in T.real_files() if not info["valid"]]
     for name, data in made.items():
         with open(os.path.join(d, name), "wb") as f:
             f.write(data)
