@@ -3,7 +3,7 @@
 # clang (ASan + UBSan) and fuzz each for SECONDS (default 60); given names
 # (header, index, http, remote, xml), only those:
 #   fuzz_header  the header parser and the name mapping, seeded with the
-#                header of every file in shared/data/real and examples/;
+#                header of every file in tests/data/real and examples/;
 #   fuzz_index   the index.json reader, seeded with every *.index.json there;
 #   fuzz_http    the HTTP response-header parser of remote sources;
 #   fuzz_remote  the Hub's revision and tree answers (JSON), source URLs
@@ -18,7 +18,6 @@ secs=${1:-60}
 shift || true
 harnesses=${*:-header index http remote xml}
 out=build-fuzz
-shared=${STFS_SHARED:-../shared}
 lib=$(ls src/lib/*/*.c)
 incs="-Iinclude -Isrc/lib/format -Isrc/lib/source -Isrc/lib/content -Isrc/lib/model"
 build() {   # harness, extra sources/flags...
@@ -34,7 +33,7 @@ mkdir -p "$out"/{corpus,seeds}-{header,index}
 for h in $harnesses; do
 	build "fuzz_$h"
 done
-python3 - "$out" "$shared/data/real" examples <<'PY'
+python3 - "$out" tests/data/real examples <<'PY'
 import os, struct, sys
 out, *srcs = sys.argv[1:]
 n = m = 0
