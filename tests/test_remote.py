@@ -29,6 +29,7 @@ stall).  Every read is compared (sha256) with the source.
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
