@@ -21,6 +21,36 @@
 #include "model.h"
 
 /*
+ * A safetensors file begins with its header's length, at most 100 MB, so
+ * none of these magics can begin one whose length passes R2:
+ *   GGUF    "GGUF" (a length over 1 GB);
+ *   zip     "PK\3\4" and any of bytes 4-7 (version, flags) non-zero (a
+ *           length over 4 GiB); the zip of torch >= 1.6;
+ *   pickle  0x80 0x02 0x8a 0x0a: protocol 2, then the 10-byte long that
+ *           is legacy torch's magic number (a length over 160 MB).
+ */
+static int zip_detect(const unsigned char *p, size_t n)
+{
+	return n >= 8 && !memcmp(p, "PK\3\4", 4) && (p[4] | p[5] | p[6] | p[7]);
+}
+
+static int legacy_detect(const unsigned char *p, size_t n)
+{
+	return n >= 4 && p[0] == 0x80 && p[1] == 0x02 && p[2] == 0x8a &&
+	       p[3] == 0x0a;
+}
+
+/* Until the PyTorch readers land: detected, and refused by name. */
+static int torch_todo(const struct stfs_reader *r, struct stfs_header **out,
+		      uint64_t *header_len, struct stfs_error *err)
+{
+	*out = NULL;
+	*header_len = 0;
+	return stfs_fail(err, -EOPNOTSUPP, NULL, 0, "a PyTorch checkpoint: "
+			 "this build does not read them yet");
+}
+
+/*
  * The formats other than safetensors: detect(first bytes, n >= 8) says
  * whether a file is one, read() builds its table.  A new format is one
  * line here and its reader in src/lib/format/.
@@ -32,6 +62,8 @@ static const struct stfs_format {
 		    uint64_t *header_len, struct stfs_error *err);
 } formats[] = {
 	{ "gguf", stfs_gguf_detect, stfs_gguf_read },
+	{ "pytorch", zip_detect, torch_todo },
+	{ "pytorch", legacy_detect, torch_todo },
 };
 
 static int src_read(void *ctx, void *buf, size_t len, uint64_t off)
