@@ -6,7 +6,10 @@
 #   fuzz_index   the index.json reader, seeded with every *.index.json there;
 #   fuzz_http    the HTTP response-header parser of remote sources;
 #   fuzz_remote  S3's listings and errors (XML), the Hub's revision and
-#                tree answers (JSON), source URLs and the secrets in them.
+#                tree answers (JSON), source URLs and the secrets in them;
+#   fuzz_gguf    the GGUF reader and the foreign tensor table, seeded with
+#                GGUF files of every value type, plain and quantized
+#                tensors, v2 and v3, written by tests/ggufw.py.
 # Inputs in tests/fuzz/regressions/<harness>/ are replayed first; crashes
 # are written there too, for review, and become regression inputs.
 set -euo pipefail
@@ -29,6 +32,7 @@ build fuzz_header
 build fuzz_index
 build fuzz_http
 build fuzz_remote
+build fuzz_gguf
 python3 - "$out" "$shared/data/real" examples <<'PY'
 import os, struct, sys
 out, *srcs = sys.argv[1:]
@@ -75,7 +79,9 @@ mkdir -p "$out"/{corpus,seeds}-remote
 	> "$out/seeds-remote/seed003"
 { printf '\4'; printf 'al%%40ce:p%%3Aw@127.0.0.1:8080/d/m.safetensors?X-Amz-Signature=ab&e=1'; } \
 	> "$out/seeds-remote/seed004"
-for h in header index http remote; do
+mkdir -p "$out"/{corpus,seeds}-gguf
+/usr/bin/python3 tests/gguf_seeds.py "$out/seeds-gguf"
+for h in header index http remote gguf; do
 	reg=tests/fuzz/regressions/$h
 	mkdir -p "$reg"
 	echo "fuzz: fuzz_$h for $secs s"

@@ -470,7 +470,7 @@ int stfs_gguf_read(const struct stfs_reader *r, struct stfs_header **out,
 	int rc;
 
 	*out = NULL;
-	c.win = malloc(WINDOW);
+	c.win = malloc(r->size < WINDOW ? (size_t)r->size + 1 : WINDOW);
 	if (!tb || !c.win) {
 		rc = stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET,
 			       "out of memory");

@@ -411,7 +411,8 @@ int stfs_table_finish(struct stfs_table *tb, unsigned flags,
 		rc = nomem(err);
 		goto fail;
 	}
-	qsort(tb->recs, tb->n, sizeof(*tb->recs), cmp_offsets);
+	if (tb->n > 1)
+		qsort(tb->recs, tb->n, sizeof(*tb->recs), cmp_offsets);
 	for (size_t i = 0; i < tb->n; i++) {
 		h->tensors[i] = tb->recs[i]->t;
 		h->by_name[i] = (uint32_t)i;
@@ -419,8 +420,9 @@ int stfs_table_finish(struct stfs_table *tb, unsigned flags,
 			h->data_len = h->tensors[i].end;
 	}
 	h->count = tb->n;
-	qsort_r(h->by_name, tb->n, 4, cmp_names, h->tensors);
-	if (tb->nkv)
+	if (tb->n > 1)
+		qsort_r(h->by_name, tb->n, 4, cmp_names, h->tensors);
+	if (tb->nkv > 1)
 		qsort(tb->kv, tb->nkv, sizeof(*tb->kv), cmp_kv);
 	if ((rc = check_all(tb, h, flags, err)))
 		goto fail;
