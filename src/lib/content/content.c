@@ -385,6 +385,28 @@ static size_t buf_need(const struct stfs_seg *s, uint64_t lo, size_t n)
 	return 0;
 }
 
+/* A converted segment's part [lo, hi): its raw units read into the
+ * buffer at *at, converted in place by finish().  A unit is one element,
+ * or one quantized block. */
+static void read_conv(struct rd *r, const struct stfs_seg *s, uint64_t lo,
+		      uint64_t hi, struct iovec *v, size_t *at)
+{
+	uint64_t u0 = lo / 4 / s->uout;
+	uint64_t u1 = ((hi + 3) / 4 + s->uout - 1) / s->uout;
+	size_t nu = (size_t)(u1 - u0), n = (size_t)(hi - lo);
+	float *out = (float *)(void *)(r->buf + *at);
+	char *raw = r->buf + *at + ((nu * s->uout * 4 + 7) & ~(size_t)7);
+	struct stfs_extent ext = { s->u.r.off, s->u.r.off +
+				   s->len / 4 / s->uout * s->uin };
+
+	*v = (struct iovec){ (char *)out + (lo - u0 * s->uout * 4), n };
+	*at += buf_need(s, lo, n);
+	r->conv[r->nconv++] = (struct conv){ s->dtype, s->quant, raw, out, nu };
+	atomic_fetch_add(&r->pending, 1);
+	stfs_source_read_async(s->u.r.src, raw, nu * s->uin,
+			       s->u.r.off + u0 * s->uin, &ext, one_done, r);
+}
+
 void stfs_content_read(const struct stfs_content *c, uint64_t off,
 		       size_t size, stfs_read_done done, void *arg)
 {
@@ -461,28 +483,9 @@ void stfs_content_read(const struct stfs_content *c, uint64_t off,
 					       s->u.r.off + lo, &ext, one_done,
 					       r);
 			break;
-		case STFS_SEG_F32: {
-			/* units: one element, or one quantized block */
-			uint64_t u0 = lo / 4 / s->uout;
-			uint64_t u1 = ((hi + 3) / 4 + s->uout - 1) / s->uout;
-			size_t nu = (size_t)(u1 - u0);
-			float *out = (float *)(void *)(r->buf + at);
-			char *raw = r->buf + at + ((nu * s->uout * 4 + 7) &
-						   ~(size_t)7);
-
-			*v = (struct iovec){ (char *)out + (lo - u0 * s->uout *
-							    4), n };
-			at += buf_need(s, lo, n);
-			r->conv[r->nconv++] = (struct conv){ s->dtype,
-				s->quant, raw, out, nu };
-			atomic_fetch_add(&r->pending, 1);
-			ext = (struct stfs_extent){ s->u.r.off, s->u.r.off +
-				s->len / 4 / s->uout * s->uin };
-			stfs_source_read_async(s->u.r.src, raw, nu * s->uin,
-					       s->u.r.off + u0 * s->uin, &ext,
-					       one_done, r);
+		case STFS_SEG_F32:
+			read_conv(r, s, lo, hi, v, &at);
 			break;
-		}
 		case STFS_SEG_GATHER:       /* not built yet (gather.c) */
 			*v = (struct iovec){ NULL, 0 };
 			atomic_compare_exchange_strong(&r->err,
