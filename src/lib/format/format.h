@@ -159,8 +159,6 @@ void stfs_hint_huge(void *p, size_t n, int fill);
  * the names of cache files (source/cache.c). */
 uint64_t stfs_hash64(const char *s, size_t len);
 
-/* Report one line through the hook stfs_set_log() set, if any. */
-void stfs_log(const char *line);
 
 /* Compare two length-counted byte strings as memcmp, shorter first. */
 int stfs_bytes_cmp(const char *a, size_t alen, const char *b, size_t blen);
