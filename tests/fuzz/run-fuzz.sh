@@ -6,7 +6,11 @@
 #   fuzz_index   the index.json reader, seeded with every *.index.json there;
 #   fuzz_http    the HTTP response-header parser of remote sources;
 #   fuzz_remote  S3's listings and errors (XML), the Hub's revision and
-#                tree answers (JSON), source URLs and the secrets in them.
+#                tree answers (JSON), source URLs and the secrets in them;
+#   fuzz_zip     the zip reader and the zip checkpoint path, seeded with
+#                checkpoints torch writes (when python3-torch is there);
+#   fuzz_pickle  the pickle interpreter and the legacy checkpoint path,
+#                seeded with torch's pickles and legacy checkpoints.
 # Inputs in tests/fuzz/regressions/<harness>/ are replayed first; crashes
 # are written there too, for review, and become regression inputs.
 set -euo pipefail
@@ -29,6 +33,8 @@ build fuzz_header
 build fuzz_index
 build fuzz_http
 build fuzz_remote
+build fuzz_zip
+build fuzz_pickle
 python3 - "$out" "$shared/data/real" examples <<'PY'
 import os, struct, sys
 out, *srcs = sys.argv[1:]
@@ -75,7 +81,10 @@ mkdir -p "$out"/{corpus,seeds}-remote
 	> "$out/seeds-remote/seed003"
 { printf '\4'; printf 'al%%40ce:p%%3Aw@127.0.0.1:8080/d/m.safetensors?X-Amz-Signature=ab&e=1'; } \
 	> "$out/seeds-remote/seed004"
-for h in header index http remote; do
+mkdir -p "$out"/{corpus,seeds}-{zip,pickle}
+/usr/bin/python3 tests/fuzz/torch_seeds.py "$out/seeds-zip" "$out/seeds-pickle" ||
+	echo "fuzz: no torch seeds (python3-torch missing?)"
+for h in header index http remote zip pickle; do
 	reg=tests/fuzz/regressions/$h
 	mkdir -p "$reg"
 	echo "fuzz: fuzz_$h for $secs s"

@@ -76,7 +76,8 @@ static char *dup(const char *s, size_t n)
 	char *d = malloc(n + 1);
 
 	if (d) {
-		memcpy(d, s, n);
+		if (n)
+			memcpy(d, s, n);
 		d[n] = '\0';
 	}
 	return d;

@@ -364,8 +364,22 @@ static int place(struct stfs_zip *z, stfs_read_fn rd, void *ctx,
 		free(h);
 		return stfs_fail_sys(err, -ENOMEM, name);
 	}
-	for (size_t i = 0; i < z->n; i++)
+	for (size_t i = 0; i < z->n; i++) {
 		by[i] = &z->e[i];
+		if (z->e[i].lho >= z->cd_off ||
+		    z->cd_off - z->e[i].lho < 30 + z->e[i].name_len) {
+			char q[160];
+
+			stfs_quote(z->e[i].name, z->e[i].name_len, q,
+				   sizeof(q));
+			free(by);
+			free(h);
+			return stfs_fail(err, -EINVAL, ZR_BOUNDS, z->e[i].lho,
+					 "%s: entry \"%s\" starts past the "
+					 "records, at %" PRIu64, name, q,
+					 z->e[i].lho);
+		}
+	}
 	qsort(by, z->n, sizeof(*by), entry_lho_cmp);
 	for (size_t i = 0; i < z->n && !rc; i++) {
 		struct stfs_zip_entry *e = by[i];
