@@ -7,6 +7,9 @@
 #   fuzz_http    the HTTP response-header parser of remote sources;
 #   fuzz_remote  S3's listings and errors (XML), the Hub's revision and
 #                tree answers (JSON), source URLs and the secrets in them;
+#   fuzz_gguf    the GGUF reader and the foreign tensor table, seeded with
+#                GGUF files of every value type, plain and quantized
+#                tensors, v2 and v3, written by tests/ggufw.py;
 #   fuzz_zip     the zip reader and the zip checkpoint path, seeded with
 #                checkpoints torch writes (when python3-torch is there);
 #   fuzz_pickle  the pickle interpreter and the legacy checkpoint path,
@@ -33,6 +36,7 @@ build fuzz_header
 build fuzz_index
 build fuzz_http
 build fuzz_remote
+build fuzz_gguf
 build fuzz_zip
 build fuzz_pickle
 python3 - "$out" "$shared/data/real" examples <<'PY'
@@ -81,10 +85,12 @@ mkdir -p "$out"/{corpus,seeds}-remote
 	> "$out/seeds-remote/seed003"
 { printf '\4'; printf 'al%%40ce:p%%3Aw@127.0.0.1:8080/d/m.safetensors?X-Amz-Signature=ab&e=1'; } \
 	> "$out/seeds-remote/seed004"
+mkdir -p "$out"/{corpus,seeds}-gguf
+/usr/bin/python3 tests/gguf_seeds.py "$out/seeds-gguf"
 mkdir -p "$out"/{corpus,seeds}-{zip,pickle}
 /usr/bin/python3 tests/fuzz/torch_seeds.py "$out/seeds-zip" "$out/seeds-pickle" ||
 	echo "fuzz: no torch seeds (python3-torch missing?)"
-for h in header index http remote zip pickle; do
+for h in header index http remote gguf zip pickle; do
 	reg=tests/fuzz/regressions/$h
 	mkdir -p "$reg"
 	echo "fuzz: fuzz_$h for $secs s"
