@@ -227,13 +227,20 @@ def test_shards(d, mnt):
     ix = os.path.join(d, "pytorch_model.bin.index.json")
     with open(ix, "w") as f:
         json.dump({"metadata": {}, "weight_map": wm}, f)
-    p = T.mount_fg(ix, mnt)
-    try:
-        for k, v in want.items():
-            assert open(os.path.join(mnt, *k.split(".")), "rb").read() == \
-                tbytes(v), k
-    finally:
-        T.stop_fg(p, mnt)
+    # the index, the directory (which has it), and a directory of .bin
+    # files without an index
+    alone = os.path.join(d, "alone")
+    os.mkdir(alone)
+    for f in set(wm.values()):
+        shutil.copy(os.path.join(d, f), alone)
+    for src in (ix, d, alone):
+        p = T.mount_fg(src, mnt)
+        try:
+            for k, v in want.items():
+                assert open(os.path.join(mnt, *k.split(".")),
+                            "rb").read() == tbytes(v), (src, k)
+        finally:
+            T.stop_fg(p, mnt)
 
 
 # ---- hostile files -------------------------------------------------------

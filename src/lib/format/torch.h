@@ -198,6 +198,7 @@ struct stfs_torch_object {
 	char *key;              /* where it was */
 	size_t key_len;
 	char *cls;              /* the class or callable never called */
+	int ref;                /* a bare reference (a class, a dtype) */
 };
 
 struct stfs_torch {

@@ -76,8 +76,12 @@ static char *value_json(const struct stfs_torch_value *v, size_t *len)
 		stfs_jw_raw(&w, num, strlen(num));
 		break;
 	case STFS_TV_FLOAT:
-		if (isfinite(v->f)) {
-			snprintf(num, sizeof(num), "%.17g", v->f);
+		if (isfinite(v->f)) {   /* the shortest that reads back */
+			for (int p = 15; p <= 17; p++) {
+				snprintf(num, sizeof(num), "%.*g", p, v->f);
+				if (strtod(num, NULL) == v->f)
+					break;
+			}
 			stfs_jw_raw(&w, num, strlen(num));
 		} else {
 			stfs_jw_null(&w);   /* JSON has no NaN or infinity */
@@ -110,9 +114,10 @@ static int fill(struct stfs_table *tb, const struct stfs_torch *t,
 	}
 	for (size_t i = 0; !rc && i < t->no; i++) {
 		stfs_quote(t->o[i].key, t->o[i].key_len, q, sizeof(q));
-		snprintf(line, sizeof(line), "%s: an object of class %s, "
-			 "never made, left out", q[0] ? q : "(the root)",
-			 t->o[i].cls);
+		snprintf(line, sizeof(line), t->o[i].ref ?
+			 "%s: a reference to %s, left out" :
+			 "%s: an object of class %s, never made, left out",
+			 q[0] ? q : "(the root)", t->o[i].cls);
 		rc = stfs_table_skip(tb, line, err);
 	}
 	return rc;

@@ -116,7 +116,8 @@ static char *key_copy(struct stfs_torch_walk *w)
 	return dup(w->key, w->key_len);
 }
 
-static int add_object(struct stfs_torch_walk *w, const char *cls, size_t n)
+static int add_object_ref(struct stfs_torch_walk *w, const char *cls,
+			  size_t n, int ref)
 {
 	struct stfs_torch *o = w->out;
 	struct stfs_torch_object *a;
@@ -131,6 +132,7 @@ static int add_object(struct stfs_torch_walk *w, const char *cls, size_t n)
 	a[o->no].key = key_copy(w);
 	a[o->no].key_len = w->key_len;
 	a[o->no].cls = dup(cls, n);
+	a[o->no].ref = ref;
 	if (!a[o->no].key || !a[o->no].cls) {
 		free(a[o->no].key);
 		free(a[o->no].cls);
@@ -139,6 +141,11 @@ static int add_object(struct stfs_torch_walk *w, const char *cls, size_t n)
 	}
 	o->no++;
 	return 0;
+}
+
+static int add_object(struct stfs_torch_walk *w, const char *cls, size_t n)
+{
+	return add_object_ref(w, cls, n, 0);
 }
 
 static int add_value(struct stfs_torch_walk *w, const struct stfs_pk_val *v)
@@ -432,7 +439,8 @@ static int walk(struct stfs_torch_walk *w, const struct stfs_pk_val *v,
 			     v->u.g.mod,
 			     (int)(v->u.g.nm_len > 280 ? 280 : v->u.g.nm_len),
 			     v->u.g.nm);
-		return add_object(w, cls, (size_t)n);
+		return add_object_ref(w, cls, (size_t)n,
+				      v->kind == STFS_PK_GLOBAL);
 	case STFS_PK_STORAGE:
 		return add_object(w, "torch storage", 13);
 	case STFS_PK_BYTES:
