@@ -233,6 +233,11 @@ def _scale_min(p):
 
 
 def dequantize(gtype, raw, n):
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _dequantize(gtype, raw, n)
+
+
+def _dequantize(gtype, raw, n):
     _, blk, size = GGML[gtype]
     u8 = np.frombuffer(raw, np.uint8).reshape(-1, size)
     nb = u8.shape[0]
@@ -244,6 +249,28 @@ def dequantize(gtype, raw, n):
         d = _half(u8, 0)
         q = np.concatenate([u8[:, 2:] & 15, u8[:, 2:] >> 4], 1)
         y = d[:, None] * (q.astype(np.float32) - 8)
+    elif gtype == "Q4_1":
+        d, m = _half(u8, 0), _half(u8, 2)
+        q = np.concatenate([u8[:, 4:] & 15, u8[:, 4:] >> 4], 1)
+        y = d[:, None] * q.astype(np.float32) + m[:, None]
+    elif gtype == "Q5_0":
+        d = _half(u8, 0)
+        qh = u8[:, 2:6].copy().view("<u4")[:, 0]
+        bits = (qh[:, None] >> np.arange(32, dtype=np.uint32)) & 1
+        q = np.concatenate([u8[:, 6:] & 15, u8[:, 6:] >> 4], 1)
+        q = q.astype(np.int32) | (bits.astype(np.int32) << 4)
+        y = d[:, None] * (q - 16).astype(np.float32)
+    elif gtype == "Q2_K":
+        sc = u8[:, 0:16]
+        qs = u8[:, 16:80].reshape(nb, 2, 32)
+        d, dm = _half(u8, 80), _half(u8, 82)
+        # element order: half, shift (2 bits), 16-lane group, lane
+        q = np.stack([(qs >> s) & 3 for s in (0, 2, 4, 6)], 2)
+        q = q.reshape(nb, 2, 4, 2, 16).astype(np.float32)
+        s = sc.reshape(nb, 2, 4, 2)
+        dl = d[:, None, None, None] * (s & 15).astype(np.float32)
+        ml = dm[:, None, None, None] * (s >> 4).astype(np.float32)
+        y = dl[..., None] * q - ml[..., None]
     elif gtype in ("Q4_K", "Q5_K"):
         d, dm = _half(u8, 0), _half(u8, 2)
         sc, mn = _scale_min(u8[:, 4:16])

@@ -9,8 +9,9 @@
  * a u32 ggml type, a u64 offset into the data section), padding, and the
  * data section at the next multiple of general.alignment (default 32).
  *
- * The header is read through a bounded window (1 MiB), so a remote file
- * costs the range requests of its header and no more, and is hostile
+ * The header is read through a bounded window (64 KiB doubling to 1 MiB),
+ * so a remote file costs the range requests of its header and no more
+ * than one window past it, and is hostile
  * input: every count and length is checked against the bytes left in the
  * file before anything is allocated for it, strings and arrays have
  * limits (ggml.h), dimensions are at most 4 and their product is
@@ -31,6 +32,10 @@
 #include "format.h"
 #include "ggml.h"
 
+/* The window starts small and doubles on each refill up to WINDOW: a
+ * small header costs one small read, a 10 MB vocabulary a few, and what
+ * is read past the header's end is at most one window. */
+#define WINDOW0 (64u << 10)
 #define WINDOW (1u << 20)
 
 enum { T_U8, T_I8, T_U16, T_I16, T_U32, T_I32, T_F32, T_BOOL, T_STRING,
@@ -45,6 +50,7 @@ struct cur {
 	uint64_t pos;             /* next byte to take */
 	uint64_t wpos;            /* file offset of win[0] */
 	size_t wlen;
+	size_t wnext;             /* the next refill's size */
 	unsigned char *win;
 	char what[160];           /* the key or tensor being read */
 };
@@ -86,7 +92,11 @@ static int take(struct cur *c, void *dst, uint64_t n)
 		int rc;
 
 		if (c->pos < c->wpos || c->pos >= c->wpos + c->wlen) {
-			uint64_t want = left(c) < WINDOW ? left(c) : WINDOW;
+			uint64_t want = left(c) < c->wnext ? left(c) :
+					c->wnext;
+
+			if (c->wnext < WINDOW)
+				c->wnext *= 2;
 
 			if ((rc = c->r->read(c->r->ctx, c->win, (size_t)want,
 					     c->pos)))
@@ -463,7 +473,7 @@ static int read_all(struct cur *c, struct stfs_table *tb,
 int stfs_gguf_read(const struct stfs_reader *r, struct stfs_header **out,
 		   uint64_t *header_len, struct stfs_error *err)
 {
-	struct cur c = { .r = r, .err = err };
+	struct cur c = { .r = r, .err = err, .wnext = WINDOW0 };
 	struct stfs_table *tb = stfs_table_new("gguf", r->name);
 	struct info *infos = NULL;
 	uint64_t nt = 0;          /* infos read */

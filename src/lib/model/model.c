@@ -411,7 +411,8 @@ int stfs_model_open_opts(const char *source, const struct stfs_model_opts *o,
 	if (m->sharded && (rc = stfs_model_index_json(m, m->index_meta,
 						     m->index_meta_len, err)))
 		goto fail;
-	if (!m->sharded && o->ninclude + o->nexclude &&
+	/* (a foreign file's header file is its whole generated document) */
+	if (!m->sharded && o->ninclude + o->nexclude && !m->files[0]->doc &&
 	    (rc = stfs_model_header_selected(m, err)))
 		goto fail;
 	*out = m;
