@@ -11,7 +11,10 @@ torch (python3-torch from Debian, 1.13) writes every checkpoint here:
 - %model.safetensors copied out is a valid safetensors file (stfs inspect
   and a mount of it) holding every representable tensor, equal to
   torch.load's, and inspect says what it left out and why;
-- a bare tensor; a sharded checkpoint through pytorch_model.bin.index.json;
+- a bare tensor; a sharded checkpoint through pytorch_model.bin.index.json,
+  its directory, and a directory of .bin files; an hf:// repo with only
+  .bin files (the Hub emulator) and one .bin file of it; an s3:// prefix
+  of .bin shards (Swift);
 - hostile files: a pickle that calls os.system (nothing is run), deep
   nesting, memo abuse, a truncated zip, compressed records, a storage too
   small for its tensor, integer overflow in size and stride: refused with
@@ -243,6 +246,67 @@ def test_shards(d, mnt):
             T.stop_fg(p, mnt)
 
 
+def bin_repo(d):
+    """Two .bin shards and their index, as older Hub repos have them:
+    ({file: bytes}, {key: tensor})."""
+    files, want, wm = {}, {}, {}
+    for i in range(2):
+        sd = {"model.layers.%d.w" % i: torch.randn(6, 4)[:, 1:3],
+              "model.layers.%d.b" % i: torch.randn(4).to(torch.bfloat16)}
+        name = "pytorch_model-%05d-of-00002.bin" % (i + 1)
+        buf = io.BytesIO()
+        torch.save(sd, buf)
+        files[name] = buf.getvalue()
+        for k, v in sd.items():
+            wm[k] = name
+            want[k] = v
+    files["pytorch_model.bin.index.json"] = json.dumps(
+        {"metadata": {}, "weight_map": wm}).encode()
+    return files, want
+
+
+def check_want(mnt, want):
+    for k, v in want.items():
+        assert open(os.path.join(mnt, *k.split(".")), "rb").read() == \
+            tbytes(v), k
+
+
+def test_hub_bin_only(d, mnt):
+    """hf://ORG/NAME of a repo with only .bin files: its index; and
+    hf://ORG/NAME/FILE.bin: that file."""
+    from test_hub import world
+    files, want = bin_repo(d)
+    with world(d) as w:
+        w.hub.push(w.hub.repo("org/old-model"),
+                   dict(files, **{"README.md": b"x", "config.json": b"{}"}))
+        p = T.mount_fg("hf://org/old-model", mnt)
+        try:
+            check_want(mnt, want)
+        finally:
+            T.stop_fg(p, mnt)
+        p = T.mount_fg("hf://org/old-model/pytorch_model-00002-of-00002.bin",
+                       mnt)
+        try:
+            assert sorted(os.listdir(os.path.join(mnt, "model", "layers"))) \
+                == ["1"], os.listdir(os.path.join(mnt, "model", "layers"))
+        finally:
+            T.stop_fg(p, mnt)
+
+
+def test_s3_bin(d, mnt):
+    """s3://BUCKET/PREFIX/ holding .bin shards and their index."""
+    import test_s3
+    files, want = bin_repo(d)
+    with test_s3.creds(d) as sw:
+        for name, data in files.items():
+            sw.put("models", "old/" + name, data)
+        p = T.mount_fg("s3://models/old/", mnt)
+        try:
+            check_want(mnt, want)
+        finally:
+            T.stop_fg(p, mnt)
+
+
 # ---- hostile files -------------------------------------------------------
 
 def refused(path, mnt, *words):
@@ -403,6 +467,7 @@ def test_http(d, mnt):
 if __name__ == "__main__":
     sys.exit(T.run_tests([
         test_zip, test_legacy, test_bare_tensor, test_shards,
+        test_hub_bin_only, test_s3_bin,
         test_os_system_not_run, test_deep_nesting, test_memo_abuse,
         test_unknown_opcode, test_truncated_zip, test_compressed,
         test_storage_too_small, test_http]))
