@@ -70,7 +70,8 @@ def test_pkgconfig_program(d):
     libdir = sh("pkg-config", "--variable=libdir", "stfs").strip()
     sh("cc", prog, *pkgconf("--cflags", "stfs"),
        os.path.join(libdir, "libstfs.a"),
-       *pkgconf("--libs", "json-c", "libcurl"), "-lm", "-pthread", "-o",
+       *pkgconf("--libs", "json-c", "libcurl", "libcrypto", "expat"),
+       "-lm", "-pthread", "-o",
        static)
     assert "libstfs" not in sh("ldd", static)
     for src in (SAMPLE, os.path.join(T.REAL, "jl-sharded")):
