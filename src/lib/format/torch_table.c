@@ -123,6 +123,18 @@ static int fill(struct stfs_table *tb, const struct stfs_torch *t,
 	return rc;
 }
 
+/* The model's messages are prefixed with the file already: drop the
+ * readers' own "NAME: " (they keep it for other callers). */
+static int unprefix(int rc, const char *name, struct stfs_error *err)
+{
+	size_t n = strlen(name);
+
+	if (rc && err && n && !strncmp(err->msg, name, n) &&
+	    !strncmp(err->msg + n, ": ", 2))
+		memmove(err->msg, err->msg + n + 2, strlen(err->msg + n + 2) + 1);
+	return rc;
+}
+
 int stfs_torch_read(const struct stfs_reader *r, struct stfs_header **out,
 		    uint64_t *header_len, struct stfs_error *err)
 {
@@ -135,7 +147,7 @@ int stfs_torch_read(const struct stfs_reader *r, struct stfs_header **out,
 	rc = stfs_torch_open(r->read, r->ctx, r->size, r->mem != NULL ||
 			     r->cheap, r->name, &t, err);
 	if (rc)
-		return rc;
+		return unprefix(rc, r->name, err);
 	tb = stfs_table_new("pytorch", r->name);
 	if (!tb) {
 		stfs_torch_free(t);
@@ -146,7 +158,7 @@ int stfs_torch_read(const struct stfs_reader *r, struct stfs_header **out,
 	stfs_torch_free(t);
 	if (rc) {
 		stfs_table_free(tb);
-		return rc;
+		return unprefix(rc, r->name, err);
 	}
 	return stfs_table_finish(tb, STFS_TABLE_OVERLAP, out, err);
 }
