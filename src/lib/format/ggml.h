@@ -21,9 +21,10 @@ struct stfs_ggml_type {
 const struct stfs_ggml_type *stfs_ggml_type(uint32_t id);
 
 /* GGUF limits (docs/formats.md). */
-#define STFS_GGUF_HEADER_MAX (1ULL << 30)   /* bytes of header read */
+#define STFS_GGUF_HEADER_MAX (1ULL << 28)   /* bytes of header read */
 #define STFS_GGUF_KV_MAX (1u << 20)         /* key-values */
-#define STFS_GGUF_ARRAY_MAX (1ULL << 28)    /* elements in one array */
+#define STFS_GGUF_ARRAY_MAX (1ULL << 24)    /* elements in one array */
+#define STFS_GGUF_JSON_MAX (1ULL << 29)     /* the key-values as JSON */
 #define STFS_GGUF_STRING_MAX (1ULL << 26)   /* bytes of one string */
 #define STFS_GGUF_DEPTH_MAX 8               /* arrays in arrays */
 #define STFS_GGUF_DIMS_MAX 4                /* GGML_MAX_DIMS */

@@ -51,6 +51,7 @@ struct cur {
 	uint64_t wpos;            /* file offset of win[0] */
 	size_t wlen;
 	size_t wnext;             /* the next refill's size */
+	uint64_t json;            /* bytes of key-values as JSON so far */
 	unsigned char *win;
 	char what[160];           /* the key or tensor being read */
 };
@@ -299,7 +300,11 @@ static int kv(struct cur *c, struct stfs_table *tb, uint64_t *align)
 		rc = stfs_fail(c->err, -ENOMEM, NULL, at, "out of memory");
 		goto out;
 	}
-	if (klen == 17 && !memcmp(key, "general.alignment", 17)) {
+	c->json += jlen + klen;
+	if (c->json > STFS_GGUF_JSON_MAX)
+		rc = fail(c, "gguf-header-limit", "the key-values take over "
+			  "%llu bytes as JSON", STFS_GGUF_JSON_MAX);
+	if (!rc && klen == 17 && !memcmp(key, "general.alignment", 17)) {
 		uint64_t a = strtoull(json, NULL, 10);
 
 		if (type != T_U32 || a == 0 || (a & (a - 1)))
