@@ -30,7 +30,7 @@ import http.server
 import threading
 import urllib.parse
 
-from test_remote import free_port, wait_port
+from fixtures import free_port, wait_port
 
 CONF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "swift")
 ACCESS, SECRET = "test:tester", "testing"

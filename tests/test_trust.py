@@ -36,8 +36,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
 import hubemu  # noqa: E402
 import s3server  # noqa: E402
-from test_hub import env, world, fake_cache, refused  # noqa: E402
-from test_remote import Nginx, free_port, read  # noqa: E402
+from fixtures import env, world, fake_cache, refused  # noqa: E402
+from fixtures import Nginx, free_port, read  # noqa: E402
 
 X = "user.safetensors."
 
