@@ -400,7 +400,7 @@ def big_model(path):
 def test_http(d, mnt):
     """nginx serves a GGUF: mounting and listing it (xattrs included)
     fetch only the blocks of its header; every tensor reads back."""
-    from test_remote import Nginx
+    from fixtures import Nginx
     data = os.path.join(d, "www")
     os.makedirs(data)
     ts, where = big_model(os.path.join(data, "m.gguf"))
