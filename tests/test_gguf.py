@@ -435,7 +435,7 @@ def test_http(d, mnt):
 
 def test_hub_file(d, mnt):
     """hf://ORG/NAME/FILE.gguf mounts that one file of a repo with two."""
-    from test_hub import world
+    from fixtures import world
     a = os.path.join(d, "a.gguf")
     b = os.path.join(d, "b.gguf")
     ts, _ = write_model(a, seed=1)
