@@ -274,7 +274,7 @@ def check_want(mnt, want):
 def test_hub_bin_only(d, mnt):
     """hf://ORG/NAME of a repo with only .bin files: its index; and
     hf://ORG/NAME/FILE.bin: that file."""
-    from test_hub import world
+    from fixtures import world
     files, want = bin_repo(d)
     with world(d) as w:
         w.hub.push(w.hub.repo("org/old-model"),
