@@ -16,6 +16,7 @@ int main(void)
 	srunner_add_suite(sr, views_suite());
 	srunner_add_suite(sr, model_suite());
 	srunner_add_suite(sr, remote_suite());
+	srunner_add_suite(sr, answers_suite());
 	srunner_add_suite(sr, s3xml_suite());
 	srunner_add_suite(sr, torch_suite());
 	srunner_add_suite(sr, table_suite());

@@ -3,7 +3,8 @@
  * without a network: the SigV4 signer (AWS's published examples, which
  * also check libcrypto's SHA-256 and HMAC as the signer calls them),
  * the Hub's JSON (revision and tree answers) and the Link and X-Error-*
- * headers.  S3's XML is check_s3xml.c's.
+ * headers.  S3's XML is check_s3xml.c's; answers to range requests
+ * check_answers.c's.
  */
 #include <check.h>
 #include <curl/curl.h>

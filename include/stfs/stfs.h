@@ -225,7 +225,9 @@ void stfs_remote_opts_free(struct stfs_remote_opts *o);
 /* Take one option, "KEY=VALUE" or "KEY": connect_timeout=S,
  * stall_timeout=S, retries=N, connections=N, min_speed=SIZE,
  * block_size=SIZE, cache=DIR (relative to the working directory now),
- * cache_size=SIZE, nocache, offline, s3_style=path|virtual.  0; 1 if it
+ * cache_size=SIZE, nocache, offline, unvalidated (open objects whose
+ * server sends neither a strong ETag nor Last-Modified, uncached),
+ * s3_style=path|virtual.  0; 1 if it
  * is not one of them (o unchanged); or -EINVAL (-ENAMETOOLONG, -ENOMEM)
  * with why saying what is wrong ("retries=x: give 0 to 100"). */
 int stfs_remote_opts_set(struct stfs_remote_opts *o, const char *opt,

@@ -286,6 +286,9 @@ int stfs_inspect_main(int argc, char **argv)
 		} else if (strcmp(argv[i], "--offline") == 0) {
 			(void)stfs_remote_opts_set(ro, "offline", why,
 						   sizeof(why));
+		} else if (strcmp(argv[i], "--unvalidated") == 0) {
+			(void)stfs_remote_opts_set(ro, "unvalidated", why,
+						   sizeof(why));
 		} else if (strcmp(argv[i], "--s3-style=path") == 0 ||
 			   strcmp(argv[i], "--s3-style=virtual") == 0) {
 			(void)stfs_remote_opts_set(ro, argv[i][11] == 'p' ?
@@ -330,8 +333,8 @@ int stfs_inspect_main(int argc, char **argv)
 	if (!src) {
 		fprintf(stderr, "usage: stfs inspect [--json | -q] [--flat] "
 			"[--npy] [--convert=f32] [--include=GLOB] "
-			"[--exclude=GLOB] [--offline] [--s3-style=path|virtual] "
-			"SOURCE\n");
+			"[--exclude=GLOB] [--offline] [--unvalidated] "
+			"[--s3-style=path|virtual] SOURCE\n");
 		rc = 2;
 		goto out;
 	}

@@ -4,7 +4,11 @@
  * must not crash or read out of bounds, and what is taken from them must
  * be consistent: a range within its object, an ETag, a Last-Modified, a
  * Link's next URL and the Hub's X-Error-* that are terminated and free of
- * control bytes, a Retry-After of at most an hour.
+ * control bytes, a Retry-After of at most an hour.  The answer is then
+ * checked as a range request's (stfs_http_answer_check()) against the
+ * range and version it claims: an ambiguous answer never passes, one that
+ * passes says exactly those bytes, with a Content-Length that agrees; and
+ * the conditional header made of its validators is one line.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -56,6 +60,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (r.retry_after_s > 3600)
 			abort();
 		p = e;
+	}
+	if (r.has_range) {
+		struct stfs_http_want w = { r.range_first,
+			r.range_last - r.range_first + 1, r.total, r.etag,
+			r.last_modified };
+		char why[600], cond[400];
+		int rc = stfs_http_answer_check(&r, &w, why, sizeof(why));
+
+		if (rc == 0 && (r.ambiguous || r.encoded ||
+				(r.has_length && r.length != w.len)))
+			abort();
+		if (rc != 0 && !r.ambiguous && !r.encoded &&
+		    (!r.has_length || r.length == w.len))
+			abort();
+		check_text(why, sizeof(why));
+		if (stfs_http_condition(r.etag, r.last_modified, cond,
+					sizeof(cond)))
+			check_text(cond, sizeof(cond));
 	}
 	return 0;
 }

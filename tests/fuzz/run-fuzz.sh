@@ -76,6 +76,16 @@ printf 'HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */0\r\n' \
 	> "$out/seeds-http/seed001"
 printf 'HTTP/1.1 429 Too Many Requests\r\nRetry-After: Wed, 21 Oct 2026 07:28:00 GMT\r\nContent-Encoding: gzip\r\n' \
 	> "$out/seeds-http/seed002"
+# ambiguous answers: two Content-Range, a Content-Length that disagrees,
+# two ETags, two Last-Modified, a folded field, a space before a colon
+printf 'HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-9/100\r\nContent-Range: bytes 10-19/100\r\nETag: "a"\r\n' \
+	> "$out/seeds-http/seed003"
+printf 'HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-9/100\r\nContent-Length: 9\r\nETag: W/"a"\r\n' \
+	> "$out/seeds-http/seed004"
+printf 'HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-9/100\r\nETag: "a"\r\nETag: "b"\r\nLast-Modified: Sun, 22 Nov 2026 08:00:00 GMT\r\nLast-Modified: Sun, 22 Nov 2026 08:00:09 GMT\r\n' \
+	> "$out/seeds-http/seed005"
+printf 'HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-9/100\r\n bytes 10-19/100\r\nETag : "a"\r\nContent-Length: 10\r\nContent-Length: 10\r\n' \
+	> "$out/seeds-http/seed006"
 mkdir -p "$out"/{corpus,seeds}-remote
 { printf '\0'; printf '{"id":"o/n","sha":"0123456789abcdef0123456789abcdef01234567"}'; } \
 	> "$out/seeds-remote/seed000"

@@ -223,9 +223,11 @@ static int fetch_block(struct stfs_fetcher *f, struct stfs_inflight *me,
 	 * the block's earlier ones, then the start.  The block is complete
 	 * only after both. */
 	size_t cut = early ? off & ~(size_t)(TAIL_FIRST - 1) : 0, got;
-	struct stfs_request q = { s->url, s->etag, s->auth, start + cut,
-				  me->len - cut, s->size, 0, &s->closing,
-				  early };
+	struct stfs_request q = {
+		.url = s->url, .etag = s->etag,
+		.last_modified = s->last_modified, .auth = s->auth,
+		.off = start + cut, .len = me->len - cut, .want_total = s->size,
+		.cancel = &s->closing, .early = early };
 	struct stfs_error e = { 0 };
 	int rc;
 
@@ -326,8 +328,10 @@ static int read_uncached(struct stfs_fetcher *f, struct stfs_object *s,
 	struct stfs_remote *r = s->r;
 	size_t block = r->o.block, got;
 	struct stfs_error e = { 0 };
-	struct stfs_request q = { s->url, s->etag, s->auth, off, 0, s->size,
-				  0, &s->closing, NULL };
+	struct stfs_request q = {
+		.url = s->url, .etag = s->etag,
+		.last_modified = s->last_modified, .auth = s->auth,
+		.off = off, .want_total = s->size, .cancel = &s->closing };
 	char *run = buf;
 	int rc;
 

@@ -5,10 +5,13 @@
  *
  * Opening fetches the first 64 KiB (enough for the headers of most shards;
  * a longer header takes a second request), which gives the object's size
- * (Content-Range) and version (ETag, else Last-Modified), and keeps it:
- * the header is then read from memory.  Every later read goes to the
- * block engine (blocks.c), which checks each answer against that size and
- * version (httpc.c).  At open, 404/410 are ENOENT; after it, an object
+ * (Content-Range) and version (a strong ETag, else Last-Modified), and
+ * keeps it: the header is then read from memory.  Every later read goes
+ * to the block engine (blocks.c), which asks for it on that version's
+ * condition and checks each answer against that size and every validator
+ * seen at open (httpc.c, httphdr.c).  An object with neither validator is
+ * refused at open unless the options allow it (unvalidated); it is then
+ * never cached.  At open, 404/410 are ENOENT; after it, an object
  * gone is EIO.  Offline, or with no server to answer, a source opens from
  * what the cache holds.
  *
@@ -209,13 +212,41 @@ static int open_cached(struct http_src *s, struct stfs_error *err)
 	return 0;
 }
 
+/* The version of s, from the answer r at open: its validators, which every
+ * later answer must repeat, and what the cache keys it by (a strong ETag,
+ * else Last-Modified).  An object with neither is refused unless the
+ * options allow it (unvalidated), and then never cached (version ""):
+ * 0, or -EIO. */
+static int take_version(struct http_src *s, const struct stfs_http_resp *r,
+			struct stfs_error *err)
+{
+	memcpy(s->etag, r->etag, sizeof(s->etag));
+	memcpy(s->last_modified, r->last_modified, sizeof(r->last_modified));
+	s->version[0] = '\0';
+	if (stfs_http_strong_etag(s->etag))
+		snprintf(s->version, sizeof(s->version), "%s", s->etag);
+	else if (s->last_modified[0])
+		snprintf(s->version, sizeof(s->version), "%s",
+			 s->last_modified);
+	else if (!s->obj.r->o.unvalidated)
+		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the server "
+				 "sends neither a strong ETag nor "
+				 "Last-Modified%s%s%s, so a change of the "
+				 "object while mounted could not be detected "
+				 "(-o unvalidated reads it anyway, uncached)",
+				 s->etag[0] ? " (only the weak ETag " : "",
+				 s->etag, s->etag[0] ? ")" : "");
+	return 0;
+}
+
 /* Open s from the network: its first block, size and version.  With no
  * server to answer, what the cache holds. */
 static int open_remote(struct http_src *s, struct stfs_error *err)
 {
 	struct stfs_remote *r = s->obj.r;
-	struct stfs_request q = { s->url, NULL, s->auth, 0, STFS_HTTP_FIRST,
-				  UINT64_MAX, 0, NULL, NULL };
+	struct stfs_request q = { .url = s->url, .auth = s->auth,
+				  .len = STFS_HTTP_FIRST,
+				  .want_total = UINT64_MAX };
 	struct stfs_cache *c = stfs_remote_cache(r);
 	struct stfs_http_resp resp;
 	CURL *h = stfs_httpc_handle(&r->http);
@@ -241,13 +272,8 @@ static int open_remote(struct http_src *s, struct stfs_error *err)
 			stfs_remote_log(r, line);
 			rc = 0;
 		}
-	} else if (!rc) {
+	} else if (!rc && !(rc = take_version(s, &resp, err))) {
 		s->obj.size = resp.total;
-		memcpy(s->etag, resp.etag, sizeof(s->etag));
-		memcpy(s->last_modified, resp.last_modified,
-		       sizeof(resp.last_modified));
-		snprintf(s->version, sizeof(s->version), "%s",
-			 s->etag[0] ? s->etag : s->last_modified);
 		if (c && stfs_cache_object(c, s->url, s->version, resp.total,
 					   &s->obj.cobj) == 0)
 			(void)stfs_cache_put(c, &s->obj.cobj, STFS_CACHE_HEAD,
@@ -280,6 +306,7 @@ static struct http_src *http_new(struct stfs_remote *r, const char *url,
 	s->obj.r = r;
 	s->obj.url = s->url;
 	s->obj.etag = s->etag;
+	s->obj.last_modified = s->last_modified;
 	s->obj.auth = s->auth;
 	return s;
 }

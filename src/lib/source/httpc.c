@@ -3,12 +3,14 @@
  * an object, or a whole API answer) with its timeouts, its checks and its
  * retries, written once for every source (plain URLs, the Hub, S3).
  *
- * A range is asked for with If-Match on the ETag seen at open, and its
- * answer must be a 206 for exactly those bytes of an object of that size
- * and version (check_range(), which also lets a reader be answered from
- * the first bytes before the rest have come): a server that ignores
- * ranges, an object that changed, a short or overlong body is an error,
- * never bytes of two versions mixed.
+ * A range is asked for with If-Match on the strong ETag seen at open
+ * (else If-Unmodified-Since on its Last-Modified), and its answer must be
+ * a 206 for exactly those bytes of an object of that size and version,
+ * every validator seen at open come again unchanged (check_range(), which
+ * also lets a reader be answered from the first bytes before the rest
+ * have come): a server that ignores ranges, an object that changed, an
+ * ambiguous answer, a short or overlong body is an error, never bytes of
+ * two versions mixed.
  *
  * Failures that may pass (no connection, a stall, 5xx, 429) are retried
  * with exponential backoff and jitter, honouring Retry-After; then the
@@ -76,36 +78,31 @@ static const char *reason(long status)
  * Does a 206 answer r fit request q?  With final, got bytes came and
  * must be exactly the range asked; without, the headers alone must
  * promise it (so that its first bytes may be used before the rest).
+ * The headers are checked once, by stfs_http_answer_check() (httphdr.c):
+ * the range, the size, an unambiguous answer, the version seen at open.
  * While opening (want_total unknown) a short answer at the object's end
- * is fine, but only once it is complete.  0, or -EIO (another range),
- * -ESTALE (another version) with err filled.
+ * is fine, but only once it is complete.  0, or -EIO (another range, an
+ * ambiguous answer), -ESTALE (another version) with err filled.
  */
 static int check_range(const struct stfs_request *q,
 		       const struct stfs_http_resp *r, size_t got, int final,
 		       struct stfs_error *err)
 {
-	uint64_t off = q->off, want = q->want_total;
-	size_t len = q->len;
-	int ok;
+	const struct stfs_http_want w = { q->off, q->len, q->want_total,
+					  q->etag, q->last_modified };
+	char why[600];
+	int rc;
 
-	if (want != UINT64_MAX)
-		ok = r->has_range && r->range_first == off && len &&
-		     r->range_last == off + len - 1 && r->total == want &&
-		     (!final || got == len);
-	else
-		ok = final && r->has_range && r->range_first == off && got &&
-		     r->range_last == off + got - 1 &&
-		     (got == len || r->range_last + 1 == r->total);
-	if (!ok)
+	if (!final && q->want_total == UINT64_MAX)
+		return -EIO;            /* not before its end, while opening */
+	if ((rc = stfs_http_answer_check(r, &w, why, sizeof(why))))
+		return stfs_fail(err, rc, NULL, STFS_NO_OFFSET, "%s", why);
+	if (final && got != r->range_last - r->range_first + 1)
 		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the server "
 				 "answered bytes %" PRIu64 "-%" PRIu64 " (%zu "
 				 "received) for bytes %" PRIu64 "-%" PRIu64,
-				 r->range_first, r->range_last, got, off,
-				 off + len - 1);
-	if (q->etag && q->etag[0] && r->etag[0] && strcmp(q->etag, r->etag))
-		return stfs_fail(err, -ESTALE, NULL, STFS_NO_OFFSET, "the "
-				 "object changed (ETag %s, was %s)", r->etag,
-				 q->etag);
+				 r->range_first, r->range_last, got, q->off,
+				 q->off + q->len - 1);
 	return 0;
 }
 
@@ -256,10 +253,9 @@ static struct curl_slist *request_auth(CURL *h, const struct stfs_request *q,
 	int ok = 1;
 
 	*fail = 0;
-	if (q->etag && q->etag[0] == '"') {     /* a strong one */
-		snprintf(cond, sizeof(cond), "If-Match: %s", q->etag);
+	if (stfs_http_condition(q->etag, q->last_modified, cond,
+				sizeof(cond)))
 		hdrs = curl_slist_append(NULL, cond);
-	}
 	if (a && a->sign)
 		hdrs = stfs_auth_headers(a, q->url, hdrs, &ok);
 	if (!ok) {
@@ -417,6 +413,9 @@ static int judge(const struct xfer *x, CURLcode rc, long status,
 				 "sent the bytes encoded (Content-Encoding: "
 				 "%s), which stfs never asks for",
 				 x->r.encoding[0] ? x->r.encoding : "?");
+	if (q->whole && status == 200 && x->r.ambiguous)
+		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "an "
+				 "ambiguous answer (%s)", x->r.ambiguity);
 	if (q->whole && status == 200)
 		return 0;
 	if (!q->whole && status == 206)
@@ -425,7 +424,7 @@ static int judge(const struct xfer *x, CURLcode rc, long status,
 		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the server "
 				 "ignores range requests (200 for a range)");
 	if (status == 416 && q->want_total == UINT64_MAX && x->r.has_total &&
-	    x->r.total == 0)
+	    x->r.total == 0 && !x->r.ambiguous)
 		return 0;               /* an empty object */
 	if (status == 412)
 		return stfs_fail(err, -ESTALE, NULL, STFS_NO_OFFSET, "the "
@@ -541,8 +540,8 @@ int stfs_http_get(struct stfs_remote *r, const char *url,
 		  size_t *len, struct stfs_http_resp *resp,
 		  struct stfs_error *err)
 {
-	struct stfs_request q = { url, NULL, auth, 0, max, UINT64_MAX, 1,
-				  NULL, NULL };
+	struct stfs_request q = { .url = url, .auth = auth, .len = max,
+				  .want_total = UINT64_MAX, .whole = 1 };
 	CURL *h;
 	int rc;
 

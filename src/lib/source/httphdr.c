@@ -8,9 +8,22 @@
  * coded body is refused rather than served as the object's bytes).
  * Servers are untrusted: every number is checked for overflow and every
  * field for its exact syntax; what does not parse is ignored, and the
- * caller then refuses the response.
+ * caller then refuses the response.  An answer that says two things of
+ * what stfs relies on (two Content-Range headers, two different ETags,
+ * Last-Modified or Content-Length values, such a field folded over two
+ * lines or written "ETag :") is ambiguous, and refused whole: a proxy or
+ * another client could read it otherwise than stfs does.
+ *
+ * Then the checks made of every answer to a range request
+ * (stfs_http_answer_check()): the bytes asked for, of the object's size,
+ * a Content-Length that agrees, and the version seen at open: each
+ * validator then (ETag, Last-Modified) comes again, unchanged; a range
+ * request is made conditional on it (stfs_http_condition()).
  */
 #include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <curl/curl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +58,46 @@ static const char *skip_ws(const char *s, const char *end)
 	return s;
 }
 
+/* The fields of ours whose repeats, folds and spacing are ambiguous. */
+enum {
+	F_RANGE = 1, F_ETAG = 2, F_LM = 4, F_LENGTH = 8,
+};
+
+static const struct {
+	const char *name;
+	unsigned f;
+} fields[] = {
+	{ "content-range", F_RANGE },
+	{ "etag", F_ETAG },
+	{ "last-modified", F_LM },
+	{ "content-length", F_LENGTH },
+};
+
+static unsigned field_of(const char *name, size_t n)
+{
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+		if (strlen(fields[i].name) == n &&
+		    strncasecmp(name, fields[i].name, n) == 0)
+			return fields[i].f;
+	return 0;
+}
+
+static const char *field_name(unsigned f)
+{
+	return f == F_RANGE ? "Content-Range" : f == F_ETAG ? "ETag" :
+	       f == F_LM ? "Last-Modified" : "Content-Length";
+}
+
+/* Mark r ambiguous, because of "<pre><field name><post>". */
+static void ambiguous(struct stfs_http_resp *r, const char *pre, unsigned f,
+		      const char *post)
+{
+	if (!r->ambiguous)
+		snprintf(r->ambiguity, sizeof(r->ambiguity), "%s%s%s", pre,
+			 field_name(f), post);
+	r->ambiguous = 1;
+}
+
 /* "bytes FIRST-LAST/TOTAL" or "bytes * /TOTAL" (no space). */
 static void content_range(const char *s, const char *end,
 			  struct stfs_http_resp *r)
@@ -66,6 +119,8 @@ static void content_range(const char *s, const char *end,
 	    skip_ws(s, end) != end)
 		return;
 	if (!star && b >= total)
+		return;
+	if (!star && b - a == UINT64_MAX)
 		return;
 	r->has_range = !star;
 	r->range_first = a;
@@ -131,6 +186,48 @@ static unsigned retry_date(const char *s, const char *end)
 	return when - now > 3600 ? 3600 : (unsigned)(when - now);
 }
 
+/* A field whose value decides which bytes these are: taken once, a repeat
+ * that says another thing (or any repeat of Content-Range) is ambiguous.
+ * 1 if the line was one of them. */
+static int mine(const char *line, size_t nlen, const char *v,
+		const char *end, struct stfs_http_resp *r)
+{
+	unsigned f = field_of(line, nlen);
+	struct stfs_http_resp o;
+	uint64_t n;
+	const char *p = v;
+
+	if (!f)
+		return 0;
+	r->last_field = (int)f;
+	if (f == F_RANGE) {
+		if (r->seen & F_RANGE)
+			ambiguous(r, "two ", f, " headers");
+		content_range(v, end, r);
+	} else if (f == F_ETAG) {
+		copy_value(o.etag, sizeof(o.etag), v, end);
+		if ((r->seen & F_ETAG) && strcmp(o.etag, r->etag) != 0)
+			ambiguous(r, "two different ", f, " headers");
+		memcpy(r->etag, o.etag, sizeof(r->etag));
+	} else if (f == F_LM) {
+		copy_value(o.last_modified, sizeof(o.last_modified), v, end);
+		if ((r->seen & F_LM) &&
+		    strcmp(o.last_modified, r->last_modified) != 0)
+			ambiguous(r, "two different ", f, " headers");
+		memcpy(r->last_modified, o.last_modified,
+		       sizeof(r->last_modified));
+	} else {
+		if (digits(&p, end, &n) || p != end)
+			ambiguous(r, "a ", f, " that is not a number");
+		else if ((r->seen & F_LENGTH) && n != r->length)
+			ambiguous(r, "two different ", f, " headers");
+		r->has_length = 1;
+		r->length = n;
+	}
+	r->seen |= f;
+	return 1;
+}
+
 void stfs_http_header_line(const char *line, size_t len,
 			   struct stfs_http_resp *r)
 {
@@ -145,17 +242,31 @@ void stfs_http_header_line(const char *line, size_t len,
 		memset(r, 0, sizeof(*r));
 		return;
 	}
+	if (line < end && (*line == ' ' || *line == '\t')) {
+		/* obs-fold: the line goes on the field before */
+		if (r->last_field)
+			ambiguous(r, "a ", (unsigned)r->last_field,
+				  " folded over two lines");
+		return;
+	}
+	r->last_field = 0;
 	if (!(colon = memchr(line, ':', (size_t)(end - line))))
 		return;
 	nlen = (size_t)(colon - line);
 	v = skip_ws(colon + 1, end);
-	if (nlen == 13 && strncasecmp(line, "content-range", 13) == 0) {
-		content_range(v, end, r);
-	} else if (nlen == 4 && strncasecmp(line, "etag", 4) == 0) {
-		copy_value(r->etag, sizeof(r->etag), v, end);
-	} else if (nlen == 13 && strncasecmp(line, "last-modified", 13) == 0) {
-		copy_value(r->last_modified, sizeof(r->last_modified), v, end);
-	} else if (nlen == 4 && strncasecmp(line, "link", 4) == 0) {
+	if (nlen && (line[nlen - 1] == ' ' || line[nlen - 1] == '\t')) {
+		const char *n = line + nlen;
+		unsigned f;
+
+		while (n > line && (n[-1] == ' ' || n[-1] == '\t'))
+			n--;
+		if ((f = field_of(line, (size_t)(n - line))))
+			ambiguous(r, "a space before the colon of ", f, "");
+		return;
+	}
+	if (mine(line, nlen, v, end, r))
+		return;
+	if (nlen == 4 && strncasecmp(line, "link", 4) == 0) {
 		link_next(v, end, r);
 	} else if (nlen == 12 && strncasecmp(line, "x-error-code", 12) == 0) {
 		copy_value(r->error_code, sizeof(r->error_code), v, end);
@@ -181,4 +292,107 @@ void stfs_http_header_line(const char *line, size_t len,
 		else if (p != end)
 			r->retry_after_s = retry_date(v, end);
 	}
+}
+
+/* ---- what an answer must be ------------------------------------------------ */
+
+int stfs_http_strong_etag(const char *etag)
+{
+	return etag && etag[0] && strncmp(etag, "W/", 2) != 0;
+}
+
+int stfs_http_condition(const char *etag, const char *last_modified,
+			char *out, size_t outsz)
+{
+	int n = 0;
+
+	if (stfs_http_strong_etag(etag) && etag[0] == '"')
+		n = snprintf(out, outsz, "If-Match: %s", etag);
+	else if (last_modified && last_modified[0])
+		n = snprintf(out, outsz, "If-Unmodified-Since: %s",
+			     last_modified);
+	if (n <= 0 || (size_t)n >= outsz) {
+		if (outsz)
+			out[0] = '\0';
+		return 0;
+	}
+	return 1;
+}
+
+int stfs_http_same_version(const struct stfs_http_resp *r, const char *etag,
+			   const char *last_modified, char *why, size_t whysz)
+{
+	static const char *const name[2] = { "ETag", "Last-Modified" };
+	const char *was[2] = { etag, last_modified };
+	const char *now[2] = { r->etag, r->last_modified };
+
+	if (whysz)
+		why[0] = '\0';
+
+	for (int i = 0; i < 2; i++) {
+		if (!was[i] || !was[i][0])
+			continue;
+		if (!now[i][0]) {
+			snprintf(why, whysz, "the object changed (the answer "
+				 "has no %s; it was %s)", name[i], was[i]);
+			return -ESTALE;
+		}
+		if (strcmp(now[i], was[i]) != 0) {
+			snprintf(why, whysz, "the object changed (%s %s, was "
+				 "%s)", name[i], now[i], was[i]);
+			return -ESTALE;
+		}
+	}
+	return 0;
+}
+
+int stfs_http_answer_check(const struct stfs_http_resp *r,
+			   const struct stfs_http_want *w, char *why,
+			   size_t whysz)
+{
+	uint64_t last = w->off + w->len - 1;
+	int opening = w->total == UINT64_MAX;
+
+	if (whysz)
+		why[0] = '\0';
+	if (r->ambiguous) {
+		snprintf(why, whysz, "an ambiguous answer (%s) for bytes "
+			 "%" PRIu64 "-%" PRIu64, r->ambiguity, w->off, last);
+		return -EIO;
+	}
+	if (r->encoded) {
+		snprintf(why, whysz, "the server sent the bytes encoded "
+			 "(Content-Encoding: %s), which stfs never asks for",
+			 r->encoding[0] ? r->encoding : "?");
+		return -EIO;
+	}
+	if (!w->len || !r->has_range) {
+		snprintf(why, whysz, "the server answered without a "
+			 "Content-Range for bytes %" PRIu64 "-%" PRIu64,
+			 w->off, last);
+		return -EIO;
+	}
+	if (!opening && r->total != w->total) {
+		snprintf(why, whysz, "the object changed (%" PRIu64 " bytes, "
+			 "was %" PRIu64 ")", r->total, w->total);
+		return -ESTALE;
+	}
+	if (r->range_first != w->off ||
+	    !(r->range_last == last ||
+	      (opening && r->range_last < last &&
+	       r->range_last + 1 == r->total))) {
+		snprintf(why, whysz, "the server answered bytes %" PRIu64 "-%"
+			 PRIu64 " for bytes %" PRIu64 "-%" PRIu64,
+			 r->range_first, r->range_last, w->off, last);
+		return -EIO;
+	}
+	if (r->has_length &&
+	    r->length != r->range_last - r->range_first + 1) {
+		snprintf(why, whysz, "the server answered bytes %" PRIu64 "-%"
+			 PRIu64 " with a Content-Length of %" PRIu64,
+			 r->range_first, r->range_last, r->length);
+		return -EIO;
+	}
+	return stfs_http_same_version(r, w->etag, w->last_modified, why,
+				      whysz);
 }

@@ -197,6 +197,8 @@ static int set_other(struct stfs_remote_opts *o, const char *opt,
 		o->nocache = 1;
 	} else if (IS("offline") && !v) {
 		o->offline = 1;
+	} else if (IS("unvalidated") && !v) {
+		o->unvalidated = 1;
 	} else {
 		return 1;
 	}

@@ -41,6 +41,8 @@ struct stfs_remote_opts {
 	char *cache_dir;                /* absolute, or NULL: no cache */
 	uint64_t cache_max;             /* bytes of blocks at most */
 	int cache_given, nocache, offline;
+	int unvalidated;                /* objects with no validator opened
+					 * (uncached) rather than refused */
 	enum stfs_s3_style s3_style;
 	void (*log)(void *ctx, const char *line);
 	void *log_ctx;
@@ -146,7 +148,9 @@ struct stfs_early {
 /* One request: a range of an object (or its whole body, whole). */
 struct stfs_request {
 	const char *url;
-	const char *etag;           /* sent in If-Match, checked in answers */
+	const char *etag;           /* the version seen at open: sent in */
+	const char *last_modified;  /* If-Match or If-Unmodified-Since, and
+				     * checked in answers */
 	const struct stfs_auth *auth;
 	uint64_t off;
 	size_t len;                 /* whole: the most bytes taken */
@@ -199,7 +203,8 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 struct stfs_object {
 	struct stfs_remote *r;
 	const char *url;
-	const char *etag;           /* checked in every answer, or "" */
+	const char *etag;           /* the version seen at open, checked */
+	const char *last_modified;  /* in every answer ("" if none) */
 	const struct stfs_auth *auth;
 	uint64_t size;
 	struct stfs_cache_obj cobj; /* its blocks on disk, if cached */
