@@ -2,7 +2,8 @@
 
 nginx from Debian on loopback (Nginx), a small standard-library HTTP
 server with faults nginx cannot make (faulty_server), ports, reading and
-hashing files, a generated file of large tensors (big_file), the check of
+hashing files, a generated file of large tensors (big_file), the files of a cache
+(cache_files), the check of
 one file of the real corpus mounted from any source (check_real_file), the
 Hub emulator behind nginx (world), a Hugging Face cache folder
 (fake_cache), and environment and refusal helpers.  Mounting and the test
@@ -121,7 +122,8 @@ http {
 class Faulty(http.server.BaseHTTPRequestHandler):
     """Serves files of a directory with ranges and an ETag, with faults:
     /503x2/PATH fails twice with 503 then serves, /429/PATH answers 429
-    with Retry-After: 1 once (/429date/PATH: an HTTP date 3 s ahead), /stall/PATH sends headers and then nothing
+    with Retry-After: 1 once (/429date/PATH: an HTTP date 3 s ahead;
+    /429hold/PATH: 429 with Retry-After: 3600 while armed), /stall/PATH sends headers and then nothing
     for a minute, /stallstart/PATH holds back the ranges that start a 4 MiB
     block (but the object's) until stalled is set, /trickle/PATH sends
     4 bytes every 0.2 s (20 bytes/s) until stalled is set.  Counts are per
@@ -133,7 +135,7 @@ class Faulty(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         srv = self.server
-        m = re.match(r"^/(503x2|429|429date|stall|stallstart|trickle|ok)/"
+        m = re.match(r"^/(503x2|429|429date|429hold|stall|stallstart|trickle|ok)/"
                      r"(.*)$", self.path)
         if not m:
             self.send_error(404)
@@ -156,6 +158,12 @@ class Faulty(http.server.BaseHTTPRequestHandler):
             self.send_header("Retry-After", "1" if fault == "429" else
                              email.utils.formatdate(time.time() + 3,
                                                     usegmt=True))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if fault == "429hold" and srv.armed:
+            self.send_response(429)
+            self.send_header("Retry-After", "3600")
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
@@ -223,6 +231,11 @@ def sha(b):
 def read(path):
     with open(path, "rb") as f:
         return f.read()
+
+
+def cache_files(cache):
+    """Every file under the directory cache."""
+    return [os.path.join(r, f) for r, _, fs in os.walk(cache) for f in fs]
 
 
 def big_file(d, name="big.safetensors", seed=1):

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "format.h"
 #include "remote.h"
@@ -254,6 +255,49 @@ static int fetch_block(struct stfs_fetcher *f, struct stfs_inflight *me,
 	return rc;
 }
 
+/* How long a read of bytes whose fetch just failed fails at once, with
+ * that failure: the kernel answers a failed buffered read by asking again
+ * for its first page at once, which would otherwise wait as long again
+ * (a 429 with Retry-After: 30 s twice). */
+#define FAIL_MEMORY_MS 500
+
+static uint64_t now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+/* The fetch of [off, end) of s failed with rc (under the blocks' mu). */
+static void remember_failure(struct stfs_object *s, uint64_t off,
+			     uint64_t end, int rc)
+{
+	unsigned k;
+
+	if (rc == -ENOMEM || atomic_load(&s->closing))
+		return;
+	k = s->nfailed++ % STFS_FAIL_SLOTS;
+	s->failed[k] = (struct stfs_failure){ off, end,
+					      now_ms() + FAIL_MEMORY_MS, rc };
+}
+
+int stfs_blocks_recent_failure(struct stfs_object *o, uint64_t off,
+			       size_t len)
+{
+	struct stfs_blocks *bl = &o->r->blocks;
+	uint64_t now = now_ms();
+	int rc = 0;
+
+	pthread_mutex_lock(&bl->mu);
+	for (unsigned k = 0; k < STFS_FAIL_SLOTS && !rc; k++)
+		if (now < o->failed[k].until_ms && off < o->failed[k].end &&
+		    off + len > o->failed[k].off)
+			rc = o->failed[k].rc;
+	pthread_mutex_unlock(&bl->mu);
+	return rc;
+}
+
 /* Bytes [off, off + len) of block b of s's cached object: from the cache,
  * from a fetch of it under way, else fetched whole (and written to the
  * cache by stfs_blocks_write_behind()).  With early, a fetch answers the
@@ -304,6 +348,8 @@ static int block_read(struct stfs_fetcher *f, struct stfs_object *s,
 		memcpy(buf, me->data + off, len);
 	rc = rc == -EACCES || rc == -ENOMEM ? rc : rc ? -EIO : 0;
 	pthread_mutex_lock(&bl->mu);
+	if (rc)
+		remember_failure(s, b * r->o.block, b * r->o.block + blen, rc);
 	me->rc = rc;
 	me->done = 1;
 	pthread_cond_broadcast(&bl->cv);
@@ -356,7 +402,11 @@ static int read_uncached(struct stfs_fetcher *f, struct stfs_object *s,
 			if ((rc = stfs_httpc_fetch(&r->http, f->h, &q, run,
 						   NULL, &got, NULL, &e))) {
 				log_failure(s, q.off, q.len, &e);
-				return rc == -EACCES ? rc : -EIO;
+				rc = rc == -EACCES ? rc : -EIO;
+				pthread_mutex_lock(&r->blocks.mu);
+				remember_failure(s, q.off, q.off + q.len, rc);
+				pthread_mutex_unlock(&r->blocks.mu);
+				return rc;
 			}
 			q.len = 0;
 		}
@@ -379,6 +429,8 @@ int stfs_blocks_read(struct stfs_fetcher *f, struct stfs_object *s,
 	size_t block = s->r->o.block;
 	int rc;
 
+	if ((rc = stfs_blocks_recent_failure(s, off, len)))
+		return rc;
 	if (!s->cobj.valid)
 		return s->r->o.offline ? -EIO :
 		       read_uncached(f, s, buf, len, off);

@@ -144,6 +144,7 @@ static void http_read_async(struct stfs_source *src, void *buf, size_t len,
 			    stfs_source_done done, void *arg)
 {
 	struct http_src *s = (struct http_src *)src;
+	int rc;
 
 	if (off + len <= s->head_len) {
 		memcpy(buf, s->head + off, len);
@@ -156,6 +157,12 @@ static void http_read_async(struct stfs_source *src, void *buf, size_t len,
 		s->obj.r->count.hits++;
 		stfs_pool_hit(&s->obj, off, len, ext);
 		done(arg, 0);
+		return;
+	}
+	/* the kernel's retry of a read that just failed: at once, not
+	 * after a worker is free (they may all wait for a Retry-After) */
+	if ((rc = stfs_blocks_recent_failure(&s->obj, off, len))) {
+		done(arg, rc);
 		return;
 	}
 	stfs_pool_read(&s->obj, buf, len, off, ext, done, arg);

@@ -354,12 +354,18 @@ static CURLcode perform(struct stfs_http_client *c, CURL *h, struct xfer *x,
 	return rc;
 }
 
-static void sleep_ms(unsigned ms)
+/* Sleep ms, in steps of at most 100 ms, until cancel is set (a Retry-After
+ * of 30 s does not hold up an unmount). */
+static void sleep_ms(unsigned ms, const atomic_int *cancel)
 {
-	struct timespec t = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	while (ms && !(cancel && atomic_load(cancel))) {
+		unsigned step = ms < 100 ? ms : 100;
+		struct timespec t = { 0, (long)step * 1000000L };
 
-	while (nanosleep(&t, &t) < 0 && errno == EINTR)
-		;
+		while (nanosleep(&t, &t) < 0 && errno == EINTR)
+			;
+		ms -= step;
+	}
 }
 
 /* Backoff before attempt k (1, 2, ...): 200 ms doubling, at most 5 s,
@@ -461,7 +467,7 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 		int again, code;
 
 		if (k) {
-			sleep_ms(backoff_ms(c, k, retry_after));
+			sleep_ms(backoff_ms(c, k, retry_after), q->cancel);
 			c->count->retries++;
 		}
 		if (q->cancel && atomic_load(q->cancel))

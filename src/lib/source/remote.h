@@ -199,6 +199,15 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 
 /* ---- the block engine (blocks.c) and its workers (pool.c) ---------------- */
 
+#define STFS_FAIL_SLOTS 16
+
+/* A fetch of bytes [off, end) that failed with rc, remembered until
+ * until_ms (monotonic). */
+struct stfs_failure {
+	uint64_t off, end, until_ms;
+	int rc;
+};
+
 /* One remote object as the block engine sees it (embedded in a source). */
 struct stfs_object {
 	struct stfs_remote *r;
@@ -215,6 +224,10 @@ struct stfs_object {
 	uint64_t next_off;          /* where the last read ended */
 	unsigned streak;            /* reads in a row that went on from it */
 	uint64_t pf_next;           /* the next block to prefetch */
+	/* under the blocks' mu: the fetches that failed last (a ring: a
+	 * reader's block and the prefetches beside it fail together) */
+	struct stfs_failure failed[STFS_FAIL_SLOTS];
+	unsigned nfailed;           /* the next slot to use */
 };
 
 struct stfs_inflight;
@@ -269,6 +282,11 @@ void stfs_blocks_fini(struct stfs_blocks *b);
 int stfs_blocks_read(struct stfs_fetcher *f, struct stfs_object *o,
 		     void *buf, size_t len, uint64_t off,
 		     struct stfs_early *early);
+/* The failure of a fetch of bytes [off, off + len) of o that ended a
+ * moment ago (the kernel's retry of a read that failed is answered with
+ * it at once, not after another Retry-After), or 0. */
+int stfs_blocks_recent_failure(struct stfs_object *o, uint64_t off,
+			       size_t len);
 /* Bring block b of o into the cache (or memory), for a reader to come. */
 void stfs_blocks_prefetch(struct stfs_fetcher *f, struct stfs_object *o,
 			  uint64_t b);
