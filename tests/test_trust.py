@@ -206,8 +206,9 @@ def test_cache_unusable(d, mnt):
              ("cache=" + afile + "/sub", "Not a directory")]
     mounted = False
     if os.geteuid() == 0:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "ro", "stfs-ro", ro],
-                       check=True)
+        # private (0700, as a cache must be: test_cachedir), read-only
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,mode=0700",
+                        "stfs-ro", ro], check=True)
         mounted = True
         cases += [("cache=" + ro, "Read-only file system"),
                   ("cache=" + ro + "/not/yet", "Read-only file system")]

@@ -1,11 +1,12 @@
 #!/bin/bash
 # run-fuzz.sh [SECONDS [HARNESS...]]: build the libFuzzer harnesses with
 # clang (ASan + UBSan) and fuzz each for SECONDS (default 60); given names
-# (header, index, http, remote, xml, gguf, zip, pickle), only those:
+# (header, index, http, remote, xml, gguf, zip, pickle, cache), only those:
 #   fuzz_header  the header parser and the name mapping, seeded with the
 #                header of every file in tests/data/real and examples/;
 #   fuzz_index   the index.json reader, seeded with every *.index.json there;
-#   fuzz_http    the HTTP response-header parser of remote sources;
+#   fuzz_http    the HTTP response-header parser of remote sources and
+#                the checks of answers to range requests;
 #   fuzz_remote  the Hub's revision and tree answers (JSON), source URLs
 #                and the secrets in them, the AWS CLI's INI files, hf://
 #                revisions;
@@ -17,14 +18,16 @@
 #   fuzz_zip     the zip reader and the zip checkpoint path, seeded with
 #                checkpoints torch writes (when python3-torch is there);
 #   fuzz_pickle  the pickle interpreter and the legacy checkpoint path,
-#                seeded with torch's pickles and legacy checkpoints.
+#                seeded with torch's pickles and legacy checkpoints;
+#   fuzz_cache   the cache's paths from hostile URLs and versions, and its
+#                small files (latest, meta) with hostile contents.
 # Inputs in tests/fuzz/regressions/<harness>/ are replayed first; crashes
 # are written there too, for review, and become regression inputs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-60}
 shift || true
-harnesses=${*:-header index http remote xml gguf zip pickle}
+harnesses=${*:-header index http remote xml gguf zip pickle cache}
 out=build-fuzz
 lib=$(ls src/lib/*/*.c)
 incs="-Iinclude -Isrc/lib/format -Isrc/lib/source -Isrc/lib/content -Isrc/lib/model"
@@ -106,6 +109,11 @@ x=$out/seeds-xml
 { printf '\6'; printf '<ListBucketResult><IsTruncated>false</IsTruncated><x><x><x><x><x><x><x><x><x><x><x><x><x><x><x></x></x></x></x></x></x></x></x></x></x></x></x></x></x></x></ListBucketResult>'; } > "$x/seed003"
 { printf '\177'; printf "<?xml version='1.0' encoding='UTF-8'?>\n<Error><Code>NoSuchKey</Code><Message>The specified key &lt;k&gt; does not exist.</Message><RequestId>tx1</RequestId>"; } > "$x/seed004"
 { printf '\7'; printf '<Error><Code>SignatureDoesNotMatch</Code><Message>\xc3\xa9\xc3\xa9\xc3\xa9</Message></Error>'; } > "$x/seed005"
+mkdir -p "$out"/{corpus,seeds}-cache
+export STFS_FUZZ_CACHE=$(mktemp -d /tmp/stfs-fuzz-cache-XXXXXX)
+printf '\0https://h/m.safetensors\0"6921b5a0-8fffff90"\0' > "$out/seeds-cache/seed000"
+printf '\1https://h/m.safetensors\0Sun, 22 Nov 2026 08:00:00 GMT\0001\nW/"x"\n' > "$out/seeds-cache/seed001"
+printf '\3https://h/../../x\0"../../etc"\0../../../../tmp/x' > "$out/seeds-cache/seed002"
 mkdir -p "$out"/{corpus,seeds}-gguf
 /usr/bin/python3 tests/gguf_seeds.py "$out/seeds-gguf"
 mkdir -p "$out"/{corpus,seeds}-{zip,pickle}
@@ -124,4 +132,5 @@ for h in $harnesses; do
 	echo "fuzz: fuzz_$h exit $r"
 	[ "$r" -eq 0 ] || rc=1
 done
+rm -rf "$STFS_FUZZ_CACHE"
 exit "$rc"

@@ -12,13 +12,21 @@
  * loss; it is checked to have its exact length when read.  The small
  * files (meta, latest, head) are renamed into place but not flushed: a
  * power loss can leave them short or empty, and they are checked when
- * read (the head's header is validated as any header is).  Least
- * recently used blocks (by mtime, which a hit refreshes) are removed when
- * the cache grows past its size.  The cache is an object of the remote
- * layer (struct stfs_cache, remote.h), made from its options.
+ * read (the head's header is validated as any header is), and a meta
+ * must name the version its directory is the hash of.  Least recently
+ * used blocks (by mtime, which a hit refreshes) are removed when the
+ * cache grows past its size; the temporary files of a writer that was
+ * killed are removed then too.
+ *
+ * The cache is trusted only when it is private, and nothing under it is
+ * reached through a symbolic link (cachedir.c): every path here is
+ * relative to the cache's directory descriptor, opened once.  The cache
+ * is an object of the remote layer (struct stfs_cache, remote.h), made
+ * from its options.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -34,12 +42,11 @@
 #include "format.h"
 #include "remote.h"
 
-#define BLOCK_PATH_MAX (sizeof(((struct stfs_cache_obj *)0)->dir) + 24)
-
 int stfs_cache_init(struct stfs_cache *c, const char *dir, uint64_t max,
-		    size_t block)
+		    size_t block, int offline)
 {
-	*c = (struct stfs_cache){ .max_bytes = max, .block = block };
+	*c = (struct stfs_cache){ .max_bytes = max, .block = block,
+				  .offline = offline, .root = -1 };
 	if (strlen(dir) > STFS_CACHE_DIR_MAX)
 		return -ENAMETOOLONG;
 	if (!(c->dir = strdup(dir)))
@@ -51,8 +58,56 @@ int stfs_cache_init(struct stfs_cache *c, const char *dir, uint64_t max,
 void stfs_cache_fini(struct stfs_cache *c)
 {
 	pthread_mutex_destroy(&c->mu);
+	if (c->root >= 0)
+		close(c->root);
+	c->root = -1;
 	free(c->dir);
 	c->dir = NULL;
+}
+
+/* The cache's descriptor, made on first use: >= 0, or -errno with why. */
+static int root_fd(struct stfs_cache *c, char *why, size_t whysz)
+{
+	int fd;
+
+	pthread_mutex_lock(&c->mu);
+	if (c->root < 0)
+		c->root = stfs_cachedir_root(c->dir, !c->offline, why, whysz);
+	fd = c->root;
+	pthread_mutex_unlock(&c->mu);
+	return fd;
+}
+
+/* The directory rel of the cache (made if create): a descriptor, or
+ * -errno with why. */
+static int cache_dir(struct stfs_cache *c, const char *rel, int create,
+		     char *why, size_t whysz)
+{
+	int root = root_fd(c, why, whysz);
+
+	if (root < 0)
+		return root;
+	return stfs_cachedir_opendir(root, c->dir, rel, create, why, whysz);
+}
+
+int stfs_cache_ready(struct stfs_cache *c, struct stfs_error *err)
+{
+	char why[512];
+	int fd;
+
+	if (!c)
+		return 0;
+	if ((fd = cache_dir(c, "v1", !c->offline, why, sizeof(why))) < 0) {
+		if (c->offline && fd == -ENOENT)
+			return 0;       /* nothing cached: the open says so */
+		return stfs_fail(err, fd == -ELOOP || fd == -ENOTDIR ? -EPERM :
+				 fd, NULL, STFS_NO_OFFSET, "cache=%s: %s",
+				 c->dir, why);
+	}
+	/* blocks are read by no one else (a cache made before was 0755) */
+	(void)fchmod(fd, 0700);
+	close(fd);
+	return 0;
 }
 
 static uint64_t hash2(const char *a, const char *b, uint64_t n)
@@ -65,179 +120,166 @@ static uint64_t hash2(const char *a, const char *b, uint64_t n)
 	return h ^ stfs_hash64(num, strlen(num)) * 0xc2b2ae3d27d4eb4fULL;
 }
 
-static int mkdirs(char *path)
+/* The name of url's version and size, blocks of another size than the
+ * default kept apart (a block of the wrong size would be a miss anyway:
+ * its length is checked). */
+static uint64_t version_id(const struct stfs_cache *c, const char *url,
+			   const char *version, uint64_t size)
 {
-	for (char *p = path + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(path, 0755) < 0 && errno != EEXIST) {
-			*p = '/';
-			return -errno;
-		}
-		*p = '/';
-	}
-	if (mkdir(path, 0755) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
-/* Write len bytes to path atomically: a temporary file, renamed; with
- * durable, flushed (fsync) first, so that it survives a power loss too. */
-/* Write len bytes from buf to fd: 0, or -errno. */
-static int write_all(int fd, const char *p, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-/* buf to a temporary file renamed to path (flushed first if durable).
- * Blocks written with O_DIRECT instead made a cold read 2.3x slower here:
- * each worker then waited for the disk. */
-static int put_file(const char *path, const void *buf, size_t len,
-		    int durable)
-{
-	char tmp[BLOCK_PATH_MAX + 64];
-	int fd, rc;
-
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%lx", path, (int)getpid(),
-		 (unsigned long)pthread_self());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
-	rc = write_all(fd, buf, len);
-	if (!rc && durable && fsync(fd) < 0)
-		rc = -errno;
-	if (close(fd) < 0 && !rc)
-		rc = -errno;
-	if (!rc && rename(tmp, path) < 0)
-		rc = -errno;
-	if (rc)
-		unlink(tmp);
-	return rc;
+	return hash2(url, version, size) ^ (c->block == 4u << 20 ?
+		0 : (uint64_t)c->block * UINT64_C(0x9e3779b97f4a7c15));
 }
 
 /* ---- objects -------------------------------------------------------------- */
 
 int stfs_cache_object(struct stfs_cache *c, const char *url,
 		      const char *version, uint64_t size,
-		      struct stfs_cache_obj *o)
+		      struct stfs_cache_obj *o, struct stfs_error *err)
 {
-	char meta[sizeof(o->dir) + 8], latest[sizeof(o->dir) + 8], text[512];
-	int rc, n;
+	char text[512], why[512], id[17];
+	int rc, n, d, up;
 
 	memset(o, 0, sizeof(*o));
 	if (!c || !version[0])
 		return -ENOENT;         /* no cache, or no way to key it */
-	/* blocks of another size than the default are kept apart (a block
-	 * of the wrong size would be a miss anyway: its length is checked) */
-	n = snprintf(o->dir, sizeof(o->dir), "%s/v1/%016" PRIx64 "/%016"
-		     PRIx64, c->dir, stfs_hash64(url, strlen(url)),
-		     hash2(url, version, size) ^ (c->block == 4u << 20 ?
-		     0 : (uint64_t)c->block * UINT64_C(0x9e3779b97f4a7c15)));
-	if (n < 0 || (size_t)n >= sizeof(o->dir) - 32)
-		return -ENAMETOOLONG;
+	for (const char *v = version; *v; v++)
+		if ((unsigned char)*v < 0x20 || *v == 0x7f)
+			return -EINVAL; /* meta holds it on one line */
+	snprintf(o->dir, sizeof(o->dir), "v1/%016" PRIx64 "/%016" PRIx64,
+		 stfs_hash64(url, strlen(url)),
+		 version_id(c, url, version, size));
 	o->size = size;
-	if ((rc = mkdirs(o->dir)))
-		return rc;
+	if ((d = cache_dir(c, o->dir, 1, why, sizeof(why))) < 0) {
+		if (d == -EPERM || d == -ELOOP || d == -ENOTDIR)
+			return stfs_fail(err, -EPERM, NULL, STFS_NO_OFFSET,
+					 "the cache: %s", why);
+		return d;
+	}
 	/* meta: what offline mounts need to open the object */
 	n = snprintf(text, sizeof(text), "%" PRIu64 "\n%s\n", size, version);
-	snprintf(meta, sizeof(meta), "%s/meta", o->dir);
-	snprintf(latest, sizeof(latest), "%.*s/latest",
-		 (int)(strrchr(o->dir, '/') - o->dir), o->dir);
-	if ((rc = put_file(meta, text, (size_t)n, 0)) ||
-	    (rc = put_file(latest, strrchr(o->dir, '/') + 1, 16, 0)))
+	rc = n > 0 && (size_t)n < sizeof(text) ?
+	     stfs_cachedir_put(d, "meta", text, (size_t)n, 0) : -EINVAL;
+	close(d);
+	if (rc)
 		return rc;
+	snprintf(id, sizeof(id), "%s", strrchr(o->dir, '/') + 1);
+	*strrchr(o->dir, '/') = '\0';
+	up = cache_dir(c, o->dir, 0, why, sizeof(why));
+	o->dir[strlen(o->dir)] = '/';
+	if (up < 0)
+		return up;
+	rc = stfs_cachedir_put(up, "latest", id, 16, 0);
+	close(up);
+	if (rc)
+		return rc;
+	o->c = c;
 	o->valid = 1;
+	return 0;
+}
+
+/* The small file name of dir, whole (at most sz - 1 bytes), NUL
+ * terminated: its length, or -ENOENT. */
+static ssize_t read_small(int dir, const char *name, char *buf, size_t sz)
+{
+	int fd = stfs_cachedir_open_file(dir, name, UINT64_MAX);
+	ssize_t n;
+
+	if (fd < 0)
+		return -ENOENT;
+	n = read(fd, buf, sz - 1);
+	close(fd);
+	if (n <= 0 || (size_t)n == sz - 1)
+		return -ENOENT;
+	buf[n] = '\0';
+	return n;
+}
+
+/* meta's text: "SIZE\nVERSION\n" into *size and version: 0, or -ENOENT. */
+static int parse_meta(char *text, uint64_t *size, char *version, size_t vsz)
+{
+	char *nl = strchr(text, '\n'), *end;
+	unsigned long long sz;
+
+	if (!nl || !isdigit((unsigned char)text[0]))
+		return -ENOENT;
+	*nl = '\0';
+	errno = 0;
+	sz = strtoull(text, &end, 10);
+	if (errno || *end || !nl[1])
+		return -ENOENT;
+	end = strchr(nl + 1, '\n');
+	if (!end || end[1] || (size_t)(end - nl - 1) >= vsz)
+		return -ENOENT;
+	memcpy(version, nl + 1, (size_t)(end - nl - 1));
+	version[end - nl - 1] = '\0';
+	*size = sz;
 	return 0;
 }
 
 int stfs_cache_latest(struct stfs_cache *c, const char *url,
 		      struct stfs_cache_obj *o, char *version, size_t vsz)
 {
-	char path[sizeof(o->dir) + 8], id[17] = "", text[512];
-	ssize_t n;
-	int fd;
+	char rel[48], id[32], text[512], why[512];
+	int d;
 
 	memset(o, 0, sizeof(*o));
 	if (!c)
 		return -ENOENT;
-	snprintf(path, sizeof(path), "%s/v1/%016" PRIx64 "/latest", c->dir,
+	snprintf(rel, sizeof(rel), "v1/%016" PRIx64,
 		 stfs_hash64(url, strlen(url)));
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+	if ((d = cache_dir(c, rel, 0, why, sizeof(why))) < 0)
 		return -ENOENT;
-	n = read(fd, id, 16);
-	close(fd);
-	if (n != 16 || strspn(id, "0123456789abcdef") != 16)
+	if (read_small(d, "latest", id, sizeof(id)) != 16 ||
+	    strspn(id, "0123456789abcdef") != 16) {
+		close(d);
 		return -ENOENT;
-	snprintf(o->dir, sizeof(o->dir), "%s/v1/%016" PRIx64 "/%s",
-		 c->dir, stfs_hash64(url, strlen(url)), id);
-	snprintf(path, sizeof(path), "%s/meta", o->dir);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return -ENOENT;
-	n = read(fd, text, sizeof(text) - 1);
-	close(fd);
-	if (n <= 0)
-		return -ENOENT;
-	text[n] = '\0';
-	{
-		char *nl = strchr(text, '\n'), *end;
-		unsigned long long sz;
-
-		if (!nl)
-			return -ENOENT;
-		*nl = '\0';
-		errno = 0;
-		sz = strtoull(text, &end, 10);
-		if (errno || *end || !nl[1])
-			return -ENOENT;
-		end = strchr(nl + 1, '\n');
-		if (!end || (size_t)(end - nl - 1) >= vsz)
-			return -ENOENT;
-		memcpy(version, nl + 1, (size_t)(end - nl - 1));
-		version[end - nl - 1] = '\0';
-		o->size = sz;
 	}
+	close(d);
+	snprintf(o->dir, sizeof(o->dir), "%.19s/%.16s", rel, id);
+	if ((d = cache_dir(c, o->dir, 0, why, sizeof(why))) < 0)
+		return -ENOENT;
+	if (read_small(d, "meta", text, sizeof(text)) < 0 ||
+	    parse_meta(text, &o->size, version, vsz)) {
+		close(d);
+		return -ENOENT;
+	}
+	close(d);
+	/* the directory is the hash of what meta says, or it is not ours */
+	snprintf(text, sizeof(text), "%016" PRIx64,
+		 version_id(c, url, version, o->size));
+	if (strcmp(text, id) != 0)
+		return -ENOENT;
+	o->c = c;
 	o->valid = 1;
 	return 0;
 }
 
 /* ---- blocks --------------------------------------------------------------- */
 
-static void block_path(const struct stfs_cache_obj *o, uint64_t block,
-		       char *out, size_t outsz)
+static void block_name(uint64_t block, char *out, size_t outsz)
 {
 	if (block == STFS_CACHE_HEAD)
-		snprintf(out, outsz, "%s/head", o->dir);
+		snprintf(out, outsz, "head");
 	else
-		snprintf(out, outsz, "%s/%" PRIu64, o->dir, block);
+		snprintf(out, outsz, "%" PRIu64, block);
 }
 
 int stfs_cache_open_block(const struct stfs_cache_obj *o, uint64_t block,
 			  size_t block_len)
 {
-	char path[BLOCK_PATH_MAX];
-	struct stat st;
-	int fd;
+	char name[24], why[512];
+	int d, fd;
 
 	if (!o->valid)
 		return -ENOENT;
-	block_path(o, block, path, sizeof(path));
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+	block_name(block, name, sizeof(name));
+	if ((d = cache_dir(o->c, o->dir, 0, why, sizeof(why))) < 0)
 		return -ENOENT;
-	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != block_len) {
-		close(fd);              /* not ours, or not whole: a miss */
+	/* not ours, not a file, or not whole: a miss */
+	fd = stfs_cachedir_open_file(d, name, block_len);
+	close(d);
+	if (fd < 0)
 		return -ENOENT;
-	}
 	(void)futimens(fd, NULL);       /* recently used */
 	return fd;
 }
@@ -272,15 +314,19 @@ int stfs_cache_read(const struct stfs_cache_obj *o, uint64_t block,
 	return rc;
 }
 
-/* names in the cache: a directory name is at most 255 bytes */
-#define V1_MAX (STFS_CACHE_DIR_MAX + 8)
-#define P2_MAX (V1_MAX + 260)
-#define P3_MAX (P2_MAX + 260)
+/* ---- eviction ------------------------------------------------------------- */
 
 struct entry {
-	char path[P3_MAX + 260];
+	char dir[48];           /* v1/X/Y */
+	char name[24];
 	time_t mtime;
 	uint64_t size;
+};
+
+struct scan {
+	struct entry *list;
+	size_t n, cap;
+	uint64_t total;
 };
 
 static int cmp_mtime(const void *a, const void *b)
@@ -290,107 +336,156 @@ static int cmp_mtime(const void *a, const void *b)
 	return x->mtime < y->mtime ? -1 : x->mtime > y->mtime;
 }
 
-/* Every block of the cache (and the bytes they use), oldest first. */
-static size_t list_blocks(const struct stfs_cache *cache,
-			  struct entry **out, uint64_t *total)
+/* Open directory name of dir (private, no link) for reading entries. */
+static DIR *sub(int dir, const char *name, int *fd)
 {
-	char v1[V1_MAX];
-	struct entry *list = NULL;
-	size_t n = 0, cap = 0;
-	DIR *d1, *d2, *d3;
-	struct dirent *a, *b, *c;
+	char why[512];
+	DIR *d;
+	int dup_fd;
 
-	*total = 0;
-	snprintf(v1, sizeof(v1), "%s/v1", cache->dir);
-	if (!(d1 = opendir(v1)))
-		goto done;
-	while ((a = readdir(d1))) {
-		char p2[P2_MAX];
+	if ((*fd = stfs_cachedir_opendir(dir, "", name, 0, why,
+					 sizeof(why))) < 0)
+		return NULL;
+	if ((dup_fd = dup(*fd)) < 0 || !(d = fdopendir(dup_fd))) {
+		if (dup_fd >= 0)
+			close(dup_fd);
+		close(*fd);
+		return NULL;
+	}
+	return d;
+}
 
-		if (a->d_name[0] == '.')
+/* The blocks of version directory fd (v1/a/b); temporary files of killed
+ * writers removed, those of live ones (not ours: the cache's writing has
+ * those) counted. */
+static void scan_version(struct scan *sc, int fd, DIR *d, const char *a,
+			 const char *b)
+{
+	char mine[32];
+	struct dirent *c;
+
+	snprintf(mine, sizeof(mine), ".tmp.%d.", (int)getpid());
+	while ((c = readdir(d))) {
+		struct stat st;
+		struct entry *e;
+		uint64_t sz;
+
+		if (strstr(c->d_name, ".tmp.")) {
+			if (!strstr(c->d_name, mine) &&
+			    stfs_cachedir_tmp(fd, c->d_name, &sz) == 0)
+				sc->total += sz;
 			continue;
-		snprintf(p2, sizeof(p2), "%s/%s", v1, a->d_name);
-		if (!(d2 = opendir(p2)))
+		}
+		if (!c->d_name[0] || strlen(c->d_name) >= sizeof(e->name) ||
+		    strspn(c->d_name, "0123456789") != strlen(c->d_name))
+			continue;
+		if (fstatat(fd, c->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		if (sc->n == sc->cap) {
+			void *p = realloc(sc->list, (sc->cap * 2 + 64) *
+					  sizeof(*sc->list));
+			if (!p)
+				return;
+			sc->list = p;
+			sc->cap = sc->cap * 2 + 64;
+		}
+		e = &sc->list[sc->n++];
+		snprintf(e->dir, sizeof(e->dir), "v1/%.16s/%.16s", a, b);
+		snprintf(e->name, sizeof(e->name), "%.23s", c->d_name);
+		e->mtime = st.st_mtime;
+		e->size = (uint64_t)st.st_size;
+		sc->total += e->size;
+	}
+}
+
+/* Every block of the cache (and the bytes they use), oldest first: only
+ * in private directories, none reached through a link. */
+static void list_blocks(const struct stfs_cache *c, struct scan *sc)
+{
+	char why[512];
+	struct dirent *a, *b;
+	int v1, f2, f3;
+	DIR *d1, *d2, *d3;
+
+	memset(sc, 0, sizeof(*sc));
+	if (c->root < 0 ||
+	    (v1 = stfs_cachedir_opendir(c->root, c->dir, "v1", 1, why,
+					sizeof(why))) < 0)
+		return;
+	if ((f2 = dup(v1)) < 0 || !(d1 = fdopendir(f2))) {
+		if (f2 >= 0)
+			close(f2);
+		close(v1);
+		return;
+	}
+	while ((a = readdir(d1))) {
+		if (strlen(a->d_name) != 16 || !(d2 = sub(v1, a->d_name, &f2)))
 			continue;
 		while ((b = readdir(d2))) {
-			char p3[P3_MAX];
-
-			if (strlen(b->d_name) != 16)
+			if (strlen(b->d_name) != 16 ||
+			    !(d3 = sub(f2, b->d_name, &f3)))
 				continue;
-			snprintf(p3, sizeof(p3), "%s/%s", p2, b->d_name);
-			if (!(d3 = opendir(p3)))
-				continue;
-			while ((c = readdir(d3))) {
-				struct stat st;
-				struct entry *e;
-
-				if (strspn(c->d_name, "0123456789") !=
-				    strlen(c->d_name) || !c->d_name[0])
-					continue;
-				if (n == cap) {
-					void *p = realloc(list, (cap = cap * 2 +
-							  64) * sizeof(*list));
-					if (!p)
-						break;
-					list = p;
-				}
-				e = &list[n];
-				snprintf(e->path, sizeof(e->path), "%s/%s", p3,
-					 c->d_name);
-				if (stat(e->path, &st) < 0)
-					continue;
-				e->mtime = st.st_mtime;
-				e->size = (uint64_t)st.st_size;
-				*total += e->size;
-				n++;
-			}
+			scan_version(sc, f3, d3, a->d_name, b->d_name);
 			closedir(d3);
+			close(f3);
 		}
 		closedir(d2);
+		close(f2);
 	}
 	closedir(d1);
-done:
-	if (n > 1)
-		qsort(list, n, sizeof(*list), cmp_mtime);
-	*out = list;
-	return n;
+	close(v1);
+	if (sc->n > 1)
+		qsort(sc->list, sc->n, sizeof(*sc->list), cmp_mtime);
 }
 
 /* Bring the cache under its size, oldest blocks first (under mu). */
 static void evict(struct stfs_cache *c, uint64_t keep_free)
 {
-	struct entry *list;
-	uint64_t total;
-	size_t n = list_blocks(c, &list, &total);
+	struct scan sc;
+	char why[512];
 
+	list_blocks(c, &sc);
 	/* blocks being written are not on the list yet, but count */
-	total += c->writing;
-	for (size_t i = 0; i < n && total + keep_free > c->max_bytes; i++)
-		if (unlink(list[i].path) == 0)
-			total -= list[i].size;
-	c->used = total;
+	sc.total += c->writing;
+	for (size_t i = 0; i < sc.n && sc.total + keep_free > c->max_bytes;
+	     i++) {
+		int d = stfs_cachedir_opendir(c->root, c->dir,
+					      sc.list[i].dir, 0, why,
+					      sizeof(why));
+
+		if (d < 0)
+			continue;
+		if (unlinkat(d, sc.list[i].name, 0) == 0)
+			sc.total -= sc.list[i].size;
+		close(d);
+	}
+	c->used = sc.total;
 	c->scanned = 1;
-	free(list);
+	free(sc.list);
 }
 
 int stfs_cache_put(struct stfs_cache *c, const struct stfs_cache_obj *o,
 		   uint64_t block, const void *buf, size_t len)
 {
-	char path[BLOCK_PATH_MAX];
-	int rc;
+	char name[24], why[512];
+	int rc, d;
 
 	if (!c || !o->valid || len > c->max_bytes)
 		return -ENOENT;
+	if ((d = cache_dir(c, o->dir, 0, why, sizeof(why))) < 0)
+		return d;
 	pthread_mutex_lock(&c->mu);
 	if (!c->scanned || c->used + len > c->max_bytes)
 		evict(c, len);
 	c->used += len;
 	c->writing += len;
 	pthread_mutex_unlock(&c->mu);
-	block_path(o, block, path, sizeof(path));
+	block_name(block, name, sizeof(name));
 	/* data blocks are flushed: a block that is there is right; the head
 	 * and meta are checked when read (and the header validated) */
-	rc = put_file(path, buf, len, block != STFS_CACHE_HEAD);
+	rc = stfs_cachedir_put(d, name, buf, len, block != STFS_CACHE_HEAD);
+	close(d);
 	pthread_mutex_lock(&c->mu);
 	c->writing -= len;
 	if (rc)

@@ -281,10 +281,12 @@ static int open_remote(struct http_src *s, struct stfs_error *err)
 		}
 	} else if (!rc && !(rc = take_version(s, &resp, err))) {
 		s->obj.size = resp.total;
-		if (c && stfs_cache_object(c, s->url, s->version, resp.total,
-					   &s->obj.cobj) == 0)
+		rc = stfs_cache_object(c, s->url, s->version, resp.total,
+				       &s->obj.cobj, err);
+		if (rc == 0)
 			(void)stfs_cache_put(c, &s->obj.cobj, STFS_CACHE_HEAD,
 					     s->head, s->head_len);
+		rc = rc == -EPERM ? rc : 0;     /* a cache not private */
 	}
 	return rc;
 }
@@ -329,7 +331,10 @@ int stfs_source_open_http(struct stfs_remote *r, const char *url,
 	if (!(s = http_new(r, url, auth)))
 		return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET,
 				 "out of memory");
-	rc = r->o.offline ? open_cached(s, err) : open_remote(s, err);
+	/* the cache, made and checked when a remote source first opens
+	 * (a local mount never touches it): one not private fails here */
+	if (!(rc = stfs_cache_ready(stfs_remote_cache(r), err)))
+		rc = r->o.offline ? open_cached(s, err) : open_remote(s, err);
 	if (rc) {
 		http_close(&s->base);
 		return rc;

@@ -273,7 +273,8 @@ int stfs_remote_new(const struct stfs_remote_opts *opts,
 		r->o.connections = 1;
 	if (r->o.cache_dir && (rc = stfs_cache_init(&r->cache, r->o.cache_dir,
 						   r->o.cache_max,
-						   r->o.block))) {
+						   r->o.block,
+						   r->o.offline))) {
 		free(r->o.cache_dir);
 		free(r);
 		return stfs_fail(err, rc, NULL, STFS_NO_OFFSET, "cache: %s",

@@ -13,6 +13,8 @@
  *   httpc.c      the HTTP client: one request, its checks, retries
  *   transfer.c   the threads that move every request's bytes (libcurl)
  *   cache.c      the cache store on disk
+ *   cachedir.c   the cache directory: usable, private, walked without
+ *                following a link
  *
  * Everything here is state of one struct stfs_remote, made when a model
  * is opened and freed with it: two models in one process can have two
@@ -53,9 +55,11 @@ struct stfs_remote_opts {
 #define STFS_CACHE_HEAD UINT64_MAX      /* the block of an object's head */
 #define STFS_CACHE_DIR_MAX 1024         /* the cache's own path, at most */
 
-/* The cache of one remote object: its directory, limit and use. */
+/* The cache of a remote: its directory, limit and use. */
 struct stfs_cache {
 	char *dir;
+	int root;                       /* its descriptor, or -1 until made */
+	int offline;                    /* only read: nothing made */
 	uint64_t max_bytes;
 	size_t block;                   /* blocks of another size live apart */
 	uint64_t used;                  /* bytes of blocks, as far as known */
@@ -66,27 +70,37 @@ struct stfs_cache {
 
 /* One version of one object in the cache. */
 struct stfs_cache_obj {
-	char dir[STFS_CACHE_DIR_MAX + 64];
+	char dir[48];           /* v1/<hash of URL>/<hash of version>,
+				 * relative to the cache */
 	uint64_t size;
 	int valid;              /* 0: not cached (no cache, or no version) */
+	struct stfs_cache *c;   /* the cache it is in, when valid */
 };
 
-/* A cache under dir (copied): 0, or -errno. */
+/* A cache under dir (copied; nothing on disk yet), only read if offline:
+ * 0, or -errno. */
 int stfs_cache_init(struct stfs_cache *c, const char *dir, uint64_t max,
-		    size_t block);
+		    size_t block, int offline);
 void stfs_cache_fini(struct stfs_cache *c);
-/* The cache entry of url in version (an ETag or Last-Modified) and size,
- * made if need be and remembered as the latest: 0, or -errno. */
+/* The cache c (NULL: none), made if need be (0700), and private (owned by
+ * the user, not writable by group or others): 0; else -errno with err
+ * saying what is wrong and how to fix it.  A remote source calls it when
+ * it opens, so that a local mount never touches the cache. */
+int stfs_cache_ready(struct stfs_cache *c, struct stfs_error *err);
+/* The cache entry of url in version (a strong ETag or Last-Modified) and
+ * size, made if need be and remembered as the latest: 0; -EPERM (err
+ * says why: a directory of the cache that is not private) or another
+ * -errno (-ENOENT: no cache, or no version to key it by). */
 int stfs_cache_object(struct stfs_cache *c, const char *url,
 		      const char *version, uint64_t size,
-		      struct stfs_cache_obj *o);
+		      struct stfs_cache_obj *o, struct stfs_error *err);
 /* The latest version of url cached (for offline, or a server that is
  * down): 0 with *o and version filled, or -ENOENT. */
 int stfs_cache_latest(struct stfs_cache *c, const char *url,
 		      struct stfs_cache_obj *o, char *version, size_t vsz);
 /* Bytes [off, off + len) of block number block (or STFS_CACHE_HEAD),
  * whose length is block_len: 0, or -ENOENT when the block is not (wholly)
- * there. */
+ * there, or not a regular file of ours that only we may write. */
 int stfs_cache_read(const struct stfs_cache_obj *o, uint64_t block,
 		    size_t block_len, size_t off, void *buf, size_t len);
 /* The block, whole, opened for reading (and marked recently used): a file
@@ -97,6 +111,32 @@ int stfs_cache_open_block(const struct stfs_cache_obj *o, uint64_t block,
 int stfs_cache_pread(int fd, void *buf, size_t len, size_t off);
 int stfs_cache_put(struct stfs_cache *c, const struct stfs_cache_obj *o,
 		   uint64_t block, const void *buf, size_t len);
+
+/* ---- the cache directory (cachedir.c) ------------------------------------ */
+
+/* Is the directory fd (shown as shown) owned by us and not writable by
+ * group or others?  0, or -errno with why saying what to do. */
+int stfs_cachedir_check(int fd, const char *shown, char *why, size_t whysz);
+/* The cache directory dir, made (0700, as mkdir -p) if need be and
+ * create, opened and checked: a descriptor, or -errno with why. */
+int stfs_cachedir_root(const char *dir, int create, char *why, size_t whysz);
+/* The directory rel ("a/b/c", plain components) under the directory root,
+ * each component opened without following a link and checked (made 0700
+ * first with create): a descriptor, or -errno with why (shown names the
+ * cache in it). */
+int stfs_cachedir_opendir(int root, const char *shown, const char *rel,
+			  int create, char *why, size_t whysz);
+/* The file name in dir for reading, if it is a regular file of ours, not
+ * writable by others, of exactly size bytes (UINT64_MAX: any size): a
+ * descriptor, or -ENOENT. */
+int stfs_cachedir_open_file(int dir, const char *name, uint64_t size);
+/* len bytes of buf to name in dir: a 0600 temporary file, locked while
+ * written, flushed if durable, renamed: 0, or -errno. */
+int stfs_cachedir_put(int dir, const char *name, const void *buf,
+		      size_t len, int durable);
+/* name in dir, if a temporary file ("*.tmp.*"): removed if its writer is
+ * gone (1), else 0 with its size in *size; -1 if not one. */
+int stfs_cachedir_tmp(int dir, const char *name, uint64_t *size);
 
 /* ---- the transfer threads (transfer.c) --------------------------------- */
 

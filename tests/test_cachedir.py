@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""test_cachedir.py: the on-disk cache is trusted only when it is private,
+against nginx on 127.0.0.1 and real mounts.
+
+- what stfs makes is private: the cache 0700, its directories 0700, its
+  files 0600, owned by the mounting user;
+- a cache directory (or one under it) writable by group or others, or
+  owned by another user (nobody), is refused at mount with why and how to
+  fix it; a version directory that is a symbolic link is refused, and
+  nothing is written where it points;
+- blocks planted (owned by nobody, or writable by others) or not whole
+  (the wrong size, truncated) are never served: the right bytes are
+  fetched again;
+- the temporary file of a killed writer is removed at the next start, a
+  live writer's is kept and counted in cache_size;
+- eviction with symbolic links under the cache deletes nothing outside.
+"""
+import fcntl
+import os
+import stat
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stfstest as T  # noqa: E402
+from fixtures import Nginx, big_file, cache_files  # noqa: E402
+
+NOBODY = 65534
+ROOT = os.geteuid() == 0
+
+
+def mount_fails(url, mnt, opts, *says):
+    r = subprocess.run([T.STFS, "mount", "-o", opts, url, mnt],
+                       capture_output=True, timeout=60)
+    err = r.stderr.decode()
+    assert r.returncode != 0, (opts, err)
+    for s in says:
+        assert s in err, (s, err)
+    assert not T.is_mount(mnt) and not T.daemons_for(mnt)
+    return err
+
+
+def read_all(mnt, tensors, which=None):
+    """Read tensors (all, or those numbered in which) with O_DIRECT, from
+    the daemon, and compare."""
+    for i, t in enumerate(tensors):
+        if which is not None and i not in which:
+            continue
+        p = os.path.join(mnt, "layers/%d/w" % i)
+        fd = os.open(p, os.O_RDONLY | os.O_DIRECT)
+        try:
+            out, off = [], 0
+            while True:
+                b = os.pread(fd, 1 << 20, off)
+                if not b:
+                    break
+                out.append(b)
+                off += len(b)
+        finally:
+            os.close(fd)
+        assert b"".join(out) == t[3], t[0]
+
+
+def version_dirs(cache):
+    """v1/URL/VERSION directories."""
+    v1 = os.path.join(cache, "v1")
+    return [os.path.join(v1, a, b) for a in os.listdir(v1)
+            for b in os.listdir(os.path.join(v1, a))
+            if os.path.isdir(os.path.join(v1, a, b))]
+
+
+def served(d, name="big.safetensors"):
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    src, tensors = big_file(data, name)
+    ngx = Nginx(os.path.join(d, "ngx"), data)
+    return tensors, ngx, ngx.url(name)
+
+
+def test_private(d, mnt):
+    """What stfs makes is private; a cache that is not, is refused."""
+    tensors, ngx, url = served(d)
+    cache = os.path.join(d, "c", "stfs")
+    try:
+        p = T.mount_fg(url, mnt, "-o", "cache=" + cache)
+        try:
+            read_all(mnt, tensors, [0])
+        finally:
+            T.stop_fg(p, mnt)
+        for root, dirs, files in os.walk(cache):
+            for n in dirs:
+                st = os.lstat(os.path.join(root, n))
+                assert stat.S_IMODE(st.st_mode) == 0o700, (root, n)
+            for n in files:
+                st = os.lstat(os.path.join(root, n))
+                assert stat.S_IMODE(st.st_mode) == 0o600, (root, n)
+                assert st.st_uid == os.geteuid()
+        assert stat.S_IMODE(os.stat(cache).st_mode) == 0o700
+        # writable by others, by the group: refused, saying how to fix it
+        sub = os.path.dirname(version_dirs(cache)[0])
+        for path, mode, says in ((cache, 0o777, "group and others"),
+                                 (cache, 0o770, "its group"),
+                                 (sub, 0o707, "others")):
+            os.chmod(path, mode)
+            mount_fails(url, mnt, "cache=" + cache, "writable by " + says,
+                        "mode %04o" % mode, "chmod go-w")
+            os.chmod(path, 0o700)
+        # ... which a local file's mount never looks at
+        os.chmod(cache, 0o777)
+        p = T.mount_fg(os.path.join(d, "data", "big.safetensors"), mnt,
+                       "-o", "cache=" + cache)
+        T.stop_fg(p, mnt)
+        os.chmod(cache, 0o700)
+        if ROOT:
+            # owned by another user
+            for path in (cache, sub):
+                os.chown(path, NOBODY, NOBODY)
+                mount_fails(url, mnt, "cache=" + cache,
+                            "owned by uid %d, not by you" % NOBODY)
+                os.chown(path, 0, 0)
+        else:
+            print("     (not root: the chown cases need root)")
+        # a version directory that is a link: refused, nothing outside
+        ver = version_dirs(cache)[0]
+        outside = os.path.join(d, "outside")
+        os.rename(ver, outside)
+        before = sorted(os.listdir(outside))
+        os.symlink(outside, ver)
+        mount_fails(url, mnt, "cache=" + cache, "symbolic link is never "
+                    "followed")
+        assert sorted(os.listdir(outside)) == before
+        os.unlink(ver)
+        # fixed, it mounts again
+        p = T.mount_fg(url, mnt, "-o", "cache=" + cache)
+        try:
+            read_all(mnt, tensors, [0])
+        finally:
+            T.stop_fg(p, mnt)
+    finally:
+        ngx.stop()
+
+
+def test_planted_blocks(d, mnt):
+    """Blocks that are not ours, or not whole, are never served."""
+    tensors, ngx, url = served(d)
+    cache = os.path.join(d, "cache")
+    try:
+        p = T.mount_fg(url, mnt, "-o", "cache=" + cache)
+        try:
+            read_all(mnt, tensors)
+        finally:
+            T.stop_fg(p, mnt)
+        blocks = sorted(f for f in cache_files(cache)
+                        if os.path.basename(f).isdigit())
+        assert len(blocks) >= 20, blocks
+        kinds = ["mode", "long", "short"] + (["owner"] if ROOT else [])
+        for i, b in enumerate(blocks):
+            kind = kinds[i % len(kinds)]
+            size = os.path.getsize(b)
+            with open(b, "r+b") as f:
+                f.write(b"\xee" * size)     # wrong bytes, in every case
+                if kind == "long":
+                    f.write(b"\xee")
+                elif kind == "short":
+                    f.truncate(size - 4096)
+            if kind == "mode":
+                os.chmod(b, 0o666)
+            elif kind == "owner":
+                os.chown(b, NOBODY, NOBODY)
+        k = len(ngx.ranges())
+        p = T.mount_fg(url, mnt, "-o", "cache=" + cache)
+        try:
+            read_all(mnt, tensors)
+        finally:
+            T.stop_fg(p, mnt)
+        assert len(ngx.ranges()) - k >= len(blocks) // 2, \
+            "the planted blocks were not fetched again"
+    finally:
+        ngx.stop()
+
+
+def test_tmp_files(d, mnt):
+    """A killed writer's temporary file is removed at the next start; a
+    live writer's is kept, and counted in cache_size."""
+    tensors, ngx, url = served(d)
+    cache = os.path.join(d, "cache")
+    try:
+        p = T.mount_fg(url, mnt, "-o", "cache=" + cache)
+        try:
+            read_all(mnt, tensors, [0])
+        finally:
+            T.stop_fg(p, mnt)
+        ver = version_dirs(cache)[0]
+        dead = os.path.join(ver, "7.tmp.999999.1")
+        live = os.path.join(ver, "8.tmp.999998.1")
+        for f in (dead, live):
+            with open(f, "wb") as fh:
+                fh.write(b"\0" * (4 << 20))
+            os.chmod(f, 0o600)
+        held = os.open(live, os.O_RDONLY)
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            p = T.mount_fg(url, mnt, "-o", "cache=%s,cache_size=12M" %
+                           cache)
+            try:
+                read_all(mnt, tensors, [1])
+            finally:
+                T.stop_fg(p, mnt)
+            assert not os.path.exists(dead)
+            assert os.path.getsize(live) == 4 << 20
+            used = sum(os.path.getsize(f) for f in cache_files(cache)
+                       if os.path.basename(f).isdigit())
+            assert 0 < used <= 8 << 20, used
+        finally:
+            os.close(held)
+    finally:
+        ngx.stop()
+
+
+def test_evict_links(d, mnt):
+    """Symbolic links under the cache, as a version directory and as a
+    block: eviction deletes nothing where they point."""
+    tensors, ngx, url = served(d)
+    cache = os.path.join(d, "cache")
+    outside = os.path.join(d, "outside")
+    os.mkdir(outside)
+    for n in ("0", "1", "2"):
+        with open(os.path.join(outside, n), "wb") as f:
+            f.write(b"x" * (4 << 20))
+    try:
+        p = T.mount_fg(url, mnt, "-o", "cache=" + cache)
+        try:
+            read_all(mnt, tensors, [0])
+        finally:
+            T.stop_fg(p, mnt)
+        ver = version_dirs(cache)[0]
+        os.symlink(outside, os.path.join(os.path.dirname(ver),
+                                         "0123456789abcdef"))
+        os.symlink(os.path.join(outside, "0"), os.path.join(ver, "99999"))
+        os.symlink(outside, os.path.join(cache, "v1", "fedcba9876543210"))
+        p = T.mount_fg(url, mnt, "-o", "cache=%s,cache_size=8M" % cache)
+        try:
+            read_all(mnt, tensors)
+        finally:
+            T.stop_fg(p, mnt)
+        assert sorted(os.listdir(outside)) == ["0", "1", "2"]
+        assert all(os.path.getsize(os.path.join(outside, n)) == 4 << 20
+                   for n in ("0", "1", "2"))
+        used = sum(os.path.getsize(f) for f in cache_files(cache)
+                   if os.path.basename(f).isdigit() and
+                   not os.path.islink(f))
+        assert 0 < used <= 8 << 20, used
+    finally:
+        ngx.stop()
+
+
+def main():
+    home = os.environ["XDG_CACHE_HOME"] = T.tmpdir()
+    try:
+        return T.run_tests([
+            test_private,
+            test_planted_blocks,
+            test_tmp_files,
+            test_evict_links,
+        ])
+    finally:
+        import shutil
+        shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
