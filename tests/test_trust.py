@@ -662,7 +662,7 @@ AWS_CASES = [
      {"AWS_PROFILE": "prof"}),
     ("AWS_PROFILE naming no profile", TESTER % "default", None,
      {"AWS_PROFILE": "nope"}),
-    ("AWS_DEFAULT_PROFILE before AWS_PROFILE",
+    ("AWS_PROFILE before AWS_DEFAULT_PROFILE",
      TESTER % "a" + READER % "b", None,
      {"AWS_DEFAULT_PROFILE": "a", "AWS_PROFILE": "b"}),
     ("AWS_DEFAULT_PROFILE alone", TESTER % "a" + READER % "b", None,
@@ -712,12 +712,16 @@ AWS_VARS = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ACCESS_KEY_ID",
             "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_CA_BUNDLE")
 
 
+# Debian's AWS CLI, whatever else PATH may hold
+AWS = "/usr/bin/aws"
+
+
 def aws_cli_says(environ):
     """What the aws CLI resolves: ("ok", whose keys (tester, reader,
     wrong or None, told by the last 4 characters of the key id and of
     the secret), region),
     ("notfound", profile), ("partial",) or ("unreadable",)."""
-    r = subprocess.run(["aws", "configure", "list"], env=environ,
+    r = subprocess.run([AWS, "configure", "list"], env=environ,
                        capture_output=True, text=True, timeout=60)
     out = r.stdout + r.stderr
     if "could not be found" in out:
@@ -742,8 +746,8 @@ def test_aws_profiles(d, mnt):
     (signing requests to OpenStack Swift, which checks every signature
     and the region in it) as the aws CLI resolves it (`aws configure
     list` on the same files and environment)."""
-    if not shutil.which("aws"):
-        raise AssertionError("the aws CLI is needed (apt-get install "
+    if not os.path.exists(AWS):
+        raise AssertionError("Debian's aws CLI is needed (apt-get install "
                              "awscli)")
     from test_s3 import swift
     sw = swift()
@@ -778,7 +782,7 @@ def test_aws_profiles(d, mnt):
                            capture_output=True, text=True, timeout=60)
         err = r.stderr
         if cli[0] == "notfound":
-            name = extra.get("AWS_DEFAULT_PROFILE", extra.get("AWS_PROFILE"))
+            name = extra.get("AWS_PROFILE", extra.get("AWS_DEFAULT_PROFILE"))
             want = ['the AWS profile "%s"' % name]
         elif cli[0] == "partial":
             want = ["no aws_secret_access_key", "AWS_SECRET_ACCESS_KEY is "

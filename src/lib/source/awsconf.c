@@ -3,7 +3,8 @@
  * (botocore) finds it, checked against `aws configure list` in
  * tests/test_trust.py:
  *
- * - the profile: AWS_DEFAULT_PROFILE, else AWS_PROFILE, else "default";
+ * - the profile: AWS_PROFILE, else AWS_DEFAULT_PROFILE (the order of the
+ *   AWS CLI v2 that Debian ships), else "default";
  *   one that is named and exists in neither file is an error naming it
  *   (only "default" may be missing);
  * - the files: AWS_SHARED_CREDENTIALS_FILE (default ~/.aws/credentials),
@@ -117,8 +118,9 @@ static const struct stfs_ini_section *conf_section(const struct stfs_ini *c,
 
 int stfs_aws_conf_load(struct stfs_aws_conf *a, struct stfs_error *err)
 {
-	const char *from = env("AWS_DEFAULT_PROFILE") ? "AWS_DEFAULT_PROFILE" :
-			   env("AWS_PROFILE") ? "AWS_PROFILE" : NULL;
+	const char *from = env("AWS_PROFILE") ? "AWS_PROFILE" :
+			   env("AWS_DEFAULT_PROFILE") ? "AWS_DEFAULT_PROFILE" :
+			   NULL;
 	int rc;
 
 	memset(a, 0, sizeof(*a));
