@@ -294,14 +294,14 @@ START_TEST(t_locate)
 	char *d = sub_path("loc", NULL), *p;
 	const char *names[] = { "t" };
 
-	ck_assert_int_eq(stfs_locate("/nonexistent/m.safetensors", &loc, &err),
+	ck_assert_int_eq(stfs_locate("/nonexistent/m.safetensors", NULL, &loc, &err),
 			 -ENOENT);
 	mkdir(d, 0755);
-	ck_assert_int_eq(stfs_locate(d, &loc, &err), -ENOENT);
+	ck_assert_int_eq(stfs_locate(d, NULL, &loc, &err), -ENOENT);
 	ck_assert_ptr_nonnull(strstr(err.msg, "no *.safetensors"));
 	free(shard("loc", "z.safetensors", names, 1, 1));
 	free(shard("loc", "a.safetensors", names, 1, 1));
-	ck_assert_int_eq(stfs_locate(d, &loc, &err), 0);
+	ck_assert_int_eq(stfs_locate(d, NULL, &loc, &err), 0);
 	ck_assert_int_eq(loc->kind, STFS_LOC_DIR);
 	ck_assert_uint_eq(loc->nnames, 2);
 	ck_assert_str_eq(loc->names[0], "a.safetensors");
@@ -312,12 +312,12 @@ START_TEST(t_locate)
 	free(p);
 	p = sub_path("loc", "b.safetensors.index.json");
 	write_text(p, "{}");
-	ck_assert_int_eq(stfs_locate(d, &loc, &err), -EINVAL);
+	ck_assert_int_eq(stfs_locate(d, NULL, &loc, &err), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err.msg, "several index files, give "
 				     "one of them as the source: "
 				     "a.safetensors.index.json, "
 				     "b.safetensors.index.json"));
-	ck_assert_int_eq(stfs_locate(p, &loc, &err), 0);
+	ck_assert_int_eq(stfs_locate(p, NULL, &loc, &err), 0);
 	ck_assert_int_eq(loc->kind, STFS_LOC_INDEX);
 	ck_assert_str_eq(loc->name, "b.safetensors.index.json");
 	stfs_location_free(loc);

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "source.h"
+#include "remote.h"
 #include "suites.h"
 
 static void hex_of(const void *msg, size_t n, char out[65])
@@ -437,17 +437,88 @@ END_TEST
 
 START_TEST(t_block_size)
 {
-	static const uint64_t bad[] = { 0, 1, 32 << 10, 3 << 20,
-					(64u << 20) + 4096, 128u << 20 };
+	static const char *const bad[] = { "0", "1", "32K", "3M", "67112960",
+					   "128M", "x", "" };
+	static const char *const good[][2] = {
+		{ "block_size=64K", "65536" }, { "block_size=64M", "67108864" },
+		{ "block_size=4194304", "4194304" },
+	};
+	struct stfs_remote_opts *o = stfs_remote_opts_new(), *o2;
+	char why[256], opt[64];
 
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		ck_assert_int_eq(stfs_http_set_block_size(bad[i]), -EINVAL);
-	ck_assert_uint_eq(stfs_cache_block, 4u << 20);
-	ck_assert_int_eq(stfs_http_set_block_size(64u << 10), 0);
-	ck_assert_uint_eq(stfs_cache_block, 64u << 10);
-	ck_assert_int_eq(stfs_http_set_block_size(64u << 20), 0);
-	ck_assert_uint_eq(stfs_cache_block, 64u << 20);
-	ck_assert_int_eq(stfs_http_set_block_size(4u << 20), 0);
+	ck_assert_ptr_nonnull(o);
+	ck_assert_uint_eq(o->block, 4u << 20);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(opt, sizeof(opt), "block_size=%s", bad[i]);
+		ck_assert_int_eq(stfs_remote_opts_set(o, opt, why, sizeof(why)),
+				 -EINVAL);
+		ck_assert_ptr_nonnull(strstr(why, "give a power of two"));
+	}
+	ck_assert_uint_eq(o->block, 4u << 20);
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		ck_assert_int_eq(stfs_remote_opts_set(o, good[i][0], why,
+						      sizeof(why)), 0);
+		ck_assert_uint_eq(o->block, strtoull(good[i][1], NULL, 10));
+	}
+	/* two sets of options are two configurations */
+	o2 = stfs_remote_opts_new();
+	ck_assert_int_eq(stfs_remote_opts_set(o2, "block_size=1M", why,
+					      sizeof(why)), 0);
+	ck_assert_uint_eq(o->block, 4u << 20);
+	ck_assert_uint_eq(o2->block, 1u << 20);
+	stfs_remote_opts_free(o2);
+	stfs_remote_opts_free(o);
+}
+END_TEST
+
+/* The text of every remote option: what it sets, what it refuses. */
+START_TEST(t_remote_opts)
+{
+	struct stfs_remote_opts *o = stfs_remote_opts_new();
+	char why[256];
+
+	ck_assert_ptr_nonnull(o);
+	ck_assert_int_eq(stfs_remote_opts_set(o, "connect_timeout=5", why,
+					      sizeof(why)), 0);
+	ck_assert_uint_eq(o->connect_timeout_ms, 5000);
+	ck_assert_int_eq(stfs_remote_opts_set(o, "stall_timeout=0", why,
+					      sizeof(why)), -EINVAL);
+	ck_assert_str_eq(why, "stall_timeout=0: give 1 to 3600 (seconds)");
+	ck_assert_int_eq(stfs_remote_opts_set(o, "retries=-1", why,
+					      sizeof(why)), -EINVAL);
+	ck_assert_int_eq(stfs_remote_opts_set(o, "retries=0", why,
+					      sizeof(why)), 0);
+	ck_assert_uint_eq(o->retries, 0);
+	ck_assert_int_eq(stfs_remote_opts_set(o, "connections=257", why,
+					      sizeof(why)), -EINVAL);
+	ck_assert_int_eq(stfs_remote_opts_set(o, "min_speed=0", why,
+					      sizeof(why)), 0);
+	ck_assert_uint_eq(o->min_speed, 0);
+	ck_assert_int_eq(stfs_remote_opts_set(o, "min_speed=2G", why,
+					      sizeof(why)), -EINVAL);
+	ck_assert_int_eq(stfs_remote_opts_set(o, "cache_size=512M", why,
+					      sizeof(why)), 0);
+	ck_assert_uint_eq(o->cache_max, 512u << 20);
+	ck_assert_int_eq(stfs_remote_opts_set(o, "s3_style=path", why,
+					      sizeof(why)), 0);
+	ck_assert_int_eq(o->s3_style, STFS_S3_PATH);
+	ck_assert_int_eq(stfs_remote_opts_set(o, "s3_style=other", why,
+					      sizeof(why)), -EINVAL);
+	/* not a remote option: left for others */
+	ck_assert_int_eq(stfs_remote_opts_set(o, "allow_other", why,
+					      sizeof(why)), 1);
+	ck_assert_int_eq(stfs_remote_opts_set(o, "retries", why,
+					      sizeof(why)), 1);
+	ck_assert_int_eq(stfs_remote_opts_set(o, "cache=/c", why,
+					      sizeof(why)), 0);
+	ck_assert_str_eq(o->cache_dir, "/c");
+	ck_assert_int_eq(stfs_remote_opts_check(o, why, sizeof(why)), 0);
+	ck_assert_int_eq(stfs_remote_opts_set(o, "nocache", why,
+					      sizeof(why)), 0);
+	ck_assert_int_eq(stfs_remote_opts_check(o, why, sizeof(why)),
+			 -EINVAL);
+	ck_assert_str_eq(why, "nocache goes with neither cache= nor offline");
+	stfs_remote_opts_free(o);
 }
 END_TEST
 
@@ -478,7 +549,7 @@ START_TEST(t_url_credentials)
 		free(s);
 	}
 	ck_assert_int_eq(stfs_locate("http://alice:p%40ss%3Aw@h:1/d/"
-				     "m.safetensors", &loc, &err), 0);
+				     "m.safetensors", NULL, &loc, &err), 0);
 	ck_assert_str_eq(loc->arg, "http://h:1/d/m.safetensors");
 	ck_assert_str_eq(loc->canonical, "http://h:1/d/m.safetensors");
 	ck_assert_str_eq(loc->base, "http://h:1/d");
@@ -486,28 +557,28 @@ START_TEST(t_url_credentials)
 	ck_assert_str_eq(loc->auth->user, "alice");
 	ck_assert_str_eq(loc->auth->password, "p@ss:w");
 	stfs_location_free(loc);
-	ck_assert_int_eq(stfs_locate("http://h/a@b/m.safetensors", &loc,
+	ck_assert_int_eq(stfs_locate("http://h/a@b/m.safetensors", NULL, &loc,
 				     &err), 0);
 	ck_assert_ptr_null(loc->auth);
 	stfs_location_free(loc);
-	ck_assert_int_eq(stfs_locate("http://u:p@h/a b.safetensors", &loc,
+	ck_assert_int_eq(stfs_locate("http://u:p@h/a b.safetensors", NULL, &loc,
 				     &err), -EINVAL);
 	ck_assert_str_eq(err.msg, "not a valid URL");
 	/* a presigned URL: its query is sent, never shown */
 	ck_assert_int_eq(stfs_locate("https://h/d/m.safetensors?X-Sig=a%2F&e=1",
-				     &loc, &err), 0);
+				     NULL, &loc, &err), 0);
 	ck_assert_str_eq(loc->arg, "https://h/d/m.safetensors");
 	ck_assert_str_eq(loc->name, "m.safetensors");
 	ck_assert_int_eq(loc->kind, STFS_LOC_FILE);
 	ck_assert_str_eq(loc->auth->query, "X-Sig=a%2F&e=1");
 	ck_assert_ptr_null(loc->auth->user);
 	stfs_location_free(loc);
-	ck_assert_int_eq(stfs_locate("https://h/d/?sig=1", &loc, &err),
+	ck_assert_int_eq(stfs_locate("https://h/d/?sig=1", NULL, &loc, &err),
 			 -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err.msg, "shards need a URL each"));
-	ck_assert_int_eq(stfs_locate("https://h/d/m.index.json?sig=1", &loc,
+	ck_assert_int_eq(stfs_locate("https://h/d/m.index.json?sig=1", NULL, &loc,
 				     &err), -EINVAL);
-	ck_assert_int_eq(stfs_locate("https://h/d/m.safetensors#x", &loc,
+	ck_assert_int_eq(stfs_locate("https://h/d/m.safetensors#x", NULL, &loc,
 				     &err), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err.msg, "fragment"));
 }
@@ -529,6 +600,7 @@ Suite *remote_suite(void)
 	tcase_add_test(tc, t_content_encoding);
 	tcase_add_test(tc, t_retry_after);
 	tcase_add_test(tc, t_block_size);
+	tcase_add_test(tc, t_remote_opts);
 	tcase_add_test(tc, t_url_credentials);
 	suite_add_tcase(s, tc);
 	return s;

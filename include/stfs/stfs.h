@@ -171,35 +171,40 @@ struct stfs_source_info {
 	const char *url;        /* a remote source's URL, or NULL */
 };
 
-/* Remote sources (http:// and https://): how long to wait and how many
- * times to try, for every HTTP source opened after the call. */
-struct stfs_http_opts {
-	unsigned connect_timeout_ms;   /* per attempt (default 10000) */
-	unsigned stall_timeout_ms;     /* no byte for this long (30000) */
-	unsigned retries;              /* after the first attempt (3) */
-	unsigned connections;          /* parallel reads (8) */
-};
-void stfs_http_set_opts(const struct stfs_http_opts *o);
-/* The slowest a transfer may be: under bytes_per_s on average for the
- * stall timeout ends the attempt as a stall does (default 16384; 0: only
- * a transfer with no byte at all).  A server that trickles its answer
- * then fails in bounded time. */
-void stfs_http_set_min_speed(uint64_t bytes_per_s);
-/* The block remote objects are fetched and cached in: a power of two from
- * 64 KiB to 64 MiB (default 4 MiB), set before any source is opened.
- * 0, or -EINVAL.  Blocks of another size are cached apart. */
-int stfs_http_set_block_size(uint64_t bytes);
+/*
+ * Remote sources (http(s)://, hf://, s3://, docs/remote.md): the options
+ * of one model's remote sources, given as the text of `-o` options.  The
+ * model makes its remote layer from them when it is opened (connections,
+ * threads, the cache) and frees it with it, so two models of one process
+ * may be configured apart.
+ */
+struct stfs_remote_opts;
+/* The defaults: 10 s to connect, 30 s stalls, 3 retries, 8 connections,
+ * 16K/s, blocks of 4M, the cache in $XDG_CACHE_HOME/stfs (or
+ * ~/.cache/stfs), 10G of it; NULL when out of memory. */
+struct stfs_remote_opts *stfs_remote_opts_new(void);
+void stfs_remote_opts_free(struct stfs_remote_opts *o);
+/* Take one option, "KEY=VALUE" or "KEY": connect_timeout=S,
+ * stall_timeout=S, retries=N, connections=N, min_speed=SIZE,
+ * block_size=SIZE, cache=DIR (relative to the working directory now),
+ * cache_size=SIZE, nocache, offline, s3_style=path|virtual.  0; 1 if it
+ * is not one of them (o unchanged); or -EINVAL (-ENAMETOOLONG, -ENOMEM)
+ * with why saying what is wrong ("retries=x: give 0 to 100"). */
+int stfs_remote_opts_set(struct stfs_remote_opts *o, const char *opt,
+			 char *why, size_t whysz);
+/* The options together (nocache goes with neither cache= nor offline):
+ * 0, or -EINVAL with why. */
+int stfs_remote_opts_check(const struct stfs_remote_opts *o, char *why,
+			   size_t whysz);
+/* Where the remote layer reports what goes wrong after open (a read that
+ * failed, and why): one line each to fn(ctx, line).  Default: nowhere. */
+void stfs_remote_opts_log(struct stfs_remote_opts *o,
+			  void (*fn)(void *ctx, const char *line), void *ctx);
 
 /* s3:// addressing: virtual-hosted (https://BUCKET.HOST/KEY) or path-style
  * (https://HOST/BUCKET/KEY).  AUTO, the default: virtual-hosted on AWS,
  * path-style on an endpoint given by AWS_ENDPOINT_URL(_S3). */
 enum stfs_s3_style { STFS_S3_AUTO, STFS_S3_PATH, STFS_S3_VIRTUAL };
-void stfs_s3_set_style(enum stfs_s3_style style);
-
-/* The on-disk cache of remote sources (docs/remote.md): blocks under dir
- * (NULL: no cache), at most max_bytes of them; with offline, no network
- * at all: only what the cache holds.  0 or -errno. */
-int stfs_cache_configure(const char *dir, uint64_t max_bytes, int offline);
 
 /* SOURCE as it may be shown (messages, logs, the mount table): a URL
  * without the user, password and query it may carry (the query of a
@@ -207,7 +212,8 @@ int stfs_cache_configure(const char *dir, uint64_t max_bytes, int offline);
  * memory. */
 char *stfs_source_shown(const char *source);
 
-/* What remote sources did since the program started. */
+/* What the remote sources of one model did since it was opened. */
+struct stfs_remote;
 struct stfs_remote_stats {
 	uint64_t requests;      /* HTTP requests, retries included */
 	uint64_t retries;
@@ -215,11 +221,9 @@ struct stfs_remote_stats {
 	uint64_t cache_hits;    /* reads of blocks served by the cache */
 	uint64_t failed;        /* reads that ended in an error */
 };
-void stfs_remote_stats(struct stfs_remote_stats *out);
-
-/* Where libstfs reports what goes wrong after open (a remote read that
- * failed, and why): one line each.  Default: nowhere. */
-void stfs_set_log(void (*fn)(const char *line));
+/* r's statistics (all 0 for NULL). */
+void stfs_remote_stats(const struct stfs_remote *r,
+		       struct stfs_remote_stats *out);
 
 /* Open the local file at path (regular files only; a FIFO or device is
  * refused without blocking on it).  No data is read. */
@@ -386,6 +390,9 @@ struct stfs_model_opts {
 	size_t nexclude;
 	void (*warn)(void *ctx, const char *text);
 	void *ctx;
+	/* The options of its remote sources, or NULL: the defaults but no
+	 * cache (and no log); the caller keeps them. */
+	const struct stfs_remote_opts *remote;
 };
 
 /* stfs_model_open() with a selection of tensors. */
@@ -396,6 +403,8 @@ void stfs_model_close(struct stfs_model *m);
 /* SOURCE as given, and its canonical form (an absolute path). */
 const char *stfs_model_source(const struct stfs_model *m);
 const char *stfs_model_canonical(const struct stfs_model *m);
+/* The remote layer of its sources (statistics), never NULL. */
+const struct stfs_remote *stfs_model_remote(const struct stfs_model *m);
 /* 1 if the source was a directory or an index (names files in xattrs). */
 int stfs_model_sharded(const struct stfs_model *m);
 

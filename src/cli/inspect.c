@@ -190,7 +190,7 @@ static int print_json(const struct stfs_model *m, int views)
 }
 
 /* A libstfs log line (a remote read that failed, and why) on stderr. */
-static void log_stderr(const char *line)
+static void log_stderr(void *ctx, const char *line)
 {
 	fprintf(stderr, "%s\n", line);
 }
@@ -204,13 +204,20 @@ static void warn_stderr(void *ctx, const char *text)
 int stfs_inspect_main(int argc, char **argv)
 {
 	struct stfs_model_opts mo = { 0 };
+	struct stfs_remote_opts *ro = stfs_remote_opts_new();
 	struct stfs_model *m = NULL;
 	struct stfs_error err;
 	const char *src = NULL, **inc_v = NULL, **exc_v = NULL;
 	char *shown = NULL;
 	size_t ninc = 0, nexc = 0;
-	int json = 0, quiet = 0, rc = 0, offline = 0;
+	int json = 0, quiet = 0, rc = 0;
 	unsigned flags = 0;
+	char why[512];
+
+	if (!ro) {
+		fprintf(stderr, "stfs: out of memory\n");
+		return 1;
+	}
 
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--json") == 0) {
@@ -225,11 +232,14 @@ int stfs_inspect_main(int argc, char **argv)
 		} else if (strcmp(argv[i], "--convert=f32") == 0) {
 			flags |= STFS_TREE_F32;
 		} else if (strcmp(argv[i], "--offline") == 0) {
-			offline = 1;
+			(void)stfs_remote_opts_set(ro, "offline", why,
+						   sizeof(why));
 		} else if (strcmp(argv[i], "--s3-style=path") == 0 ||
 			   strcmp(argv[i], "--s3-style=virtual") == 0) {
-			stfs_s3_set_style(argv[i][11] == 'p' ? STFS_S3_PATH :
-					  STFS_S3_VIRTUAL);
+			(void)stfs_remote_opts_set(ro, argv[i][11] == 'p' ?
+						   "s3_style=path" :
+						   "s3_style=virtual", why,
+						   sizeof(why));
 		} else if (strncmp(argv[i], "--include=", 10) == 0 ||
 			   strncmp(argv[i], "--exclude=", 10) == 0) {
 			int inc = argv[i][2] == 'i';
@@ -279,7 +289,8 @@ int stfs_inspect_main(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
-	if (stfs_cache_opts(shown, NULL, NULL, 0, offline)) {
+	if (stfs_remote_opts_check(ro, why, sizeof(why))) {
+		fprintf(stderr, "stfs: %s: %s\n", shown, why);
 		rc = 2;
 		goto out;
 	}
@@ -290,7 +301,8 @@ int stfs_inspect_main(int argc, char **argv)
 	mo.nexclude = nexc;
 	mo.warn = quiet ? NULL : warn_stderr;
 	if (!quiet)
-		stfs_set_log(log_stderr);
+		stfs_remote_opts_log(ro, log_stderr, NULL);
+	mo.remote = ro;
 	mo.ctx = shown;
 	if (stfs_model_open_opts(src, &mo, &m, &err)) {
 		if (!quiet)
@@ -305,7 +317,7 @@ int stfs_inspect_main(int argc, char **argv)
 	if (!quiet) {                   /* what a URL cost */
 		struct stfs_remote_stats st;
 
-		stfs_remote_stats(&st);
+		stfs_remote_stats(stfs_model_remote(m), &st);
 		if (st.requests)
 			fprintf(stderr, "stfs: %s: fetched %llu bytes in %llu "
 				"request%s\n", shown,
@@ -317,6 +329,7 @@ int stfs_inspect_main(int argc, char **argv)
 		rc = 1;
 out:
 	stfs_model_close(m);
+	stfs_remote_opts_free(ro);
 	free(shown);
 	free(inc_v);
 	free(exc_v);

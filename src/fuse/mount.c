@@ -42,11 +42,10 @@ struct stfs_opts {
 	int single;
 	/* number options, as given; checked by number_opts() */
 	char *uid, *gid, *umask, *threads, *readahead, *max_read, *max_request;
-	char *connect_timeout, *stall_timeout, *retries, *connections;
-	char *block_size, *min_speed;
-	char *cache, *cache_size;
-	int nocache, offline;
-	char *s3_style;
+	/* the options of remote sources, taken by libstfs, and the first
+	 * that it refused (why) */
+	struct stfs_remote_opts *remote;
+	char *remote_bad;
 	char *log;
 };
 
@@ -77,17 +76,6 @@ static const struct fuse_opt stfs_opt_spec[] = {
 	STFS_OPT("threads=%s", threads, 0),
 	STFS_OPT("readahead=%s", readahead, 0),
 	STFS_OPT("max_request=%s", max_request, 0),
-	STFS_OPT("connect_timeout=%s", connect_timeout, 0),
-	STFS_OPT("stall_timeout=%s", stall_timeout, 0),
-	STFS_OPT("retries=%s", retries, 0),
-	STFS_OPT("connections=%s", connections, 0),
-	STFS_OPT("block_size=%s", block_size, 0),
-	STFS_OPT("min_speed=%s", min_speed, 0),
-	STFS_OPT("cache=%s", cache, 0),
-	STFS_OPT("cache_size=%s", cache_size, 0),
-	STFS_OPT("nocache", nocache, 1),
-	STFS_OPT("offline", offline, 1),
-	STFS_OPT("s3_style=%s", s3_style, 0),
 	STFS_OPT("log=%s", log, 0),
 	FUSE_OPT_KEY("max_read=", KEY_MAX_READ),   /* libfuse's, and ours */
 	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
@@ -180,6 +168,18 @@ static void warn_stderr(void *ctx, const char *text)
 	fprintf(stderr, "stfs: %s: warning: %s\n", (const char *)ctx, text);
 }
 
+/* An option of remote sources (URL, hf://, s3://), which libstfs parses:
+ * 0, or 1 when it is none (libfuse's, or unknown). */
+static int remote_opt(struct stfs_opts *o, const char *arg)
+{
+	char why[512];
+	int rc = stfs_remote_opts_set(o->remote, arg, why, sizeof(why));
+
+	if (rc < 0 && !o->remote_bad && !(o->remote_bad = strdup(why)))
+		return -1;
+	return rc > 0;
+}
+
 static int opt_proc(void *data, const char *arg, int key,
 		    struct fuse_args *outargs)
 {
@@ -198,7 +198,7 @@ static int opt_proc(void *data, const char *arg, int key,
 		if (strncmp(arg, "x-", 2) == 0 ||
 		    strncmp(arg, "comment=", 8) == 0)
 			return 0;
-		return 1;
+		return remote_opt(o, arg);
 	case KEY_FOREGROUND:
 		o->foreground = 1;
 		return 0;
@@ -267,145 +267,39 @@ static int number_opt(const char *src, const char *name, const char *text,
 	return 0;
 }
 
-static uint64_t parse_size(const char *t);
-
-/* The options of URL sources: 0, or -1 after saying what is wrong. */
-static int http_opts(const struct stfs_opts *o, const char *src)
-{
-	unsigned long ct = 10, st = 30, re = 3, co = 8;
-	struct stfs_http_opts h;
-
-	if (number_opt(src, "connect_timeout", o->connect_timeout, 10, 1,
-		       3600, "1 to 3600 (seconds)", &ct) ||
-	    number_opt(src, "stall_timeout", o->stall_timeout, 10, 1, 3600,
-		       "1 to 3600 (seconds)", &st) ||
-	    number_opt(src, "retries", o->retries, 10, 0, 100, "0 to 100",
-		       &re) ||
-	    number_opt(src, "connections", o->connections, 10, 1, 256,
-		       "1 to 256", &co))
-		return -1;
-	h.connect_timeout_ms = (unsigned)ct * 1000;
-	h.stall_timeout_ms = (unsigned)st * 1000;
-	h.retries = (unsigned)re;
-	h.connections = (unsigned)co;
-	stfs_http_set_opts(&h);
-	if (o->block_size &&
-	    stfs_http_set_block_size(parse_size(o->block_size)) < 0) {
-		fprintf(stderr, "stfs: %s: block_size=%s: give a power of two "
-			"from 64K to 64M, such as 1M\n", src, o->block_size);
-		return -1;
-	}
-	if (o->min_speed) {
-		uint64_t v = strcmp(o->min_speed, "0") ?
-			     parse_size(o->min_speed) : 0;
-
-		if (strcmp(o->min_speed, "0") && (!v || v > (1u << 30))) {
-			fprintf(stderr, "stfs: %s: min_speed=%s: give bytes "
-				"per second up to 1G, such as 16K, or 0\n",
-				src, o->min_speed);
-			return -1;
-		}
-		stfs_http_set_min_speed(v);
-	}
-	if (o->s3_style && strcmp(o->s3_style, "path") &&
-	    strcmp(o->s3_style, "virtual")) {
-		fprintf(stderr, "stfs: %s: s3_style=%s: give path or "
-			"virtual\n", src, o->s3_style);
-		return -1;
-	}
-	if (o->s3_style)
-		stfs_s3_set_style(o->s3_style[0] == 'p' ? STFS_S3_PATH :
-				  STFS_S3_VIRTUAL);
-	return 0;
-}
-
-/* "10G", "512M", "4096": bytes, or 0 if it is not a size. */
-static uint64_t parse_size(const char *t)
-{
-	char *end;
-	unsigned long long v;
-	int shift = 0;
-
-	if (!t || !*t || strspn(t, "0123456789") == 0)
-		return 0;
-	errno = 0;
-	v = strtoull(t, &end, 10);
-	switch (*end) {
-	case 'K': case 'k': shift = 10; end++; break;
-	case 'M': case 'm': shift = 20; end++; break;
-	case 'G': case 'g': shift = 30; end++; break;
-	case 'T': case 't': shift = 40; end++; break;
-	}
-	if (errno || *end || !v || v > (UINT64_MAX >> shift))
-		return 0;
-	return (uint64_t)v << shift;
-}
-
-/* The on-disk cache of URL sources, from the options: 0, or -1 after
- * saying what is wrong. */
-int stfs_cache_opts(const char *src, const char *dir, const char *size,
-		    int nocache, int offline)
-{
-	uint64_t bytes = 10ULL << 30;
-	char *def = NULL, *abs = NULL;
-	const char *base;
-	int rc;
-
-	if (size && !(bytes = parse_size(size))) {
-		fprintf(stderr, "stfs: %s: cache_size=%s: give a size such as "
-			"10G, 512M or 1048576\n", src, size);
-		return -1;
-	}
-	if (nocache && (offline || dir)) {
-		fprintf(stderr, "stfs: %s: nocache goes with neither cache= "
-			"nor offline\n", src);
-		return -1;
-	}
-	if (!dir && !nocache) {
-		if ((base = getenv("XDG_CACHE_HOME")) && *base == '/')
-			rc = asprintf(&def, "%s/stfs", base);
-		else if ((base = getenv("HOME")) && *base == '/')
-			rc = asprintf(&def, "%s/.cache/stfs", base);
-		else
-			rc = 0;
-		if (rc < 0)
-			return -1;
-		dir = def;
-	}
-	if (dir && dir[0] != '/') {     /* the daemon runs in / */
-		char *cwd = getcwd(NULL, 0);
-		if (!cwd || asprintf(&abs, "%s/%s", cwd, dir) < 0)
-			abs = NULL;
-		free(cwd);
-		dir = abs;
-	}
-	rc = stfs_cache_configure(nocache ? NULL : dir, bytes, offline);
-	if (rc)
-		fprintf(stderr, "stfs: %s: cache=%s: %s\n", src, dir ? dir : "",
-			strerror(-rc));
-	free(def);
-	free(abs);
-	return rc ? -1 : 0;
-}
-
 /* What a mount of a URL fetched, for the log at unmount. */
-static void log_remote_stats(const char *src)
+static void log_remote_stats(const char *src,
+			     const struct stfs_remote_stats *st)
 {
-	struct stfs_remote_stats st;
-
-	stfs_remote_stats(&st);
-	if (st.requests || st.cache_hits)
+	if (st->requests || st->cache_hits)
 		fuse_log(FUSE_LOG_INFO, "stfs: %s: fetched %llu bytes in %llu "
 			 "requests (%llu retries), %llu blocks read from the "
 			 "cache, %llu reads failed\n", src,
-			 (unsigned long long)st.bytes,
-			 (unsigned long long)st.requests,
-			 (unsigned long long)st.retries,
-			 (unsigned long long)st.cache_hits,
-			 (unsigned long long)st.failed);
+			 (unsigned long long)st->bytes,
+			 (unsigned long long)st->requests,
+			 (unsigned long long)st->retries,
+			 (unsigned long long)st->cache_hits,
+			 (unsigned long long)st->failed);
 }
 
-static void log_line(const char *line)
+/* The options of remote sources together: 0, or -1 after saying what is
+ * wrong. */
+static int remote_opts(const struct stfs_opts *o, const char *src)
+{
+	char why[512];
+
+	if (o->remote_bad) {
+		fprintf(stderr, "stfs: %s: %s\n", src, o->remote_bad);
+		return -1;
+	}
+	if (stfs_remote_opts_check(o->remote, why, sizeof(why))) {
+		fprintf(stderr, "stfs: %s: %s\n", src, why);
+		return -1;
+	}
+	return 0;
+}
+
+static void log_line(void *ctx, const char *line)
 {
 	fuse_log(FUSE_LOG_ERR, "%s\n", line);
 }
@@ -536,10 +430,15 @@ int stfs_mount_main(int argc, char **argv)
 	struct fuse_session *se = NULL;
 	struct stfs_error err;
 	struct stfs_model_opts mo = { 0 };
+	struct stfs_remote_stats stats;
 	char *fsname = NULL, *mopts = NULL, *src = NULL;
 	unsigned ra_now = 0, threads = 1;
 	int ret = 1, rc;
 
+	if (!(o.remote = stfs_remote_opts_new())) {
+		fprintf(stderr, "stfs: out of memory\n");
+		goto out_args;
+	}
 	if (fuse_opt_parse(&args, &o, stfs_opt_spec, opt_proc) == -1) {
 		fprintf(stderr, "stfs: invalid options (see stfs --help)\n");
 		ret = 2;
@@ -569,9 +468,7 @@ int stfs_mount_main(int argc, char **argv)
 		fprintf(stderr, "stfs: out of memory\n");
 		goto out_args;
 	}
-	if (number_opts(&o, src, &fs, &threads) || http_opts(&o, src) ||
-	    stfs_cache_opts(src, o.cache, o.cache_size, o.nocache,
-			    o.offline)) {
+	if (number_opts(&o, src, &fs, &threads) || remote_opts(&o, src)) {
 		ret = 2;
 		goto out_args;
 	}
@@ -603,7 +500,8 @@ int stfs_mount_main(int argc, char **argv)
 	mo.nexclude = o.nexclude;
 	mo.warn = warn_stderr;
 	mo.ctx = (void *)src;
-	stfs_set_log(log_line);
+	stfs_remote_opts_log(o.remote, log_line, NULL);
+	mo.remote = o.remote;
 	rc = stfs_model_open_opts(o.source, &mo, &fs.model, &err);
 	if (rc) {
 		fprintf(stderr, "stfs: %s: %s\n", src, err.msg);
@@ -665,9 +563,10 @@ int stfs_mount_main(int argc, char **argv)
 	/* Reads still in flight answer on the session's fd, which unmounting
 	 * closes (and the number may then name another file): closing the
 	 * model ends their transfers and waits for their replies first. */
+	stfs_remote_stats(stfs_model_remote(fs.model), &stats);
 	stfs_model_close(fs.model);
 	fs.model = NULL;
-	log_remote_stats(src);
+	log_remote_stats(src, &stats);
 out_unmount:
 	fuse_session_unmount(se);
 out_signals:
@@ -701,15 +600,8 @@ out_args:
 	free(o.threads);
 	free(o.readahead);
 	free(o.max_request);
-	free(o.connect_timeout);
-	free(o.stall_timeout);
-	free(o.retries);
-	free(o.connections);
-	free(o.block_size);
-	free(o.min_speed);
-	free(o.s3_style);
-	free(o.cache);
-	free(o.cache_size);
+	stfs_remote_opts_free(o.remote);
+	free(o.remote_bad);
 	free(o.max_read);
 	fuse_opt_free_args(&args);
 	return ret;

@@ -11,11 +11,6 @@
 /* `stfs mount ...` and the mount-helper form; argv[0] is the program.
  * Returns the exit status. */
 int stfs_mount_main(int argc, char **argv);
-/* Set up the on-disk cache of URL sources from cache=DIR, cache_size=,
- * nocache, offline (NULL / 0 when not given): 0, or -1 after saying on
- * stderr what is wrong. */
-int stfs_cache_opts(const char *src, const char *dir, const char *size,
-		    int nocache, int offline);
 /* The usage text of the stfs command. */
 void stfs_usage(FILE *out);
 

@@ -54,7 +54,7 @@ static void url(const char *doc, size_t len)
 	if (strchr(shown, '?') ||
 	    memchr(host, '@', strcspn(host, "/#")))
 		abort();
-	if (stfs_locate(u, &loc, &err) == 0) {
+	if (stfs_locate(u, NULL, &loc, &err) == 0) {
 		if (strcmp(loc->arg, shown) != 0)
 			abort();
 		stfs_location_free(loc);

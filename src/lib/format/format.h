@@ -61,8 +61,6 @@ void stfs_hint_huge(void *p, size_t n, int fill);
 /* 64-bit FNV-1a, for shortened long names. */
 uint64_t stfs_hash64(const char *s, size_t len);
 
-/* Report one line through the hook stfs_set_log() set, if any. */
-void stfs_log(const char *line);
 
 /* Compare two length-counted byte strings as memcmp, shorter first. */
 int stfs_bytes_cmp(const char *a, size_t alen, const char *b, size_t blen);

@@ -114,16 +114,3 @@ int stfs_fail_sys(struct stfs_error *err, int code, const char *what)
 	return stfs_fail(err, code, NULL, STFS_NO_OFFSET, "%s: %s", what,
 			 strerror(-code));
 }
-
-static void (*log_fn)(const char *line);
-
-void stfs_set_log(void (*fn)(const char *line))
-{
-	log_fn = fn;
-}
-
-void stfs_log(const char *line)
-{
-	if (log_fn)
-		log_fn(line);
-}

@@ -388,7 +388,8 @@ int stfs_model_open_opts(const char *source, const struct stfs_model_opts *o,
 		return nomem(err);
 	m->flags = flags;
 	pthread_mutex_init(&m->vmu, NULL);
-	if ((rc = stfs_locate(source, &m->loc, err)))
+	if ((rc = stfs_remote_new(o->remote, &m->remote, err)) ||
+	    (rc = stfs_locate(source, m->remote, &m->loc, err)))
 		goto fail;
 	m->sharded = m->loc->kind != STFS_LOC_FILE;
 	switch (m->loc->kind) {
@@ -415,6 +416,8 @@ int stfs_model_open_opts(const char *source, const struct stfs_model_opts *o,
 	if (!m->sharded && o->ninclude + o->nexclude &&
 	    (rc = stfs_model_header_selected(m, err)))
 		goto fail;
+	/* open: its requests are done, and the daemon forks next */
+	stfs_remote_park(m->remote);
 	*out = m;
 	return 0;
 fail:
@@ -446,7 +449,14 @@ void stfs_model_close(struct stfs_model *m)
 	}
 	free(m->imeta);
 	stfs_location_free(m->loc);
+	/* after its sources, which belong to it */
+	stfs_remote_free(m->remote);
 	free(m);
+}
+
+const struct stfs_remote *stfs_model_remote(const struct stfs_model *m)
+{
+	return m->remote;
 }
 
 /* ---- accessors ---------------------------------------------------------- */

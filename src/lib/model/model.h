@@ -25,6 +25,7 @@ struct stfs_entry {
 };
 
 struct stfs_model {
+	struct stfs_remote *remote;   /* its remote sources' layer */
 	struct stfs_location *loc;
 	size_t nfiles;
 	struct stfs_file **files;

@@ -14,7 +14,8 @@
  * power loss can leave them short or empty, and they are checked when
  * read (the head's header is validated as any header is).  Least
  * recently used blocks (by mtime, which a hit refreshes) are removed when
- * the cache grows past its size.
+ * the cache grows past its size.  The cache is an object of the remote
+ * layer (struct stfs_cache, remote.h), made from its options.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -31,40 +32,27 @@
 #include <unistd.h>
 
 #include "format.h"
-#include "source.h"
+#include "remote.h"
 
 #define BLOCK_PATH_MAX (sizeof(((struct stfs_cache_obj *)0)->dir) + 24)
 
-size_t stfs_cache_block = 4u << 20;
-
-static struct {
-	char *dir;              /* NULL: no cache */
-	uint64_t max_bytes;
-	int offline;
-	uint64_t used;          /* bytes of blocks, as far as we know */
-	uint64_t writing;       /* bytes of blocks being written */
-	int scanned;
-	pthread_mutex_t mu;
-} cache = { .max_bytes = 10ULL << 30, .mu = PTHREAD_MUTEX_INITIALIZER };
-
-int stfs_cache_configure(const char *dir, uint64_t max_bytes, int offline)
+int stfs_cache_init(struct stfs_cache *c, const char *dir, uint64_t max,
+		    size_t block)
 {
-	if (dir && strlen(dir) > STFS_CACHE_DIR_MAX)
+	*c = (struct stfs_cache){ .max_bytes = max, .block = block };
+	if (strlen(dir) > STFS_CACHE_DIR_MAX)
 		return -ENAMETOOLONG;
-	pthread_mutex_lock(&cache.mu);
-	free(cache.dir);
-	cache.dir = dir ? strdup(dir) : NULL;
-	cache.max_bytes = max_bytes;
-	cache.offline = offline;
-	cache.scanned = 0;
-	cache.used = 0;
-	pthread_mutex_unlock(&cache.mu);
-	return dir && !cache.dir ? -ENOMEM : 0;
+	if (!(c->dir = strdup(dir)))
+		return -ENOMEM;
+	pthread_mutex_init(&c->mu, NULL);
+	return 0;
 }
 
-int stfs_cache_offline(void)
+void stfs_cache_fini(struct stfs_cache *c)
 {
-	return cache.offline;
+	pthread_mutex_destroy(&c->mu);
+	free(c->dir);
+	c->dir = NULL;
 }
 
 static uint64_t hash2(const char *a, const char *b, uint64_t n)
@@ -140,21 +128,22 @@ static int put_file(const char *path, const void *buf, size_t len,
 
 /* ---- objects -------------------------------------------------------------- */
 
-int stfs_cache_object(const char *url, const char *version, uint64_t size,
+int stfs_cache_object(struct stfs_cache *c, const char *url,
+		      const char *version, uint64_t size,
 		      struct stfs_cache_obj *o)
 {
 	char meta[sizeof(o->dir) + 8], latest[sizeof(o->dir) + 8], text[512];
 	int rc, n;
 
 	memset(o, 0, sizeof(*o));
-	if (!cache.dir || !version[0])
+	if (!c || !version[0])
 		return -ENOENT;         /* no cache, or no way to key it */
 	/* blocks of another size than the default are kept apart (a block
 	 * of the wrong size would be a miss anyway: its length is checked) */
 	n = snprintf(o->dir, sizeof(o->dir), "%s/v1/%016" PRIx64 "/%016"
-		     PRIx64, cache.dir, stfs_hash64(url, strlen(url)),
-		     hash2(url, version, size) ^ (stfs_cache_block == 4u << 20 ?
-		     0 : (uint64_t)stfs_cache_block * UINT64_C(0x9e3779b97f4a7c15)));
+		     PRIx64, c->dir, stfs_hash64(url, strlen(url)),
+		     hash2(url, version, size) ^ (c->block == 4u << 20 ?
+		     0 : (uint64_t)c->block * UINT64_C(0x9e3779b97f4a7c15)));
 	if (n < 0 || (size_t)n >= sizeof(o->dir) - 32)
 		return -ENAMETOOLONG;
 	o->size = size;
@@ -172,17 +161,17 @@ int stfs_cache_object(const char *url, const char *version, uint64_t size,
 	return 0;
 }
 
-int stfs_cache_latest(const char *url, struct stfs_cache_obj *o,
-		      char *version, size_t vsz)
+int stfs_cache_latest(struct stfs_cache *c, const char *url,
+		      struct stfs_cache_obj *o, char *version, size_t vsz)
 {
 	char path[sizeof(o->dir) + 8], id[17] = "", text[512];
 	ssize_t n;
 	int fd;
 
 	memset(o, 0, sizeof(*o));
-	if (!cache.dir)
+	if (!c)
 		return -ENOENT;
-	snprintf(path, sizeof(path), "%s/v1/%016" PRIx64 "/latest", cache.dir,
+	snprintf(path, sizeof(path), "%s/v1/%016" PRIx64 "/latest", c->dir,
 		 stfs_hash64(url, strlen(url)));
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		return -ENOENT;
@@ -191,7 +180,7 @@ int stfs_cache_latest(const char *url, struct stfs_cache_obj *o,
 	if (n != 16 || strspn(id, "0123456789abcdef") != 16)
 		return -ENOENT;
 	snprintf(o->dir, sizeof(o->dir), "%s/v1/%016" PRIx64 "/%s",
-		 cache.dir, stfs_hash64(url, strlen(url)), id);
+		 c->dir, stfs_hash64(url, strlen(url)), id);
 	snprintf(path, sizeof(path), "%s/meta", o->dir);
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		return -ENOENT;
@@ -302,7 +291,8 @@ static int cmp_mtime(const void *a, const void *b)
 }
 
 /* Every block of the cache (and the bytes they use), oldest first. */
-static size_t list_blocks(struct entry **out, uint64_t *total)
+static size_t list_blocks(const struct stfs_cache *cache,
+			  struct entry **out, uint64_t *total)
 {
 	char v1[V1_MAX];
 	struct entry *list = NULL;
@@ -311,7 +301,7 @@ static size_t list_blocks(struct entry **out, uint64_t *total)
 	struct dirent *a, *b, *c;
 
 	*total = 0;
-	snprintf(v1, sizeof(v1), "%s/v1", cache.dir);
+	snprintf(v1, sizeof(v1), "%s/v1", cache->dir);
 	if (!(d1 = opendir(v1)))
 		goto done;
 	while ((a = readdir(d1))) {
@@ -367,48 +357,48 @@ done:
 }
 
 /* Bring the cache under its size, oldest blocks first (under mu). */
-static void evict(uint64_t keep_free)
+static void evict(struct stfs_cache *c, uint64_t keep_free)
 {
 	struct entry *list;
 	uint64_t total;
-	size_t n = list_blocks(&list, &total);
+	size_t n = list_blocks(c, &list, &total);
 
 	/* blocks being written are not on the list yet, but count */
-	total += cache.writing;
-	for (size_t i = 0; i < n && total + keep_free > cache.max_bytes; i++)
+	total += c->writing;
+	for (size_t i = 0; i < n && total + keep_free > c->max_bytes; i++)
 		if (unlink(list[i].path) == 0)
 			total -= list[i].size;
-	cache.used = total;
-	cache.scanned = 1;
+	c->used = total;
+	c->scanned = 1;
 	free(list);
 }
 
-int stfs_cache_put(const struct stfs_cache_obj *o, uint64_t block,
-		   const void *buf, size_t len)
+int stfs_cache_put(struct stfs_cache *c, const struct stfs_cache_obj *o,
+		   uint64_t block, const void *buf, size_t len)
 {
 	char path[BLOCK_PATH_MAX];
 	int rc;
 
-	if (!o->valid || len > cache.max_bytes)
+	if (!c || !o->valid || len > c->max_bytes)
 		return -ENOENT;
-	pthread_mutex_lock(&cache.mu);
-	if (!cache.scanned || cache.used + len > cache.max_bytes)
-		evict(len);
-	cache.used += len;
-	cache.writing += len;
-	pthread_mutex_unlock(&cache.mu);
+	pthread_mutex_lock(&c->mu);
+	if (!c->scanned || c->used + len > c->max_bytes)
+		evict(c, len);
+	c->used += len;
+	c->writing += len;
+	pthread_mutex_unlock(&c->mu);
 	block_path(o, block, path, sizeof(path));
 	/* data blocks are flushed: a block that is there is right; the head
 	 * and meta are checked when read (and the header validated) */
 	rc = put_file(path, buf, len, block != STFS_CACHE_HEAD);
-	pthread_mutex_lock(&cache.mu);
-	cache.writing -= len;
+	pthread_mutex_lock(&c->mu);
+	c->writing -= len;
 	if (rc)
-		cache.used = cache.used > len ? cache.used - len : 0;
+		c->used = c->used > len ? c->used - len : 0;
 	/* blocks written at once may have passed the size together: the
 	 * oldest go now that they are on the list */
-	else if (cache.used > cache.max_bytes)
-		evict(0);
-	pthread_mutex_unlock(&cache.mu);
+	else if (c->used > c->max_bytes)
+		evict(c, 0);
+	pthread_mutex_unlock(&c->mu);
 	return rc;
 }

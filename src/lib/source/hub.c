@@ -47,6 +47,7 @@ struct hf {
 	char *endpoint;         /* no trailing '/' */
 	char *token;            /* or NULL */
 	int offline;
+	struct stfs_remote *net;        /* requests go through it */
 	char *cache;            /* the repo's folder in the HF cache */
 	char sha[41];
 	/* the files of SUBDIR: names, the Hub's ETags */
@@ -449,7 +450,8 @@ static int resolve(struct hf *h, struct stfs_auth *auth,
 		return nomem(err);
 	}
 	curl_free(rev);
-	rc = stfs_http_get(url, auth, API_MAX, &body, &len, &r, err);
+	rc = stfs_http_get(h->net, url, auth, API_MAX, &body, &len, &r,
+			   err);
 	free(url);
 	if (rc)
 		return rc;
@@ -511,7 +513,8 @@ static int list_online(struct hf *h, struct stfs_auth *auth, int recursive,
 		char *body;
 		size_t len;
 
-		rc = stfs_http_get(url, auth, API_MAX, &body, &len, &r, err);
+		rc = stfs_http_get(h->net, url, auth, API_MAX, &body, &len,
+				   &r, err);
 		free(url);
 		url = NULL;
 		if (rc)
@@ -662,7 +665,9 @@ int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 		goto out;
 	}
 	h.token = find_token();
-	h.offline = truthy(getenv("HF_HUB_OFFLINE")) || stfs_cache_offline();
+	h.net = loc->net;
+	h.offline = truthy(getenv("HF_HUB_OFFLINE")) ||
+		    stfs_remote_offline(loc->net);
 	if (!(auth = stfs_auth_new(h.token, NULL, NULL, NULL, NULL)) ||
 	    /* the CA bundle the Python tools (requests) trust */
 	    (env("REQUESTS_CA_BUNDLE") &&

@@ -237,8 +237,8 @@ static int list_dir(struct stfs_location *loc, struct stfs_error *err)
 	return rc;
 }
 
-int stfs_locate(const char *arg, struct stfs_location **out,
-		struct stfs_error *err)
+int stfs_locate(const char *arg, struct stfs_remote *net,
+		struct stfs_location **out, struct stfs_error *err)
 {
 	struct stfs_location *loc;
 	const char *slash;
@@ -251,8 +251,14 @@ int stfs_locate(const char *arg, struct stfs_location **out,
 		free(loc);
 		return nomem(err);
 	}
+	loc->net = net;
 	if (strncmp(arg, "hf://", 5) == 0 || strncmp(arg, "s3://", 5) == 0) {
 		loc->remote = 1;
+		if (!net) {
+			rc = stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET,
+				       "no remote layer to reach it");
+			goto fail;
+		}
 		if (!(loc->canonical = strdup(arg))) {
 			rc = nomem(err);
 			goto fail;
@@ -376,8 +382,8 @@ int stfs_location_open(const struct stfs_location *loc, const char *name,
 	/* the file itself keeps the name it was given */
 	if (loc->kind == STFS_LOC_FILE && strcmp(name, loc->name) == 0 &&
 	    !loc->remote)
-		return loc->http ? stfs_source_open_http(loc->arg, loc->auth,
-							 out, err) :
+		return loc->http ? stfs_source_open_http(loc->net, loc->arg,
+							 loc->auth, out, err) :
 		       stfs_source_open_file(loc->arg, out, err);
 	if (loc->local_base && (rc = open_local(loc, name, out, err)) !=
 	    -ENOENT)
@@ -389,7 +395,8 @@ int stfs_location_open(const struct stfs_location *loc, const char *name,
 			return nomem(err);
 		}
 		curl_free(esc);
-		rc = stfs_source_open_http(path, loc->auth, out, err);
+		rc = stfs_source_open_http(loc->net, path, loc->auth, out,
+					   err);
 		free(path);
 		if (!rc)
 			set_origin(loc, name, *out);

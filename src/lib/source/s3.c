@@ -15,8 +15,8 @@
  * if none).  With keys every request is signed (SigV4, sigv4.c); without,
  * requests go unsigned, for public buckets.  Addressing: virtual-hosted
  * (https://BUCKET.s3.REGION.amazonaws.com/KEY) on AWS, path-style
- * (ENDPOINT/BUCKET/KEY) on another endpoint, unless set
- * (stfs_s3_set_style).
+ * (ENDPOINT/BUCKET/KEY) on another endpoint, unless the remote options
+ * say (s3_style=).
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -31,13 +31,6 @@
 
 #define LIST_MAX (16u << 20)        /* bytes of one listing page */
 #define PAGES_MAX 100000
-
-static enum stfs_s3_style style = STFS_S3_AUTO;
-
-void stfs_s3_set_style(enum stfs_s3_style s)
-{
-	style = s;
-}
 
 static int nomem(struct stfs_error *err)
 {
@@ -168,6 +161,7 @@ struct s3 {
 	char *bucket, *key;
 	char *endpoint;         /* scheme://host[:port], no path */
 	int virtual;
+	struct stfs_remote *net;        /* requests go through it */
 };
 
 /* The URL of "directory" dir (escaped, "" or ending in '/') in the
@@ -248,7 +242,7 @@ static int list(const struct s3 *s, struct stfs_auth *auth, struct names *l,
 			rc = nomem(err);
 			break;
 		}
-		rc = stfs_http_get(url, auth, LIST_MAX, &body, &len, &r, err);
+		rc = stfs_http_get(s->net, url, auth, LIST_MAX, &body, &len, &r, err);
 		free(url);
 		if (rc)
 			break;
@@ -279,6 +273,7 @@ int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err)
 	char *access = NULL, *secret = NULL, *token = NULL, *region = NULL;
 	char *ep = NULL, *dir = NULL, *slash;
 	const char *p = loc->arg + 5, *k;
+	enum stfs_s3_style style;
 	int rc = 0, custom;
 
 	k = strchr(p, '/');
@@ -338,6 +333,8 @@ int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err)
 		goto out;
 	}
 	s.endpoint = ep;
+	s.net = loc->net;
+	style = stfs_remote_s3_style(loc->net);
 	s.virtual = style == STFS_S3_VIRTUAL ||
 		    (style == STFS_S3_AUTO && !custom);
 	if (!(loc->auth = stfs_auth_new(NULL, access, secret, token, region)))

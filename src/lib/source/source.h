@@ -1,8 +1,8 @@
 /*
  * source.h: the byte-source layer's declarations for the layers above it
  * (never installed): the operations a kind of source implements, the
- * asynchronous read, and the locator that turns a SOURCE argument into
- * named sources.
+ * asynchronous read, the remote layer's entry points, and the locator
+ * that turns a SOURCE argument into named sources.
  */
 #ifndef STFS_SOURCE_H
 #define STFS_SOURCE_H
@@ -82,59 +82,37 @@ void stfs_http_header_line(const char *line, size_t len,
 
 /* Is arg an http:// or https:// URL? */
 int stfs_is_url(const char *arg);
-/* A byte source for the object at url: fetches its first block, which
- * gives its size and version (ETag, Last-Modified): 0, or -errno with err
- * saying why (HTTP status, connection error, a server that ignores
- * ranges). */
-int stfs_source_open_http(const char *url, struct stfs_auth *auth,
-			  struct stfs_source **out, struct stfs_error *err);
+
+/* ---- the remote layer of one model (remote.h) ---------------------------- */
+
+/* The remote object every remote source of a model belongs to, made from
+ * opts (NULL: the defaults without a cache): 0, or -errno with err. */
+int stfs_remote_new(const struct stfs_remote_opts *opts,
+		    struct stfs_remote **out, struct stfs_error *err);
+/* Free r, after every source of it was closed. */
+void stfs_remote_free(struct stfs_remote *r);
+/* Stop its idle transfer threads (before a fork; they start again when
+ * needed). */
+void stfs_remote_park(struct stfs_remote *r);
+/* -o offline: no network, the cache only. */
+int stfs_remote_offline(const struct stfs_remote *r);
+enum stfs_s3_style stfs_remote_s3_style(const struct stfs_remote *r);
+
+/* A byte source for the object at url, of r: fetches its first block,
+ * which gives its size and version (ETag, Last-Modified): 0, or -errno
+ * with err saying why (HTTP status, connection error, a server that
+ * ignores ranges). */
+int stfs_source_open_http(struct stfs_remote *r, const char *url,
+			  struct stfs_auth *auth, struct stfs_source **out,
+			  struct stfs_error *err);
 /* GET url whole (an API call or a listing, 200 expected) with auth (or
  * NULL), with the same timeouts and retries as reads: 0 with *body (NUL
  * terminated, malloc'd; at most max bytes, else -EFBIG), *len and *resp;
  * or -errno with err saying why (the server's own reason if it gave one). */
-int stfs_http_get(const char *url, const struct stfs_auth *auth, size_t max,
-		  char **body, size_t *len, struct stfs_http_resp *resp,
+int stfs_http_get(struct stfs_remote *r, const char *url,
+		  const struct stfs_auth *auth, size_t max, char **body,
+		  size_t *len, struct stfs_http_resp *resp,
 		  struct stfs_error *err);
-
-/* ---- the on-disk cache of remote objects (cache.c) ----------------------- */
-
-/* bytes per cached block (stfs_http_set_block_size(), default 4 MiB) */
-extern size_t stfs_cache_block;
-#define STFS_CACHE_BLOCK stfs_cache_block
-#define STFS_CACHE_HEAD UINT64_MAX      /* the block of an object's head */
-
-/* One version of one object in the cache. */
-#define STFS_CACHE_DIR_MAX 1024          /* the cache's own path, at most */
-
-struct stfs_cache_obj {
-	char dir[STFS_CACHE_DIR_MAX + 64];
-	uint64_t size;
-	int valid;              /* 0: not cached (no cache, or no version) */
-};
-
-/* 1 if -o offline: no network, the cache only. */
-int stfs_cache_offline(void);
-/* The cache entry of url in version (an ETag or Last-Modified) and size,
- * made if need be and remembered as the latest: 0, or -errno. */
-int stfs_cache_object(const char *url, const char *version, uint64_t size,
-		      struct stfs_cache_obj *o);
-/* The latest version of url cached (for offline, or a server that is
- * down): 0 with *o and version filled, or -ENOENT. */
-int stfs_cache_latest(const char *url, struct stfs_cache_obj *o,
-		      char *version, size_t vsz);
-/* Bytes [off, off + len) of block number block (or STFS_CACHE_HEAD),
- * whose length is block_len: 0, or -ENOENT when the block is not (wholly)
- * there. */
-int stfs_cache_read(const struct stfs_cache_obj *o, uint64_t block,
-		    size_t block_len, size_t off, void *buf, size_t len);
-/* The block, whole, opened for reading (and marked recently used): a file
- * descriptor, or -ENOENT.  A block evicted while open stays readable. */
-int stfs_cache_open_block(const struct stfs_cache_obj *o, uint64_t block,
-			  size_t block_len);
-/* len bytes at off of an open block: 0, or -ENOENT if it is shorter. */
-int stfs_cache_pread(int fd, void *buf, size_t len, size_t off);
-int stfs_cache_put(const struct stfs_cache_obj *o, uint64_t block,
-		   const void *buf, size_t len);
 
 /* ---- the Hub's JSON answers (hub.c) -------------------------------------- */
 
@@ -264,11 +242,14 @@ struct stfs_location {
 	char *repo, *revision;      /* hf: the repo and its resolved commit */
 	char **etag_names, **etags; /* the service's ETag of each file */
 	size_t netags;
+	struct stfs_remote *net;    /* the remote layer its sources use */
 };
 
-/* Find what SOURCE names; errors say what is wrong with it. */
-int stfs_locate(const char *arg, struct stfs_location **out,
-		struct stfs_error *err);
+/* Find what SOURCE names, its remote sources (and requests) of net
+ * (NULL: no hf:// or s3://, and no http(s) source opened); errors say
+ * what is wrong with it. */
+int stfs_locate(const char *arg, struct stfs_remote *net,
+		struct stfs_location **out, struct stfs_error *err);
 void stfs_location_free(struct stfs_location *loc);
 /* From the file names of a directory-like place (all[n]), pick what to
  * mount: its one index, or its *.safetensors files (kind, name, names).

@@ -12,13 +12,14 @@
  * its own connection (no HTTP/2 multiplexing), so `connections=` means
  * connections.
  *
- * The threads start on first use, and are stopped before a fork() when
- * they have nothing to do: the daemon goes to the background after the
- * headers were read, and forks as a process with one thread, as it did
- * before there were these.  (A fork while transfers run, for a helper
- * that execs, leaves them behind in the parent.)  Either way the child
- * starts its own when it next needs them.  If they cannot start, a
- * transfer runs on its caller's thread (curl_easy_perform()).
+ * The threads belong to one remote object (remote.h) and start on first
+ * use.  Once a model is open they are stopped (stfs_remote_park()): the
+ * daemon goes to the background after the headers were read, and forks
+ * as a process with one thread.  A child forked while they run (a helper
+ * that execs) sees that its process is another and leaves the parent's
+ * multi handles alone, starting its own when it next needs them.  If
+ * they cannot start, a transfer runs on its caller's thread
+ * (curl_easy_perform()).
  *
  * The callbacks should be quick: the other transfers of a thread wait
  * while one runs.  A callback with slow work for its caller (answering a
@@ -30,10 +31,12 @@
 #include <curl/curl.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 
-#include "transfer.h"
+#include "remote.h"
 
-struct pending {
+/* One transfer handed to a thread, and its caller waiting for it. */
+struct stfs_transfer_wait {
 	CURL *h;
 	CURLcode rc;
 	int done;
@@ -42,63 +45,58 @@ struct pending {
 	void (*hook)(void *arg);
 	void *arg;
 	pthread_cond_t cv;
-	struct pending *next;
+	struct stfs_transfer_wait *next;
 };
 
 /* Transfer threads, each with its multi handle; requests go to them in
  * turn.  One thread could move a loopback server's bytes alone, but on
  * two cores it read 0.8x what threads of one request each read; two
- * threads read as much (docs/performance.md). */
-#define LOOPS 2
+ * threads read as much (docs/performance.md): STFS_TRANSFER_LOOPS. */
 
-struct loop {
-	CURLM *multi;
-	pthread_t thread;
-	struct pending *to_add;
-	CURLM *left_behind;             /* the parent's, in a child */
-};
-
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
-static struct loop loops[LOOPS];
-static int running, stopping;
-static unsigned busy;                   /* transfers handed over */
-static unsigned turn;
-
-static void finish(struct pending *p, CURLcode rc)
+void stfs_transfers_init(struct stfs_transfers *t)
 {
-	pthread_mutex_lock(&mu);
+	*t = (struct stfs_transfers){ .pid = 0 };
+	pthread_mutex_init(&t->mu, NULL);
+	for (unsigned i = 0; i < STFS_TRANSFER_LOOPS; i++)
+		t->loops[i].t = t;
+}
+
+static void finish(struct stfs_transfers *t, struct stfs_transfer_wait *p,
+		   CURLcode rc)
+{
+	pthread_mutex_lock(&t->mu);
 	p->rc = rc;
 	p->done = 1;
 	pthread_cond_signal(&p->cv);
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&t->mu);
 }
 
 static void *loop_run(void *arg)
 {
-	struct loop *l = arg;
+	struct stfs_transfer_loop *l = arg;
+	struct stfs_transfers *t = l->t;
 	unsigned active = 0;
 
 	for (;;) {
-		struct pending *p;
+		struct stfs_transfer_wait *p;
 		CURLMsg *msg;
 		int still, left;
 
-		pthread_mutex_lock(&mu);
+		pthread_mutex_lock(&t->mu);
 		p = l->to_add;
 		l->to_add = NULL;
-		if (!p && !active && stopping) {
-			pthread_mutex_unlock(&mu);
+		if (!p && !active && t->stopping) {
+			pthread_mutex_unlock(&t->mu);
 			break;
 		}
-		pthread_mutex_unlock(&mu);
-		for (struct pending *next; p; p = next) {
+		pthread_mutex_unlock(&t->mu);
+		for (struct stfs_transfer_wait *next; p; p = next) {
 			next = p->next;
 			curl_easy_setopt(p->h, CURLOPT_PRIVATE, p);
 			if (curl_multi_add_handle(l->multi, p->h) == CURLM_OK)
 				active++;
 			else
-				finish(p, CURLE_OUT_OF_MEMORY);
+				finish(t, p, CURLE_OUT_OF_MEMORY);
 		}
 		curl_multi_perform(l->multi, &still);
 		while ((msg = curl_multi_info_read(l->multi, &left))) {
@@ -111,7 +109,8 @@ static void *loop_run(void *arg)
 					  &priv);
 			curl_multi_remove_handle(l->multi, msg->easy_handle);
 			active--;
-			finish((struct pending *)(void *)priv, rc);
+			finish(t, (struct stfs_transfer_wait *)(void *)priv,
+			       rc);
 		}
 		curl_multi_poll(l->multi, NULL, 0, 1000, NULL);
 	}
@@ -121,78 +120,63 @@ static void *loop_run(void *arg)
 /* End the first n threads once their transfers are done, and free their
  * multi handles: called and returns under mu, which it lets go meanwhile
  * (stopping is set, so no transfer is handed to them). */
-static void end_loops(unsigned n)
+static void end_loops(struct stfs_transfers *t, unsigned n)
 {
-	stopping = 1;
+	t->stopping = 1;
 	for (unsigned i = 0; i < n; i++)
-		curl_multi_wakeup(loops[i].multi);
-	pthread_mutex_unlock(&mu);
+		curl_multi_wakeup(t->loops[i].multi);
+	pthread_mutex_unlock(&t->mu);
 	for (unsigned i = 0; i < n; i++)
-		pthread_join(loops[i].thread, NULL);
-	pthread_mutex_lock(&mu);
+		pthread_join(t->loops[i].thread, NULL);
+	pthread_mutex_lock(&t->mu);
 	for (unsigned i = 0; i < n; i++) {
-		curl_multi_cleanup(loops[i].multi);
-		loops[i].multi = NULL;
+		curl_multi_cleanup(t->loops[i].multi);
+		t->loops[i].multi = NULL;
 	}
-	running = stopping = 0;
+	t->running = t->stopping = 0;
 }
 
-static void stop(void)
+/* In a child forked while the threads ran: they are the parent's, and
+ * their multi handles may be in the middle of a call there, so they are
+ * left alone (under mu). */
+static void forked(struct stfs_transfers *t)
 {
-	pthread_mutex_lock(&mu);
-	if (running)
-		end_loops(LOOPS);
-	pthread_mutex_unlock(&mu);
-}
-
-/* fork(): idle threads are stopped first, and mu is held across it, so
- * the child's is in a known state.  The child has no transfer thread;
- * multi handles left running in the parent may be in the middle of a call
- * there, so the child leaves them alone (and keeps them reachable). */
-static void before_fork(void)
-{
-	int idle;
-
-	pthread_mutex_lock(&mu);
-	idle = running && !busy;
-	pthread_mutex_unlock(&mu);
-	if (idle)
-		stop();
-	pthread_mutex_lock(&mu);
-}
-
-static void after_fork_parent(void)
-{
-	pthread_mutex_unlock(&mu);
-}
-
-static void after_fork_child(void)
-{
-	for (unsigned i = 0; i < LOOPS; i++) {
-		if (running)
-			loops[i].left_behind = loops[i].multi;
-		loops[i].multi = NULL;
-		loops[i].to_add = NULL;
+	if (t->pid == getpid())
+		return;
+	for (unsigned i = 0; i < STFS_TRANSFER_LOOPS; i++) {
+		t->loops[i].multi = NULL;
+		t->loops[i].to_add = NULL;
 	}
-	running = stopping = 0;
-	busy = 0;
-	pthread_mutex_unlock(&mu);
+	t->running = t->stopping = 0;
+	t->busy = 0;
+	t->pid = getpid();
 }
 
-static void register_atfork(void)
+void stfs_transfers_stop(struct stfs_transfers *t, int idle_only)
 {
-	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+	pthread_mutex_lock(&t->mu);
+	forked(t);
+	if (t->running && (!idle_only || !t->busy))
+		end_loops(t, STFS_TRANSFER_LOOPS);
+	pthread_mutex_unlock(&t->mu);
+}
+
+void stfs_transfers_fini(struct stfs_transfers *t)
+{
+	stfs_transfers_stop(t, 0);
+	pthread_mutex_destroy(&t->mu);
 }
 
 /* Start the threads (under mu): 0, or -1 if not all could start. */
-static int start(void)
+static int start(struct stfs_transfers *t)
 {
 	unsigned n = 0;
 
-	if (running)
+	forked(t);
+	if (t->running)
 		return 0;
-	for (unsigned i = 0; i < LOOPS; i++) {
-		struct loop *l = &loops[i];
+	for (unsigned i = 0; i < STFS_TRANSFER_LOOPS; i++) {
+		struct stfs_transfer_loop *l = &t->loops[i];
 
 		if (!(l->multi = curl_multi_init()))
 			break;
@@ -207,70 +191,65 @@ static int start(void)
 		}
 		n++;
 	}
-	if (n == LOOPS) {
-		running = 1;
+	if (n == STFS_TRANSFER_LOOPS) {
+		t->running = 1;
 		return 0;
 	}
-	end_loops(n);                   /* all or none */
+	end_loops(t, n);                /* all or none */
 	return -1;
 }
 
-CURLcode stfs_transfer(CURL *h, void (*hook)(void *arg), void *arg)
+CURLcode stfs_transfer(struct stfs_transfers *t, CURL *h,
+		       void (*hook)(void *arg), void *arg)
 {
-	struct pending p = { .h = h, .hook = hook, .arg = arg };
-	struct loop *l;
+	struct stfs_transfer_wait p = { .h = h, .hook = hook, .arg = arg };
+	struct stfs_transfer_loop *l;
 
-	pthread_once(&atfork_once, register_atfork);
-	pthread_mutex_lock(&mu);
-	if (stopping || start() < 0) {
-		pthread_mutex_unlock(&mu);
+	pthread_mutex_lock(&t->mu);
+	if (t->stopping || start(t) < 0) {
+		pthread_mutex_unlock(&t->mu);
 		p.here = 1;
 		curl_easy_setopt(h, CURLOPT_PRIVATE, &p);
 		return curl_easy_perform(h);
 	}
 	pthread_cond_init(&p.cv, NULL);
-	l = &loops[turn++ % LOOPS];
+	l = &t->loops[t->turn++ % STFS_TRANSFER_LOOPS];
 	p.next = l->to_add;
 	l->to_add = &p;
-	busy++;
+	t->busy++;
 	curl_multi_wakeup(l->multi);
 	while (!p.done || p.woken) {
 		if (p.woken) {
 			p.woken = 0;
-			pthread_mutex_unlock(&mu);
+			pthread_mutex_unlock(&t->mu);
 			if (hook)
 				hook(arg);
-			pthread_mutex_lock(&mu);
+			pthread_mutex_lock(&t->mu);
 			continue;
 		}
-		pthread_cond_wait(&p.cv, &mu);
+		pthread_cond_wait(&p.cv, &t->mu);
 	}
-	busy--;
-	pthread_mutex_unlock(&mu);
+	t->busy--;
+	pthread_mutex_unlock(&t->mu);
 	pthread_cond_destroy(&p.cv);
 	return p.rc;
 }
 
-void stfs_transfer_wake(CURL *h)
+void stfs_transfer_wake(struct stfs_transfers *t, CURL *h)
 {
 	char *priv = NULL;
-	struct pending *p;
+	struct stfs_transfer_wait *p;
 
 	curl_easy_getinfo(h, CURLINFO_PRIVATE, &priv);
-	if (!(p = (struct pending *)(void *)priv))
+	if (!(p = (struct stfs_transfer_wait *)(void *)priv))
 		return;
 	if (p->here) {
 		if (p->hook)
 			p->hook(p->arg);
 		return;
 	}
-	pthread_mutex_lock(&mu);
+	pthread_mutex_lock(&t->mu);
 	p->woken = 1;
 	pthread_cond_signal(&p->cv);
-	pthread_mutex_unlock(&mu);
-}
-
-void stfs_transfer_stop(void)
-{
-	stop();
+	pthread_mutex_unlock(&t->mu);
 }

@@ -1,0 +1,419 @@
+/*
+ * blocks.c: the block engine of the remote layer: an object's bytes read
+ * by block, from the cache store (cache.c), from a fetch already under
+ * way, or fetched whole (httpc.c) and then written to the cache behind
+ * the reader's back; without a cache, prefetched blocks held in memory
+ * for their readers and the rest fetched exactly.
+ *
+ * Blocks being fetched are listed, so that readers of one block wait for
+ * one fetch (the kernel's readahead asks for several parts of a block at
+ * once).  A fetched block stays listed, its bytes in memory, until it is
+ * in the cache: the reader that fetched it is answered first (even before
+ * the rest of the block has come: struct stfs_early), and readers of the
+ * block meanwhile copy from memory.  Without a cache, a prefetched block
+ * is held instead, until its bytes have all been read (the kernel's page
+ * cache has them then) or twice the prefetch window of newer ones push
+ * it out.  Which blocks are prefetched, and on which threads, is pool.c's.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format.h"
+#include "remote.h"
+
+struct stfs_inflight {
+	struct stfs_object *s;
+	uint64_t block;
+	int done, rc;               /* set when fetched (or failed) */
+	size_t ready_from;          /* data[ready_from, len) came already */
+	char *data;                 /* the block, till it is in the cache */
+	size_t len;
+	unsigned waiters;           /* readers copying from it */
+	int held;                   /* no cache: kept for its readers */
+	size_t consumed;            /* bytes of it read, if held */
+	struct stfs_inflight *next; /* newer blocks */
+	struct stfs_inflight *later; /* a thread's blocks still to write */
+};
+
+/* A reader's block is fetched from the TAIL_FIRST-aligned piece its read
+ * starts in, when that is not the block's start (see fetch_block()). */
+#define TAIL_FIRST (64u << 10)
+
+unsigned stfs_prefetch_blocks(const struct stfs_remote *r)
+{
+	return r->o.block >= (16u << 20) ? 2u :
+	       (unsigned)((32u << 20) / r->o.block);
+}
+
+size_t stfs_block_len(const struct stfs_object *o, uint64_t b)
+{
+	uint64_t start = b * o->r->o.block;
+
+	return o->size - start < o->r->o.block ? (size_t)(o->size - start) :
+	       o->r->o.block;
+}
+
+struct stfs_object *stfs_inflight_object(const struct stfs_inflight *me)
+{
+	return me->s;
+}
+
+struct stfs_inflight **stfs_inflight_later(struct stfs_inflight *me)
+{
+	return &me->later;
+}
+
+void stfs_blocks_init(struct stfs_blocks *b)
+{
+	*b = (struct stfs_blocks){ .nheld = 0 };
+	pthread_mutex_init(&b->mu, NULL);
+	pthread_cond_init(&b->cv, NULL);
+}
+
+void stfs_blocks_fini(struct stfs_blocks *b)
+{
+	while (b->nspare)
+		free(b->spare[--b->nspare]);
+	pthread_mutex_destroy(&b->mu);
+	pthread_cond_destroy(&b->cv);
+}
+
+static void log_failure(const struct stfs_object *o, uint64_t off,
+			size_t len, const struct stfs_error *e)
+{
+	char line[768];
+
+	snprintf(line, sizeof(line), "stfs: %s: bytes %" PRIu64 "-%" PRIu64
+		 ": %s", o->url, off, off + len - 1, e->msg);
+	stfs_remote_log(o->r, line);
+}
+
+static struct stfs_inflight **find(struct stfs_blocks *bl,
+				   const struct stfs_object *s, uint64_t b)
+{
+	struct stfs_inflight **p = &bl->list;
+
+	while (*p && ((*p)->s != s || (*p)->block != b))
+		p = &(*p)->next;
+	return p;
+}
+
+/* Unlist me and free it once no reader copies from it (under mu); its
+ * buffer is kept for the next fetch: a fresh 4 MiB allocation is a fresh
+ * mapping, and touching its pages for the first time costs more than the
+ * copy into them (on some hypervisors, much more). */
+static void drop(struct stfs_remote *r, struct stfs_inflight *me)
+{
+	struct stfs_blocks *bl = &r->blocks;
+	struct stfs_inflight **p = &bl->list;
+
+	while (*p && *p != me)
+		p = &(*p)->next;
+	if (*p)
+		*p = me->next;
+	while (me->waiters)
+		pthread_cond_wait(&bl->cv, &bl->mu);
+	if (me->data && bl->nspare < r->o.connections &&
+	    bl->nspare < STFS_SPARE_MAX)
+		bl->spare[bl->nspare++] = me->data;
+	else
+		free(me->data);
+	free(me);
+}
+
+static char *block_buf(struct stfs_remote *r)
+{
+	char *b = NULL;
+
+	pthread_mutex_lock(&r->blocks.mu);
+	if (r->blocks.nspare)
+		b = r->blocks.spare[--r->blocks.nspare];
+	pthread_mutex_unlock(&r->blocks.mu);
+	return b ? b : malloc(r->o.block);
+}
+
+/* Let go of a held block (under mu); whoever clears held frees it. */
+static void unhold(struct stfs_remote *r, struct stfs_inflight *me)
+{
+	me->held = 0;
+	r->blocks.nheld--;
+	drop(r, me);
+}
+
+/* Hold fetched block me for its readers (under mu), unless they have
+ * read it all already, letting go of the oldest held block past twice
+ * the prefetch window. */
+static void hold(struct stfs_remote *r, struct stfs_inflight *me)
+{
+	if (me->consumed >= me->len) {
+		drop(r, me);
+		return;
+	}
+	me->held = 1;
+	if (++r->blocks.nheld <= 2 * stfs_prefetch_blocks(r))
+		return;
+	for (struct stfs_inflight *o = r->blocks.list; o; o = o->next)
+		if (o->held && o != me) {
+			unhold(r, o);
+			return;
+		}
+}
+
+/* Copy [off, off + len) of block other, listed, when its fetch has
+ * brought those bytes (under mu, which it drops while copying): its
+ * fetch's result.  A held block whose bytes have all been read goes (the
+ * bytes are counted once each only if readers do not overlap, so a block
+ * may go early: a reader then fetches its bytes itself). */
+static int copy_listed(struct stfs_remote *r, struct stfs_inflight *other,
+		       size_t off, void *buf, size_t len)
+{
+	struct stfs_blocks *bl = &r->blocks;
+	int rc;
+
+	other->waiters++;
+	while (!other->done && off < other->ready_from)
+		pthread_cond_wait(&bl->cv, &bl->mu);
+	rc = other->done ? other->rc : 0;
+	pthread_mutex_unlock(&bl->mu);
+	if (!rc && len)
+		memcpy(buf, other->data + off, len);
+	pthread_mutex_lock(&bl->mu);
+	if (--other->waiters == 0)
+		pthread_cond_broadcast(&bl->cv);
+	if (!rc && (other->consumed += len) >= other->len && other->held)
+		unhold(r, other);
+	return rc;
+}
+
+void stfs_blocks_write(struct stfs_remote *r, struct stfs_inflight *me)
+{
+	(void)stfs_cache_put(stfs_remote_cache(r), &me->s->cobj, me->block,
+			     me->data, me->len);
+	pthread_mutex_lock(&r->blocks.mu);
+	drop(r, me);
+	pthread_mutex_unlock(&r->blocks.mu);
+}
+
+void stfs_blocks_write_behind(struct stfs_fetcher *f)
+{
+	while (f->to_write) {
+		struct stfs_inflight *me = f->to_write;
+		struct stfs_remote *r = me->s->r;
+
+		f->to_write = me->later;
+		if (stfs_pool_give_writer(r, me))
+			stfs_blocks_write(r, me);
+	}
+}
+
+/* Fetch block me (listed by us) into me->data: reader's bytes [off, off
+ * + len) first, answered through early if given.  0 or -errno. */
+static int fetch_block(struct stfs_fetcher *f, struct stfs_inflight *me,
+		       size_t off, size_t len, struct stfs_early *early)
+{
+	struct stfs_object *s = me->s;
+	struct stfs_remote *r = s->r;
+	uint64_t start = me->block * r->o.block;
+	/* A reader waiting in the middle of the block: fetch from its page
+	 * to the end first, so that it waits for its own bytes and not for
+	 * the block's earlier ones, then the start.  The block is complete
+	 * only after both. */
+	size_t cut = early ? off & ~(size_t)(TAIL_FIRST - 1) : 0, got;
+	struct stfs_request q = { s->url, s->etag, s->auth, start + cut,
+				  me->len - cut, s->size, 0, &s->closing,
+				  early };
+	struct stfs_error e = { 0 };
+	int rc;
+
+	if (early) {
+		early->at = off - cut;
+		early->len = len;
+	}
+	rc = stfs_httpc_fetch(&r->http, f->h, &q, me->data + cut, NULL, &got,
+			      NULL, &e);
+	if (!rc && cut) {
+		/* readers of the tail need not wait for the start */
+		pthread_mutex_lock(&r->blocks.mu);
+		me->ready_from = cut;
+		pthread_cond_broadcast(&r->blocks.cv);
+		pthread_mutex_unlock(&r->blocks.mu);
+		q.off = start;
+		q.len = cut;
+		q.early = NULL;
+		rc = stfs_httpc_fetch(&r->http, f->h, &q, me->data, NULL, &got,
+				      NULL, &e);
+	}
+	if (rc)
+		log_failure(s, q.off, q.len, &e);
+	return rc;
+}
+
+/* Bytes [off, off + len) of block b of s's cached object: from the cache,
+ * from a fetch of it under way, else fetched whole (and written to the
+ * cache by stfs_blocks_write_behind()).  With early, a fetch answers the
+ * reader through it as soon as those bytes have come (early->done: buf
+ * is then the reader's no more, and untouched). */
+static int block_read(struct stfs_fetcher *f, struct stfs_object *s,
+		      uint64_t b, size_t off, void *buf, size_t len,
+		      struct stfs_early *early)
+{
+	struct stfs_remote *r = s->r;
+	struct stfs_blocks *bl = &r->blocks;
+	size_t blen = stfs_block_len(s, b);
+	struct stfs_inflight *me, **p;
+	int rc;
+
+	if (stfs_cache_read(&s->cobj, b, blen, off, buf, len) == 0) {
+		r->count.hits++;
+		return 0;
+	}
+	if (r->o.offline) {
+		struct stfs_error e = { 0 };
+
+		snprintf(e.msg, sizeof(e.msg), "not in the cache, and offline");
+		log_failure(s, b * r->o.block + off, len, &e);
+		return -EIO;
+	}
+	pthread_mutex_lock(&bl->mu);
+	if (*(p = find(bl, s, b))) {
+		/* wait for that fetch (or the part of it with our bytes);
+		 * its failure is ours too */
+		rc = copy_listed(r, *p, off, buf, len);
+		pthread_mutex_unlock(&bl->mu);
+		return rc;
+	}
+	if (!(me = calloc(1, sizeof(*me)))) {
+		pthread_mutex_unlock(&bl->mu);
+		return -ENOMEM;
+	}
+	*me = (struct stfs_inflight){ .s = s, .block = b, .len = blen,
+				      .ready_from = SIZE_MAX };
+	*p = me;
+	pthread_mutex_unlock(&bl->mu);
+
+	rc = -ENOMEM;
+	if ((me->data = block_buf(r)) &&
+	    !(rc = fetch_block(f, me, off, len, early)) && len &&
+	    !(early && early->done))
+		memcpy(buf, me->data + off, len);
+	rc = rc == -EACCES || rc == -ENOMEM ? rc : rc ? -EIO : 0;
+	pthread_mutex_lock(&bl->mu);
+	me->rc = rc;
+	me->done = 1;
+	pthread_cond_broadcast(&bl->cv);
+	if (rc) {
+		drop(r, me);
+	} else if (!s->cobj.valid) {
+		hold(r, me);            /* no cache: a prefetch, for readers */
+	} else {
+		me->later = f->to_write;
+		f->to_write = me;
+	}
+	pthread_mutex_unlock(&bl->mu);
+	return rc;
+}
+
+/* No cache: bytes [off, off + len) of s from the blocks prefetched into
+ * memory where they are (or on their way), the rest fetched exactly, each
+ * run of missing bytes in one request. */
+static int read_uncached(struct stfs_fetcher *f, struct stfs_object *s,
+			 char *buf, size_t len, uint64_t off)
+{
+	struct stfs_remote *r = s->r;
+	size_t block = r->o.block, got;
+	struct stfs_error e = { 0 };
+	struct stfs_request q = { s->url, s->etag, s->auth, off, 0, s->size,
+				  0, &s->closing, NULL };
+	char *run = buf;
+	int rc;
+
+	for (;;) {
+		uint64_t b = off / block;
+		size_t in = (size_t)(off % block);
+		size_t n = block - in < len ? block - in : len;
+		struct stfs_inflight **p;
+
+		rc = -ENOENT;
+		if (len) {
+			pthread_mutex_lock(&r->blocks.mu);
+			if (*(p = find(&r->blocks, s, b)))
+				rc = copy_listed(r, *p, in, buf, n);
+			pthread_mutex_unlock(&r->blocks.mu);
+			if (rc && rc != -ENOENT)
+				return rc == -EACCES ? rc : -EIO;
+		}
+		if (rc && len) {
+			q.len += n;             /* missing: joins the run */
+		} else if (q.len) {             /* a run ends: fetch it */
+			if ((rc = stfs_httpc_fetch(&r->http, f->h, &q, run,
+						   NULL, &got, NULL, &e))) {
+				log_failure(s, q.off, q.len, &e);
+				return rc == -EACCES ? rc : -EIO;
+			}
+			q.len = 0;
+		}
+		if (!len)
+			return 0;
+		buf += n;
+		off += n;
+		len -= n;
+		if (!q.len) {
+			run = buf;
+			q.off = off;
+		}
+	}
+}
+
+int stfs_blocks_read(struct stfs_fetcher *f, struct stfs_object *s,
+		     void *buf, size_t len, uint64_t off,
+		     struct stfs_early *early)
+{
+	size_t block = s->r->o.block;
+	int rc;
+
+	if (!s->cobj.valid)
+		return s->r->o.offline ? -EIO :
+		       read_uncached(f, s, buf, len, off);
+	/* early answers are for a read within one block */
+	if (off / block != (off + len - 1) / block)
+		early = NULL;
+	while (len) {
+		uint64_t b = off / block;
+		size_t in = (size_t)(off % block);
+		size_t n = block - in < len ? block - in : len;
+
+		if ((rc = block_read(f, s, b, in, buf, n, early)))
+			return rc;
+		buf = (char *)buf + n;
+		off += n;
+		len -= n;
+	}
+	return 0;
+}
+
+void stfs_blocks_prefetch(struct stfs_fetcher *f, struct stfs_object *o,
+			  uint64_t b)
+{
+	char none;
+
+	(void)block_read(f, o, b, 0, &none, 0, NULL);
+}
+
+void stfs_blocks_forget(struct stfs_blocks *bl, const struct stfs_object *o)
+{
+	pthread_mutex_lock(&bl->mu);
+	for (;;) {
+		struct stfs_inflight *p = bl->list;
+
+		while (p && !(p->s == o && p->held))
+			p = p->next;
+		if (!p)
+			break;
+		unhold(o->r, p);
+	}
+	pthread_mutex_unlock(&bl->mu);
+}

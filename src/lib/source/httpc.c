@@ -1,0 +1,557 @@
+/*
+ * httpc.c: the HTTP client of the remote layer: one request (a range of
+ * an object, or a whole API answer) with its timeouts, its checks and its
+ * retries, written once for every source (plain URLs, the Hub, S3).
+ *
+ * A range is asked for with If-Match on the ETag seen at open, and its
+ * answer must be a 206 for exactly those bytes of an object of that size
+ * and version (check_range(), which also lets a reader be answered from
+ * the first bytes before the rest have come): a server that ignores
+ * ranges, an object that changed, a short or overlong body is an error,
+ * never bytes of two versions mixed.
+ *
+ * Failures that may pass (no connection, a stall, 5xx, 429) are retried
+ * with exponential backoff and jitter, honouring Retry-After; then the
+ * request fails.  401/403 are EACCES, 404/410 ENOENT.  Connect and stall
+ * timeouts bound every attempt (a stall: under min_speed for the stall
+ * timeout, so a trickle too), so a request ends in bounded time: at most
+ * (retries + 1) x (connect + stall timeout + length / min_speed) plus the
+ * backoffs.  Credentials are never sent to another host on a redirect
+ * (libcurl's default, kept), TLS is verified (libcurl's default; trust()
+ * reads the usual CA variables), and the usual proxy variables apply
+ * (libcurl reads them).  The bytes move on the transfer threads
+ * (transfer.c); synchronous requests (opening, headers, API calls) take
+ * a handle from a small pool of idle ones, kept with their connections.
+ */
+#define _GNU_SOURCE
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "format.h"
+#include "remote.h"
+
+/* One attempt of a request, as its bytes come. */
+struct xfer {
+	CURL *h;
+	struct stfs_transfers *t;
+	const struct stfs_request *q;
+	char *buf;
+	size_t len, got;
+	int whole;                  /* a whole body (200), buf grown to len */
+	int overflow;
+	int not_partial;            /* a body that is not a 206's: dropped */
+	char why[4096];             /* the start of an error's body */
+	size_t why_len;
+	struct stfs_http_resp r;
+};
+
+static const char *reason(long status)
+{
+	switch (status) {
+	case 400: return " (Bad Request)";
+	case 401: return " (Unauthorized)";
+	case 403: return " (Forbidden)";
+	case 404: return " (Not Found)";
+	case 410: return " (Gone)";
+	case 416: return " (Range Not Satisfiable)";
+	case 429: return " (Too Many Requests)";
+	case 500: return " (Internal Server Error)";
+	case 502: return " (Bad Gateway)";
+	case 503: return " (Service Unavailable)";
+	case 504: return " (Gateway Timeout)";
+	default: return "";
+	}
+}
+
+/*
+ * Does a 206 answer r fit request q?  With final, got bytes came and
+ * must be exactly the range asked; without, the headers alone must
+ * promise it (so that its first bytes may be used before the rest).
+ * While opening (want_total unknown) a short answer at the object's end
+ * is fine, but only once it is complete.  0, or -EIO (another range),
+ * -ESTALE (another version) with err filled.
+ */
+static int check_range(const struct stfs_request *q,
+		       const struct stfs_http_resp *r, size_t got, int final,
+		       struct stfs_error *err)
+{
+	uint64_t off = q->off, want = q->want_total;
+	size_t len = q->len;
+	int ok;
+
+	if (want != UINT64_MAX)
+		ok = r->has_range && r->range_first == off && len &&
+		     r->range_last == off + len - 1 && r->total == want &&
+		     (!final || got == len);
+	else
+		ok = final && r->has_range && r->range_first == off && got &&
+		     r->range_last == off + got - 1 &&
+		     (got == len || r->range_last + 1 == r->total);
+	if (!ok)
+		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the server "
+				 "answered bytes %" PRIu64 "-%" PRIu64 " (%zu "
+				 "received) for bytes %" PRIu64 "-%" PRIu64,
+				 r->range_first, r->range_last, got, off,
+				 off + len - 1);
+	if (q->etag && q->etag[0] && r->etag[0] && strcmp(q->etag, r->etag))
+		return stfs_fail(err, -ESTALE, NULL, STFS_NO_OFFSET, "the "
+				 "object changed (ETag %s, was %s)", r->etag,
+				 q->etag);
+	return 0;
+}
+
+/* The answer so far promises exactly the range asked for, of the object
+ * and version seen at open: its bytes may be used before the end. */
+static int answer_ok(const struct xfer *x)
+{
+	long status = 0;
+
+	curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
+	return status == 206 && !x->q->whole && !x->r.encoded &&
+	       check_range(x->q, &x->r, 0, 0, NULL) == 0;
+}
+
+static size_t on_data(char *p, size_t sz, size_t n, void *ud)
+{
+	struct xfer *x = ud;
+	size_t k = sz * n;
+	long status = 0;
+
+	curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
+	if (status >= 400) {
+		/* an error page: keep its start, it may say why */
+		size_t room = sizeof(x->why) - 1 - x->why_len;
+
+		memcpy(x->why + x->why_len, p, k < room ? k : room);
+		x->why_len += k < room ? k : room;
+		x->why[x->why_len] = '\0';
+		if (k < room)
+			return k;
+		x->not_partial = 1;
+		return 0;
+	}
+	if (status != (x->whole ? 200 : 206)) {
+		/* a whole object for a range: stop now */
+		x->not_partial = 1;
+		return 0;
+	}
+	if (k > x->len - x->got) {
+		x->overflow = 1;
+		return 0;               /* more than asked for: stop */
+	}
+	if (x->whole) {
+		char *nb = realloc(x->buf, x->got + k + 1);
+
+		if (!nb) {
+			x->overflow = 1;
+			return 0;
+		}
+		x->buf = nb;
+	}
+	memcpy(x->buf + x->got, p, k);
+	x->got += k;
+	if (x->q->early && !x->q->early->ready &&
+	    x->got >= x->q->early->at + x->q->early->len && answer_ok(x)) {
+		/* bytes before got are written for good: the fetching
+		 * thread answers its reader from them (answer_now()) */
+		x->q->early->ready = 1;
+		stfs_transfer_wake(x->t, x->h);
+	}
+	return k;
+}
+
+/* On the fetching thread, once on_data() found its reader's bytes in. */
+static void answer_now(void *arg)
+{
+	struct xfer *x = arg;
+	struct stfs_early *e = x->q->early;
+
+	if (e && e->ready && !e->done) {
+		e->done = 1;
+		e->fn(e->arg, x->buf + e->at);
+	}
+}
+
+static size_t on_header(char *p, size_t sz, size_t n, void *ud)
+{
+	stfs_http_header_line(p, sz * n, &((struct xfer *)ud)->r);
+	return sz * n;
+}
+
+/* libcurl's progress callback: non-zero aborts the transfer. */
+static int on_progress(void *ud, curl_off_t dt, curl_off_t dn,
+		       curl_off_t ut, curl_off_t un)
+{
+	const atomic_int *cancel = ud;
+
+	(void)dt, (void)dn, (void)ut, (void)un;
+	return cancel && atomic_load(cancel);
+}
+
+/* Why the server refused a request, from what it said: the Hub's
+ * X-Error-Message, an S3 error document, or a JSON {"error": ...}. */
+static void why(const struct xfer *x, char *out, size_t outsz)
+{
+	json_object *j, *e;
+
+	out[0] = '\0';
+	if (x->r.error_message[0]) {
+		snprintf(out, outsz, "%s", x->r.error_message);
+		return;
+	}
+	if (stfs_s3_error_parse(x->why, x->why_len, out, outsz) == 0)
+		return;
+	if ((j = json_tokener_parse(x->why))) {
+		if (json_object_is_type(j, json_type_object) &&
+		    json_object_object_get_ex(j, "error", &e) &&
+		    json_object_is_type(e, json_type_string))
+			snprintf(out, outsz, "%s", json_object_get_string(e));
+		json_object_put(j);
+	}
+	for (char *p = out; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = ' ';
+}
+
+/* The CA certificates that TLS peers are verified against: the source's
+ * own (AWS_CA_BUNDLE for S3, REQUESTS_CA_BUNDLE for the Hub), else
+ * CURL_CA_BUNDLE or SSL_CERT_FILE and SSL_CERT_DIR as the curl tool and
+ * OpenSSL read them, else libcurl's built-in bundle.  libcurl itself
+ * reads none of these variables. */
+static void trust(CURL *h, const struct stfs_auth *a)
+{
+	const char *file = getenv("CURL_CA_BUNDLE"), *dir;
+
+	if (!file || !*file)
+		file = getenv("SSL_CERT_FILE");
+	dir = getenv("SSL_CERT_DIR");
+	if (a && a->ca_file) {
+		file = a->ca_file;
+		dir = NULL;
+	}
+	if (file && *file)
+		curl_easy_setopt(h, CURLOPT_CAINFO, file);
+	if (dir && *dir)
+		curl_easy_setopt(h, CURLOPT_CAPATH, dir);
+}
+
+/* What the request carries: If-Match, a signature, credentials, and its
+ * URL (with a presigned URL's query).  The headers, or NULL with
+ * errbuf set when that failed (*fail). */
+static struct curl_slist *request_auth(CURL *h, const struct stfs_request *q,
+				       char *errbuf, int *fail)
+{
+	const struct stfs_auth *a = q->auth;
+	struct curl_slist *hdrs = NULL;
+	char cond[300], *full;
+	int ok = 1;
+
+	*fail = 0;
+	if (q->etag && q->etag[0] == '"') {     /* a strong one */
+		snprintf(cond, sizeof(cond), "If-Match: %s", q->etag);
+		hdrs = curl_slist_append(NULL, cond);
+	}
+	if (a && a->sign)
+		hdrs = stfs_auth_headers(a, q->url, hdrs, &ok);
+	if (!ok) {
+		snprintf(errbuf, CURL_ERROR_SIZE, "cannot sign the request");
+		goto fail;
+	}
+	if (a && a->user) {
+		/* like the bearer token: for this URL's host alone */
+		curl_easy_setopt(h, CURLOPT_USERNAME, a->user);
+		curl_easy_setopt(h, CURLOPT_PASSWORD,
+				 a->password ? a->password : "");
+	} else if (!a || (!a->bearer && !a->sign)) {
+		/* no credentials of its own: those of ~/.netrc (or $NETRC)
+		 * for the host asked, as curl -n, wget and Python do */
+		const char *netrc = getenv("NETRC");
+
+		curl_easy_setopt(h, CURLOPT_NETRC, (long)CURL_NETRC_OPTIONAL);
+		if (netrc && *netrc)
+			curl_easy_setopt(h, CURLOPT_NETRC_FILE, netrc);
+	}
+	if (a && a->bearer) {
+		/* libcurl sends it to this URL's host only, never on to
+		 * the host a redirect points to */
+		curl_easy_setopt(h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BEARER);
+		curl_easy_setopt(h, CURLOPT_XOAUTH2_BEARER, a->bearer);
+	}
+	trust(h, a);
+	if (a && a->query) {
+		if (asprintf(&full, "%s?%s", q->url, a->query) < 0) {
+			snprintf(errbuf, CURL_ERROR_SIZE, "out of memory");
+			goto fail;
+		}
+		curl_easy_setopt(h, CURLOPT_URL, full);   /* copied */
+		memset(full, 0, strlen(full));
+		free(full);
+	} else {
+		curl_easy_setopt(h, CURLOPT_URL, q->url);
+	}
+	return hdrs;
+fail:
+	curl_slist_free_all(hdrs);
+	*fail = 1;
+	return NULL;
+}
+
+static CURLcode perform(struct stfs_http_client *c, CURL *h, struct xfer *x,
+			long *status, char *errbuf)
+{
+	const struct stfs_request *q = x->q;
+	const struct stfs_remote_opts *o = c->o;
+	struct curl_slist *hdrs;
+	char range[64];
+	CURLcode rc;
+	int fail;
+
+	curl_easy_reset(h);
+	if (!q->whole) {
+		snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, q->off,
+			 q->off + q->len - 1);
+		curl_easy_setopt(h, CURLOPT_RANGE, range);
+	}
+	hdrs = request_auth(h, q, errbuf, &fail);
+	if (fail)
+		return CURLE_OUT_OF_MEMORY;
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+			 (long)o->connect_timeout_ms);
+	/* a stall: under min_speed (at least 1 byte/s) on average for the
+	 * stall timeout, so a trickle ends as surely as a silence does */
+	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT,
+			 (long)(o->min_speed ? (o->min_speed < LONG_MAX ?
+						o->min_speed : LONG_MAX) : 1));
+	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
+			 (long)((o->stall_timeout_ms + 999) / 1000));
+	/* a signed request is for its host alone */
+	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION,
+			 q->auth && q->auth->sign ? 0L : 1L);
+	curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h, CURLOPT_USERAGENT, "stfs/" STFS_VERSION);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)q->cancel);
+	errbuf[0] = '\0';
+	rc = stfs_transfer(&c->transfers, h, answer_now, x);
+	*status = 0;
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+	curl_slist_free_all(hdrs);
+	return rc;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec t = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&t, &t) < 0 && errno == EINTR)
+		;
+}
+
+/* Backoff before attempt k (1, 2, ...): 200 ms doubling, at most 5 s,
+ * +-50% jitter; a Retry-After (at most 30 s) instead when given. */
+static unsigned backoff_ms(struct stfs_http_client *c, unsigned k,
+			   unsigned retry_after_s)
+{
+	unsigned base = 200u << (k > 5 ? 5 : k - 1), x;
+
+	if (retry_after_s)
+		return (retry_after_s > 30 ? 30 : retry_after_s) * 1000u;
+	if (base > 5000)
+		base = 5000;
+	/* a step of a Weyl sequence, mixed (xorshift-multiply) */
+	x = atomic_fetch_add(&c->jitter, 0x9e3779b9u);
+	x ^= x >> 16;
+	x *= 0x7feb352du;
+	x ^= x >> 15;
+	return base / 2 + x % (base + 1);
+}
+
+/* What an attempt's outcome means: 0 (done: the answer is in x), or the
+ * error (err filled) and whether it may pass (*again). */
+static int judge(const struct xfer *x, CURLcode rc, long status,
+		 const char *errbuf, int *again, struct stfs_error *err)
+{
+	const struct stfs_request *q = x->q;
+	char because[600];
+	int code;
+
+	*again = 0;
+	if (rc == CURLE_WRITE_ERROR && x->not_partial)
+		rc = CURLE_OK;          /* judged by its status below */
+	if (rc == CURLE_WRITE_ERROR && x->overflow)
+		return stfs_fail(err, q->whole ? -EFBIG : -EIO, NULL,
+				 STFS_NO_OFFSET, "the server sent more than "
+				 "the %zu bytes asked for", x->len);
+	if (rc != CURLE_OK) {
+		*again = rc != CURLE_UNSUPPORTED_PROTOCOL &&
+			 rc != CURLE_URL_MALFORMAT &&
+			 rc != CURLE_TOO_MANY_REDIRECTS &&
+			 rc != CURLE_OUT_OF_MEMORY &&
+			 rc != CURLE_PEER_FAILED_VERIFICATION;
+		return stfs_fail(err, rc == CURLE_COULDNT_RESOLVE_HOST ?
+				 -EHOSTUNREACH : -ENETUNREACH, NULL,
+				 STFS_NO_OFFSET, "%s", errbuf[0] ? errbuf :
+				 curl_easy_strerror(rc));
+	}
+	if ((status == 200 || status == 206) && x->r.encoded)
+		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the server "
+				 "sent the bytes encoded (Content-Encoding: "
+				 "%s), which stfs never asks for",
+				 x->r.encoding[0] ? x->r.encoding : "?");
+	if (q->whole && status == 200)
+		return 0;
+	if (!q->whole && status == 206)
+		return check_range(q, &x->r, x->got, 1, err);
+	if (status == 200 || (q->whole && status == 206))
+		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the server "
+				 "ignores range requests (200 for a range)");
+	if (status == 416 && q->want_total == UINT64_MAX && x->r.has_total &&
+	    x->r.total == 0)
+		return 0;               /* an empty object */
+	if (status == 412)
+		return stfs_fail(err, -ESTALE, NULL, STFS_NO_OFFSET, "the "
+				 "object changed since it was opened (412)");
+	if (status >= 300 && status < 400)
+		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "HTTP %ld: a "
+				 "redirect, not followed%s", status,
+				 q->auth && q->auth->sign ? " (a signed "
+				 "request is for its host only; is the region "
+				 "or the addressing style right?)" : "");
+	code = status == 401 || status == 403 ? -EACCES :
+	       status == 404 || status == 410 ? -ENOENT : -EIO;
+	*again = status == 429 || status >= 500;
+	why(x, because, sizeof(because));
+	return stfs_fail(err, code, NULL, STFS_NO_OFFSET, "HTTP %ld%s%s%s",
+			 status, reason(status), because[0] ? ": " : "",
+			 because);
+}
+
+int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
+		     const struct stfs_request *q, char *buf, char **body,
+		     size_t *got, struct stfs_http_resp *resp,
+		     struct stfs_error *err)
+{
+	char errbuf[CURL_ERROR_SIZE];
+	unsigned retry_after = 0;
+
+	for (unsigned k = 0;; k++) {
+		struct xfer x = { .h = h, .t = &c->transfers, .q = q,
+				  .buf = q->whole ? NULL : buf, .len = q->len,
+				  .whole = q->whole };
+		long status;
+		CURLcode rc;
+		int again, code;
+
+		if (k) {
+			sleep_ms(backoff_ms(c, k, retry_after));
+			c->count->retries++;
+		}
+		if (q->cancel && atomic_load(q->cancel))
+			return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET,
+					 "closed while reading");
+		c->count->requests++;
+		rc = perform(c, h, &x, &status, errbuf);
+		c->count->bytes += x.got;
+		retry_after = x.r.retry_after_s;
+		if (!(code = judge(&x, rc, status, errbuf, &again, err))) {
+			if (q->whole && status == 200) {
+				x.buf[x.got] = '\0';
+				*body = x.buf;
+			} else if (q->whole) {
+				free(x.buf);    /* an empty object's 416 */
+			}
+			*got = x.got;
+			if (resp)
+				*resp = x.r;
+			return 0;
+		}
+		if (q->whole)
+			free(x.buf);
+		if (!again || k >= c->o->retries)
+			return code;
+	}
+}
+
+/* ---- the client ---------------------------------------------------------- */
+
+void stfs_httpc_init(struct stfs_http_client *c,
+		     const struct stfs_remote_opts *o,
+		     struct stfs_remote_counters *count)
+{
+	c->o = o;
+	c->count = count;
+	c->nidle = 0;
+	pthread_mutex_init(&c->idle_mu, NULL);
+	atomic_init(&c->jitter, (unsigned)time(NULL) ^ (unsigned)getpid() ^
+		    (unsigned)(uintptr_t)c);
+	stfs_transfers_init(&c->transfers);
+}
+
+CURL *stfs_httpc_handle(struct stfs_http_client *c)
+{
+	CURL *h = NULL;
+
+	pthread_mutex_lock(&c->idle_mu);
+	if (c->nidle)
+		h = c->idle[--c->nidle];
+	pthread_mutex_unlock(&c->idle_mu);
+	return h ? h : curl_easy_init();
+}
+
+void stfs_httpc_release(struct stfs_http_client *c, CURL *h)
+{
+	pthread_mutex_lock(&c->idle_mu);
+	if (h && c->nidle < STFS_IDLE_MAX) {
+		c->idle[c->nidle++] = h;
+		h = NULL;
+	}
+	pthread_mutex_unlock(&c->idle_mu);
+	curl_easy_cleanup(h);
+}
+
+void stfs_httpc_fini(struct stfs_http_client *c)
+{
+	stfs_transfers_fini(&c->transfers);
+	while (c->nidle)
+		curl_easy_cleanup(c->idle[--c->nidle]);
+	pthread_mutex_destroy(&c->idle_mu);
+}
+
+int stfs_http_get(struct stfs_remote *r, const char *url,
+		  const struct stfs_auth *auth, size_t max, char **body,
+		  size_t *len, struct stfs_http_resp *resp,
+		  struct stfs_error *err)
+{
+	struct stfs_request q = { url, NULL, auth, 0, max, UINT64_MAX, 1,
+				  NULL, NULL };
+	CURL *h;
+	int rc;
+
+	*body = NULL;
+	*len = 0;
+	if (!(h = stfs_httpc_handle(&r->http)))
+		return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET,
+				 "out of memory");
+	rc = stfs_httpc_fetch(&r->http, h, &q, NULL, body, len, resp, err);
+	stfs_httpc_release(&r->http, h);
+	return rc;
+}

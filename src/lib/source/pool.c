@@ -1,0 +1,355 @@
+/*
+ * pool.c: the threads of the block engine and what they are given: a
+ * pool of workers (connections= of them), each with one request on the
+ * wire at a time, the cache writer thread, and the prefetch policy that
+ * queues blocks ahead of a reader.
+ *
+ * Reads someone waits for come first; prefetches after, at most 2 x
+ * connections of them queued (so at most connections blocks of memory in
+ * flight for them).  A worker answers its reader itself, as soon as the
+ * reader's bytes are in (blocks.c), then hands the block to the writer
+ * thread and takes the next job: a connection never waits for the disk.
+ * Past 2 x connections blocks queued for the writer, a worker writes its
+ * own.  The threads start on first use, so that they belong to the daemon
+ * after it has gone to the background; the request loop never waits for
+ * the network.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "format.h"
+#include "remote.h"
+
+struct stfs_job {
+	struct stfs_object *s;
+	void *buf;
+	size_t len;
+	uint64_t off;
+	stfs_source_done done;      /* NULL: a prefetch of block off */
+	void *arg;
+	struct stfs_job *next;
+};
+
+void stfs_pool_init(struct stfs_pool *p)
+{
+	*p = (struct stfs_pool){ .queue_tail = &p->queue,
+				 .pf_tail = &p->pf_queue,
+				 .wq_tail = &p->wq };
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->work, NULL);
+	pthread_cond_init(&p->wq_cv, NULL);
+}
+
+/* One asynchronous read or prefetch of s is over (under mu). */
+static void job_over(struct stfs_object *s)
+{
+	if (--s->inflight == 0)
+		pthread_cond_broadcast(&s->idle);
+}
+
+static void *writer(void *arg)
+{
+	struct stfs_remote *r = arg;
+	struct stfs_pool *p = &r->pool;
+
+	pthread_mutex_lock(&p->mu);
+	for (;;) {
+		struct stfs_inflight *me;
+		struct stfs_object *s;
+
+		while (!p->wq && !p->stopping)
+			pthread_cond_wait(&p->wq_cv, &p->mu);
+		if (!(me = p->wq))
+			break;
+		if (!(p->wq = *stfs_inflight_later(me)))
+			p->wq_tail = &p->wq;
+		p->nwq--;
+		s = stfs_inflight_object(me);
+		pthread_mutex_unlock(&p->mu);
+		stfs_blocks_write(r, me);
+		pthread_mutex_lock(&p->mu);
+		job_over(s);
+	}
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+int stfs_pool_give_writer(struct stfs_remote *r, struct stfs_inflight *me)
+{
+	struct stfs_pool *p = &r->pool;
+
+	pthread_mutex_lock(&p->mu);
+	if (!p->writer_on || p->stopping || p->nwq >= 2 * r->o.connections) {
+		pthread_mutex_unlock(&p->mu);
+		return -1;
+	}
+	stfs_inflight_object(me)->inflight++;
+	*stfs_inflight_later(me) = NULL;
+	*p->wq_tail = me;
+	p->wq_tail = stfs_inflight_later(me);
+	p->nwq++;
+	pthread_cond_signal(&p->wq_cv);
+	pthread_mutex_unlock(&p->mu);
+	return 0;
+}
+
+/* A read job's bytes have come, before the rest of their block. */
+static void answer_early(void *arg, const char *bytes)
+{
+	struct stfs_job *j = arg;
+
+	memcpy(j->buf, bytes, j->len);
+	j->done(j->arg, 0);
+}
+
+/* The next job (under mu), or NULL when stopping. */
+static struct stfs_job *next_job(struct stfs_pool *p)
+{
+	struct stfs_job *j = NULL;
+
+	while (!p->queue && !p->pf_queue && !p->stopping)
+		pthread_cond_wait(&p->work, &p->mu);
+	if (p->queue) {
+		j = p->queue;
+		if (!(p->queue = j->next))
+			p->queue_tail = &p->queue;
+	} else if (p->pf_queue && !p->stopping) {
+		j = p->pf_queue;
+		if (!(p->pf_queue = j->next))
+			p->pf_tail = &p->pf_queue;
+		p->n_pf_queued--;
+	}
+	return j;
+}
+
+static void run_job(struct stfs_fetcher *f, struct stfs_job *j)
+{
+	struct stfs_remote *r = j->s->r;
+	struct stfs_early ea = { .fn = answer_early, .arg = j };
+	int rc;
+
+	if (!j->done) {
+		if (f->h)
+			stfs_blocks_prefetch(f, j->s, j->off);
+		return;
+	}
+	rc = f->h ? stfs_blocks_read(f, j->s, j->buf, j->len, j->off, &ea) :
+		    -ENOMEM;
+	if (!ea.done) {                 /* else answered already */
+		if (rc)
+			r->count.failed++;
+		j->done(j->arg, rc);
+	}
+}
+
+static void *worker(void *arg)
+{
+	struct stfs_remote *r = arg;
+	struct stfs_pool *p = &r->pool;
+	struct stfs_fetcher f = { .h = curl_easy_init() };
+	struct stfs_job *j;
+
+	pthread_mutex_lock(&p->mu);
+	while ((j = next_job(p))) {
+		pthread_mutex_unlock(&p->mu);
+		run_job(&f, j);
+		stfs_blocks_write_behind(&f);
+		pthread_mutex_lock(&p->mu);
+		job_over(j->s);
+		free(j);
+	}
+	pthread_mutex_unlock(&p->mu);
+	curl_easy_cleanup(f.h);
+	return NULL;
+}
+
+/* Start the workers (under mu); 0, or -errno if none could start.  In a
+ * child forked while they ran, they are the parent's: new ones start. */
+static int start_workers(struct stfs_remote *r)
+{
+	struct stfs_pool *p = &r->pool;
+
+	if (p->nworkers && p->pid == getpid())
+		return 0;
+	if (p->nworkers) {
+		free(p->workers);
+		p->nworkers = 0;
+		p->writer_on = 0;
+	}
+	p->pid = getpid();
+	p->workers = calloc(r->o.connections, sizeof(*p->workers));
+	if (!p->workers)
+		return -ENOMEM;
+	p->stopping = 0;
+	for (unsigned i = 0; i < r->o.connections; i++)
+		if (pthread_create(&p->workers[p->nworkers], NULL, worker,
+				   r) == 0)
+			p->nworkers++;
+	if (p->nworkers && !p->writer_on)
+		p->writer_on = pthread_create(&p->writer_th, NULL, writer,
+					      r) == 0;
+	return p->nworkers ? 0 : -EAGAIN;
+}
+
+void stfs_pool_stop(struct stfs_remote *r)
+{
+	struct stfs_pool *p = &r->pool;
+	pthread_t *w;
+	unsigned n;
+
+	pthread_mutex_lock(&p->mu);
+	p->stopping = 1;
+	while (p->pf_queue) {           /* not worth fetching now */
+		struct stfs_job *j = p->pf_queue;
+
+		p->pf_queue = j->next;
+		job_over(j->s);
+		free(j);
+	}
+	p->pf_tail = &p->pf_queue;
+	p->n_pf_queued = 0;
+	pthread_cond_broadcast(&p->work);
+	w = p->workers;
+	n = p->pid == getpid() ? p->nworkers : 0;
+	p->workers = NULL;
+	p->nworkers = 0;
+	pthread_mutex_unlock(&p->mu);
+	for (unsigned i = 0; i < n; i++)
+		pthread_join(w[i], NULL);
+	free(w);
+	pthread_mutex_lock(&p->mu);
+	n = p->writer_on && p->pid == getpid();
+	p->writer_on = 0;
+	pthread_cond_broadcast(&p->wq_cv);
+	pthread_mutex_unlock(&p->mu);
+	if (n)                          /* it writes what is queued, and ends */
+		pthread_join(p->writer_th, NULL);
+}
+
+/* Queue prefetches of the blocks of [from, to) not queued yet (under mu). */
+static void prefetch(struct stfs_object *s, uint64_t from, uint64_t to)
+{
+	struct stfs_remote *r = s->r;
+	struct stfs_pool *p = &r->pool;
+	uint64_t block = r->o.block, ahead = stfs_prefetch_blocks(r);
+	uint64_t nblocks = (s->size + block - 1) / block;
+	uint64_t b0 = from / block, b1, b;
+
+	if (r->o.offline || from >= to)
+		return;
+	b1 = (to + block - 1) / block;
+	if (b1 > nblocks)
+		b1 = nblocks;
+	if (b1 > b0 + ahead)
+		b1 = b0 + ahead;
+	/* a window that jumped (another place, another tensor) restarts */
+	if (s->pf_next < b0 || s->pf_next > b1 + ahead)
+		s->pf_next = b0;
+	for (b = s->pf_next > b0 ? s->pf_next : b0;
+	     b < b1 && p->n_pf_queued < 2 * r->o.connections; b++) {
+		struct stfs_job *j = malloc(sizeof(*j));
+
+		if (!j || start_workers(r)) {
+			free(j);
+			break;
+		}
+		*j = (struct stfs_job){ s, NULL, 0, b, NULL, NULL, NULL };
+		s->inflight++;
+		*p->pf_tail = j;
+		p->pf_tail = &j->next;
+		p->n_pf_queued++;
+		pthread_cond_signal(&p->work);
+	}
+	s->pf_next = b;
+}
+
+/*
+ * What a read says of the reads to come (under mu): the start of a tensor
+ * will most likely be followed by the rest of it, so the blocks ahead
+ * within it are fetched; a reader going on where its last read ended is
+ * reading in file order, so the blocks ahead are fetched, into the next
+ * tensors; a read anywhere else (a random reader) fetches nothing more.
+ */
+static void plan_prefetch(struct stfs_object *s, uint64_t off, size_t len,
+			  const struct stfs_extent *ext)
+{
+	uint64_t end = off + len, window = (uint64_t)stfs_prefetch_blocks(s->r) *
+					   s->r->o.block, slack = 1u << 20;
+	/* the kernel's readahead may send its requests (1 MiB each) a
+	 * little out of order */
+	int seq = s->next_off && off + slack >= s->next_off &&
+		  off <= s->next_off + slack;
+
+	s->streak = seq ? s->streak + 1 : 0;
+	if (end > s->next_off || !seq)
+		s->next_off = end;
+	if (ext && off == ext->off && ext->end > end)
+		prefetch(s, end, ext->end < end + window ? ext->end :
+			 end + window);
+	else if (seq && s->streak >= 2)
+		prefetch(s, end, end + window);
+}
+
+void stfs_pool_hit(struct stfs_object *s, uint64_t off, size_t len,
+		   const struct stfs_extent *ext)
+{
+	pthread_mutex_lock(&s->r->pool.mu);
+	plan_prefetch(s, off, len, ext);
+	pthread_mutex_unlock(&s->r->pool.mu);
+}
+
+void stfs_pool_read(struct stfs_object *s, void *buf, size_t len,
+		    uint64_t off, const struct stfs_extent *ext,
+		    stfs_source_done done, void *arg)
+{
+	struct stfs_pool *p = &s->r->pool;
+	struct stfs_job *j;
+	int rc;
+
+	if (!(j = malloc(sizeof(*j)))) {
+		done(arg, -ENOMEM);
+		return;
+	}
+	*j = (struct stfs_job){ s, buf, len, off, done, arg, NULL };
+	pthread_mutex_lock(&p->mu);
+	if ((rc = start_workers(s->r))) {
+		pthread_mutex_unlock(&p->mu);
+		free(j);
+		done(arg, rc);
+		return;
+	}
+	s->inflight++;
+	*p->queue_tail = j;
+	p->queue_tail = &j->next;
+	pthread_cond_signal(&p->work);
+	plan_prefetch(s, off, len, ext);
+	pthread_mutex_unlock(&p->mu);
+}
+
+void stfs_pool_drain(struct stfs_object *s)
+{
+	struct stfs_pool *p = &s->r->pool;
+
+	pthread_mutex_lock(&p->mu);
+	for (struct stfs_job **q = &p->pf_queue; *q;) {  /* its prefetches */
+		struct stfs_job *j = *q;
+
+		if (j->s != s) {
+			q = &j->next;
+			continue;
+		}
+		*q = j->next;
+		s->inflight--;
+		p->n_pf_queued--;
+		free(j);
+	}
+	p->pf_tail = &p->pf_queue;
+	while (*p->pf_tail)
+		p->pf_tail = &(*p->pf_tail)->next;
+	while (s->inflight)             /* reads still on the wire */
+		pthread_cond_wait(&s->idle, &p->mu);
+	pthread_mutex_unlock(&p->mu);
+}

@@ -1,0 +1,341 @@
+/*
+ * remote.c: the remote layer of one model as one object: its options,
+ * parsed from the `-o KEY=VALUE` text that `stfs mount` and `stfs
+ * inspect` pass on, and the object made from them (struct stfs_remote,
+ * remote.h) that owns the transfer threads, the workers, the blocks in
+ * flight, the cache writer, the cache store and the statistics.
+ *
+ * The object starts no thread: its threads start on first use, so that
+ * they belong to the daemon after it has gone to the background, and
+ * stfs_remote_park() stops the transfer threads once the model is open
+ * (the daemon forks after that).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "format.h"
+#include "remote.h"
+
+/* ---- options ------------------------------------------------------------- */
+
+static void defaults(struct stfs_remote_opts *o)
+{
+	*o = (struct stfs_remote_opts){
+		.connect_timeout_ms = 10000,
+		.stall_timeout_ms = 30000,
+		.retries = 3,
+		.connections = 8,
+		.min_speed = 16384,
+		.block = 4u << 20,
+		.cache_max = 10ULL << 30,
+	};
+}
+
+struct stfs_remote_opts *stfs_remote_opts_new(void)
+{
+	struct stfs_remote_opts *o = malloc(sizeof(*o));
+	const char *base;
+	int rc = 0;
+
+	if (!o)
+		return NULL;
+	defaults(o);
+	if ((base = getenv("XDG_CACHE_HOME")) && *base == '/')
+		rc = asprintf(&o->cache_dir, "%s/stfs", base);
+	else if ((base = getenv("HOME")) && *base == '/')
+		rc = asprintf(&o->cache_dir, "%s/.cache/stfs", base);
+	if (rc < 0) {
+		free(o);
+		return NULL;
+	}
+	return o;
+}
+
+void stfs_remote_opts_free(struct stfs_remote_opts *o)
+{
+	if (!o)
+		return;
+	free(o->cache_dir);
+	free(o);
+}
+
+void stfs_remote_opts_log(struct stfs_remote_opts *o,
+			  void (*fn)(void *ctx, const char *line), void *ctx)
+{
+	o->log = fn;
+	o->log_ctx = ctx;
+}
+
+/* "10G", "512M", "4096": bytes, or 0 if it is not a size. */
+static uint64_t parse_size(const char *t)
+{
+	char *end;
+	unsigned long long v;
+	int shift = 0;
+
+	if (!t || !*t || strspn(t, "0123456789") == 0)
+		return 0;
+	errno = 0;
+	v = strtoull(t, &end, 10);
+	switch (*end) {
+	case 'K': case 'k': shift = 10; end++; break;
+	case 'M': case 'm': shift = 20; end++; break;
+	case 'G': case 'g': shift = 30; end++; break;
+	case 'T': case 't': shift = 40; end++; break;
+	}
+	if (errno || *end || !v || v > (UINT64_MAX >> shift))
+		return 0;
+	return (uint64_t)v << shift;
+}
+
+/* A number of only decimal digits from lo to hi: 0, or -EINVAL. */
+static int number(const char *text, unsigned long lo, unsigned long hi,
+		  unsigned long *out)
+{
+	unsigned long v;
+	char *end;
+
+	errno = 0;
+	v = strtoul(text, &end, 10);
+	if (!*text || strspn(text, "0123456789") != strlen(text) || errno ||
+	    *end || v < lo || v > hi)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* The number options: seconds, counts. */
+static const struct {
+	const char *key;
+	unsigned long lo, hi;
+	const char *want;
+	size_t field;           /* offset of an unsigned in the options */
+	unsigned scale;
+} numbers[] = {
+	{ "connect_timeout", 1, 3600, "1 to 3600 (seconds)",
+	  offsetof(struct stfs_remote_opts, connect_timeout_ms), 1000 },
+	{ "stall_timeout", 1, 3600, "1 to 3600 (seconds)",
+	  offsetof(struct stfs_remote_opts, stall_timeout_ms), 1000 },
+	{ "retries", 0, 100, "0 to 100",
+	  offsetof(struct stfs_remote_opts, retries), 1 },
+	{ "connections", 1, 256, "1 to 256",
+	  offsetof(struct stfs_remote_opts, connections), 1 },
+};
+
+static int bad(char *why, size_t whysz, const char *opt, const char *want)
+{
+	snprintf(why, whysz, "%s: give %s", opt, want);
+	return -EINVAL;
+}
+
+/* cache=DIR: made absolute now (the daemon runs in /). */
+static int set_cache(struct stfs_remote_opts *o, const char *opt,
+		     const char *dir, char *why, size_t whysz)
+{
+	char *abs = NULL, *cwd;
+
+	if (dir[0] == '/') {
+		abs = strdup(dir);
+	} else if ((cwd = getcwd(NULL, 0))) {
+		if (asprintf(&abs, "%s/%s", cwd, dir) < 0)
+			abs = NULL;
+		free(cwd);
+	}
+	if (!abs) {
+		snprintf(why, whysz, "%s: %s", opt, strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	if (strlen(abs) > STFS_CACHE_DIR_MAX) {
+		snprintf(why, whysz, "%s: %s", opt, strerror(ENAMETOOLONG));
+		free(abs);
+		return -ENAMETOOLONG;
+	}
+	free(o->cache_dir);
+	o->cache_dir = abs;
+	o->cache_given = 1;
+	return 0;
+}
+
+/* The options that take a size or a word. */
+static int set_other(struct stfs_remote_opts *o, const char *opt,
+		     const char *key, size_t klen, const char *v, char *why,
+		     size_t whysz)
+{
+#define IS(k) (klen == strlen(k) && strncmp(key, k, klen) == 0)
+	uint64_t n;
+
+	if (IS("block_size") && v) {
+		n = parse_size(v);
+		if (n < (64u << 10) || n > (64u << 20) || (n & (n - 1)))
+			return bad(why, whysz, opt, "a power of two from 64K "
+				   "to 64M, such as 1M");
+		o->block = (size_t)n;
+	} else if (IS("min_speed") && v) {
+		n = strcmp(v, "0") ? parse_size(v) : 0;
+		if (strcmp(v, "0") && (!n || n > (1u << 30)))
+			return bad(why, whysz, opt, "bytes per second up to "
+				   "1G, such as 16K, or 0");
+		o->min_speed = n;
+	} else if (IS("cache_size") && v) {
+		if (!(n = parse_size(v)))
+			return bad(why, whysz, opt, "a size such as 10G, 512M "
+				   "or 1048576");
+		o->cache_max = n;
+	} else if (IS("cache") && v) {
+		return set_cache(o, opt, v, why, whysz);
+	} else if (IS("s3_style") && v) {
+		if (strcmp(v, "path") && strcmp(v, "virtual"))
+			return bad(why, whysz, opt, "path or virtual");
+		o->s3_style = v[0] == 'p' ? STFS_S3_PATH : STFS_S3_VIRTUAL;
+	} else if (IS("nocache") && !v) {
+		o->nocache = 1;
+	} else if (IS("offline") && !v) {
+		o->offline = 1;
+	} else {
+		return 1;
+	}
+	return 0;
+#undef IS
+}
+
+int stfs_remote_opts_set(struct stfs_remote_opts *o, const char *opt,
+			 char *why, size_t whysz)
+{
+	const char *eq = strchr(opt, '=');
+	size_t klen = eq ? (size_t)(eq - opt) : strlen(opt);
+	unsigned long v;
+
+	why[0] = '\0';
+	for (size_t i = 0; i < sizeof(numbers) / sizeof(numbers[0]); i++) {
+		if (!eq || klen != strlen(numbers[i].key) ||
+		    strncmp(opt, numbers[i].key, klen))
+			continue;
+		if (number(eq + 1, numbers[i].lo, numbers[i].hi, &v))
+			return bad(why, whysz, opt, numbers[i].want);
+		*(unsigned *)(void *)((char *)o + numbers[i].field) =
+			(unsigned)v * numbers[i].scale;
+		return 0;
+	}
+	return set_other(o, opt, opt, klen, eq ? eq + 1 : NULL, why, whysz);
+}
+
+int stfs_remote_opts_check(const struct stfs_remote_opts *o, char *why,
+			   size_t whysz)
+{
+	why[0] = '\0';
+	if (o->nocache && (o->offline || o->cache_given)) {
+		snprintf(why, whysz, "nocache goes with neither cache= nor "
+			 "offline");
+		return -EINVAL;
+	}
+	if (!o->nocache && o->cache_dir &&
+	    strlen(o->cache_dir) > STFS_CACHE_DIR_MAX) {
+		snprintf(why, whysz, "cache=%s: %s", o->cache_dir,
+			 strerror(ENAMETOOLONG));
+		return -ENAMETOOLONG;
+	}
+	return 0;
+}
+
+/* ---- the object ---------------------------------------------------------- */
+
+int stfs_remote_new(const struct stfs_remote_opts *opts,
+		    struct stfs_remote **out, struct stfs_error *err)
+{
+	struct stfs_remote *r = calloc(1, sizeof(*r));
+	int rc;
+
+	*out = NULL;
+	if (!r)
+		return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET,
+				 "out of memory");
+	if (opts) {
+		r->o = *opts;
+		r->o.cache_dir = NULL;
+		if (!opts->nocache && opts->cache_dir &&
+		    !(r->o.cache_dir = strdup(opts->cache_dir))) {
+			free(r);
+			return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET,
+					 "out of memory");
+		}
+	} else {
+		defaults(&r->o);
+	}
+	if (!r->o.connections)
+		r->o.connections = 1;
+	if (r->o.cache_dir && (rc = stfs_cache_init(&r->cache, r->o.cache_dir,
+						   r->o.cache_max,
+						   r->o.block))) {
+		free(r->o.cache_dir);
+		free(r);
+		return stfs_fail(err, rc, NULL, STFS_NO_OFFSET, "cache: %s",
+				 strerror(-rc));
+	}
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	stfs_httpc_init(&r->http, &r->o, &r->count);
+	stfs_blocks_init(&r->blocks);
+	stfs_pool_init(&r->pool);
+	*out = r;
+	return 0;
+}
+
+void stfs_remote_park(struct stfs_remote *r)
+{
+	if (r)
+		stfs_transfers_stop(&r->http.transfers, 1);
+}
+
+void stfs_remote_free(struct stfs_remote *r)
+{
+	if (!r)
+		return;
+	stfs_pool_stop(r);
+	stfs_httpc_fini(&r->http);
+	stfs_blocks_fini(&r->blocks);
+	pthread_mutex_destroy(&r->pool.mu);
+	pthread_cond_destroy(&r->pool.work);
+	pthread_cond_destroy(&r->pool.wq_cv);
+	if (r->o.cache_dir)
+		stfs_cache_fini(&r->cache);
+	free(r->o.cache_dir);
+	free(r);
+	curl_global_cleanup();
+}
+
+int stfs_remote_offline(const struct stfs_remote *r)
+{
+	return r->o.offline;
+}
+
+enum stfs_s3_style stfs_remote_s3_style(const struct stfs_remote *r)
+{
+	return r->o.s3_style;
+}
+
+struct stfs_cache *stfs_remote_cache(struct stfs_remote *r)
+{
+	return r->o.cache_dir ? &r->cache : NULL;
+}
+
+void stfs_remote_log(const struct stfs_remote *r, const char *line)
+{
+	if (r->o.log)
+		r->o.log(r->o.log_ctx, line);
+}
+
+void stfs_remote_stats(const struct stfs_remote *r,
+		       struct stfs_remote_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!r)
+		return;
+	out->requests = atomic_load(&r->count.requests);
+	out->retries = atomic_load(&r->count.retries);
+	out->bytes = atomic_load(&r->count.bytes);
+	out->cache_hits = atomic_load(&r->count.hits);
+	out->failed = atomic_load(&r->count.failed);
+}

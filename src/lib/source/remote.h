@@ -1,0 +1,313 @@
+/*
+ * remote.h: the remote layer of one mount, inside the source layer (never
+ * installed, and for src/lib/source alone): the remote object that every
+ * http(s)://, hf:// and s3:// source of a model belongs to, and the
+ * interfaces between the files that make it up.
+ *
+ *   remote.c     the options (parsed from key=value text) and the object
+ *   http.c       the source of one object behind a URL (it names an
+ *                object; hub.c and s3.c find the URLs)
+ *   blocks.c     the block engine: blocks in flight, the write-behind
+ *                cache writer, reads of an object's bytes by block
+ *   pool.c       the worker threads, their queues, the prefetch policy
+ *   httpc.c      the HTTP client: one request, its checks, retries
+ *   transfer.c   the threads that move every request's bytes (libcurl)
+ *   cache.c      the cache store on disk
+ *
+ * Everything here is state of one struct stfs_remote, made when a model
+ * is opened and freed with it: two models in one process can have two
+ * configurations, and nothing is shared but libcurl's own global state.
+ */
+#ifndef STFS_REMOTE_H
+#define STFS_REMOTE_H
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "source.h"
+
+/* ---- the options (remote.c) ------------------------------------------- */
+
+struct stfs_remote_opts {
+	unsigned connect_timeout_ms;    /* per attempt */
+	unsigned stall_timeout_ms;      /* under min_speed for this long */
+	unsigned retries;               /* after the first attempt */
+	unsigned connections;           /* parallel requests, >= 1 */
+	uint64_t min_speed;             /* bytes/s; 0: only no byte at all */
+	size_t block;                   /* bytes per block, a power of two */
+	char *cache_dir;                /* absolute, or NULL: no cache */
+	uint64_t cache_max;             /* bytes of blocks at most */
+	int cache_given, nocache, offline;
+	enum stfs_s3_style s3_style;
+	void (*log)(void *ctx, const char *line);
+	void *log_ctx;
+};
+
+/* ---- the cache store on disk (cache.c) --------------------------------- */
+
+#define STFS_CACHE_HEAD UINT64_MAX      /* the block of an object's head */
+#define STFS_CACHE_DIR_MAX 1024         /* the cache's own path, at most */
+
+/* The cache of one remote object: its directory, limit and use. */
+struct stfs_cache {
+	char *dir;
+	uint64_t max_bytes;
+	size_t block;                   /* blocks of another size live apart */
+	uint64_t used;                  /* bytes of blocks, as far as known */
+	uint64_t writing;               /* bytes of blocks being written */
+	int scanned;
+	pthread_mutex_t mu;
+};
+
+/* One version of one object in the cache. */
+struct stfs_cache_obj {
+	char dir[STFS_CACHE_DIR_MAX + 64];
+	uint64_t size;
+	int valid;              /* 0: not cached (no cache, or no version) */
+};
+
+/* A cache under dir (copied): 0, or -errno. */
+int stfs_cache_init(struct stfs_cache *c, const char *dir, uint64_t max,
+		    size_t block);
+void stfs_cache_fini(struct stfs_cache *c);
+/* The cache entry of url in version (an ETag or Last-Modified) and size,
+ * made if need be and remembered as the latest: 0, or -errno. */
+int stfs_cache_object(struct stfs_cache *c, const char *url,
+		      const char *version, uint64_t size,
+		      struct stfs_cache_obj *o);
+/* The latest version of url cached (for offline, or a server that is
+ * down): 0 with *o and version filled, or -ENOENT. */
+int stfs_cache_latest(struct stfs_cache *c, const char *url,
+		      struct stfs_cache_obj *o, char *version, size_t vsz);
+/* Bytes [off, off + len) of block number block (or STFS_CACHE_HEAD),
+ * whose length is block_len: 0, or -ENOENT when the block is not (wholly)
+ * there. */
+int stfs_cache_read(const struct stfs_cache_obj *o, uint64_t block,
+		    size_t block_len, size_t off, void *buf, size_t len);
+/* The block, whole, opened for reading (and marked recently used): a file
+ * descriptor, or -ENOENT.  A block evicted while open stays readable. */
+int stfs_cache_open_block(const struct stfs_cache_obj *o, uint64_t block,
+			  size_t block_len);
+/* len bytes at off of an open block: 0, or -ENOENT if it is shorter. */
+int stfs_cache_pread(int fd, void *buf, size_t len, size_t off);
+int stfs_cache_put(struct stfs_cache *c, const struct stfs_cache_obj *o,
+		   uint64_t block, const void *buf, size_t len);
+
+/* ---- the transfer threads (transfer.c) --------------------------------- */
+
+#define STFS_TRANSFER_LOOPS 2
+
+struct stfs_transfer_loop {
+	CURLM *multi;
+	pthread_t thread;
+	struct stfs_transfer_wait *to_add;
+	struct stfs_transfers *t;
+};
+
+struct stfs_transfers {
+	pthread_mutex_t mu;
+	struct stfs_transfer_loop loops[STFS_TRANSFER_LOOPS];
+	pid_t pid;                      /* the process the threads run in */
+	int running, stopping;
+	unsigned busy;                  /* transfers handed over */
+	unsigned turn;
+};
+
+void stfs_transfers_init(struct stfs_transfers *t);
+/* Stop the threads once their transfers are done (they start again on
+ * the next transfer); with idle_only, only if none runs. */
+void stfs_transfers_stop(struct stfs_transfers *t, int idle_only);
+void stfs_transfers_fini(struct stfs_transfers *t);
+/* Run the transfer h is set up for, as curl_easy_perform() would, its
+ * callbacks called on a transfer thread; wait for it and return its
+ * result.  Meanwhile, each stfs_transfer_wake() for h has hook(arg) (if
+ * not NULL) called on this, the caller's, thread.  Any number of threads
+ * may call this at once. */
+CURLcode stfs_transfer(struct stfs_transfers *t, CURL *h,
+		       void (*hook)(void *arg), void *arg);
+/* From a callback of h's transfer: have its caller run its hook. */
+void stfs_transfer_wake(struct stfs_transfers *t, CURL *h);
+
+/* ---- the HTTP client (httpc.c) ------------------------------------------- */
+
+/* A reader to answer as soon as its bytes [at, at + len) of the range
+ * have come, before the rest of the range (a block) has: fn(arg) once. */
+struct stfs_early {
+	size_t at, len;
+	void (*fn)(void *arg, const char *bytes);
+	void *arg;
+	int ready;                  /* the bytes have come (transfer thread) */
+	int done;                   /* fn was called (the fetching thread) */
+};
+
+/* One request: a range of an object (or its whole body, whole). */
+struct stfs_request {
+	const char *url;
+	const char *etag;           /* sent in If-Match, checked in answers */
+	const struct stfs_auth *auth;
+	uint64_t off;
+	size_t len;                 /* whole: the most bytes taken */
+	uint64_t want_total;        /* the object's size, or UINT64_MAX */
+	int whole;
+	const atomic_int *cancel;   /* set: abort */
+	struct stfs_early *early;   /* or NULL */
+};
+
+#define STFS_IDLE_MAX 16
+
+struct stfs_http_client {
+	const struct stfs_remote_opts *o;
+	struct stfs_transfers transfers;
+	pthread_mutex_t idle_mu;
+	CURL *idle[STFS_IDLE_MAX];      /* handles for synchronous requests */
+	unsigned nidle;
+	atomic_uint jitter;             /* the backoff's random state */
+	struct stfs_remote_counters *count;
+};
+
+/* What the remote did (stfs_remote_stats()). */
+struct stfs_remote_counters {
+	_Atomic uint64_t requests, retries, bytes, hits, failed;
+};
+
+void stfs_httpc_init(struct stfs_http_client *c,
+		     const struct stfs_remote_opts *o,
+		     struct stfs_remote_counters *count);
+void stfs_httpc_fini(struct stfs_http_client *c);
+/* An easy handle for a synchronous request, and back when done. */
+CURL *stfs_httpc_handle(struct stfs_http_client *c);
+void stfs_httpc_release(struct stfs_http_client *c, CURL *h);
+/*
+ * Do request q with handle h, with retries: bytes [q->off, q->off +
+ * q->len) into buf, *got of them; or with q->whole, the body into a new
+ * *body (NUL terminated, at most q->len bytes).  q->want_total is the
+ * object's size (UINT64_MAX while opening: then a short answer at the end
+ * of the object is fine, and *resp tells the size and version).  0, or
+ * -errno with err filled (the server's reason, when it gave one).
+ */
+int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
+		     const struct stfs_request *q, char *buf, char **body,
+		     size_t *got, struct stfs_http_resp *resp,
+		     struct stfs_error *err);
+
+/* ---- the block engine (blocks.c) and its workers (pool.c) ---------------- */
+
+/* One remote object as the block engine sees it (embedded in a source). */
+struct stfs_object {
+	struct stfs_remote *r;
+	const char *url;
+	const char *etag;           /* checked in every answer, or "" */
+	const struct stfs_auth *auth;
+	uint64_t size;
+	struct stfs_cache_obj cobj; /* its blocks on disk, if cached */
+	atomic_int closing;         /* abort its transfers and retries */
+	/* under the pool's mu: */
+	unsigned inflight;          /* asynchronous reads not done */
+	pthread_cond_t idle;
+	uint64_t next_off;          /* where the last read ended */
+	unsigned streak;            /* reads in a row that went on from it */
+	uint64_t pf_next;           /* the next block to prefetch */
+};
+
+struct stfs_inflight;
+
+/* What one fetching thread carries: its handle, and its blocks fetched
+ * but not yet in the cache (written after its reader is answered). */
+struct stfs_fetcher {
+	CURL *h;
+	struct stfs_inflight *to_write;
+};
+
+#define STFS_SPARE_MAX 16
+
+struct stfs_blocks {
+	pthread_mutex_t mu;             /* the blocks in flight */
+	pthread_cond_t cv;
+	struct stfs_inflight *list;
+	unsigned nheld;
+	char *spare[STFS_SPARE_MAX];    /* block buffers for the next fetch */
+	unsigned nspare;
+};
+
+struct stfs_job;
+
+struct stfs_pool {
+	pthread_mutex_t mu;
+	pthread_cond_t work;
+	struct stfs_job *queue, **queue_tail;   /* reads someone waits for */
+	struct stfs_job *pf_queue, **pf_tail;   /* then prefetches */
+	unsigned n_pf_queued;
+	pthread_t *workers;
+	unsigned nworkers;
+	pid_t pid;                      /* the process the threads run in */
+	int stopping;
+	/* blocks for the writer thread */
+	struct stfs_inflight *wq, **wq_tail;
+	unsigned nwq;
+	pthread_cond_t wq_cv;
+	pthread_t writer_th;
+	int writer_on;
+};
+
+/* blocks ahead a prefetch brings: 32 MiB of them, at least 2 */
+unsigned stfs_prefetch_blocks(const struct stfs_remote *r);
+/* The length of block b of o. */
+size_t stfs_block_len(const struct stfs_object *o, uint64_t b);
+
+void stfs_blocks_init(struct stfs_blocks *b);
+void stfs_blocks_fini(struct stfs_blocks *b);
+/* Bytes [off, off + len) of o (within its size) from the cache, memory
+ * or the network; early, if given, for a read within one block. */
+int stfs_blocks_read(struct stfs_fetcher *f, struct stfs_object *o,
+		     void *buf, size_t len, uint64_t off,
+		     struct stfs_early *early);
+/* Bring block b of o into the cache (or memory), for a reader to come. */
+void stfs_blocks_prefetch(struct stfs_fetcher *f, struct stfs_object *o,
+			  uint64_t b);
+/* The blocks f fetched go to the cache, after their readers have been
+ * answered: to the writer thread, or written here. */
+void stfs_blocks_write_behind(struct stfs_fetcher *f);
+/* Write one block to the cache, then unlist and free it (the writer). */
+void stfs_blocks_write(struct stfs_remote *r, struct stfs_inflight *me);
+struct stfs_object *stfs_inflight_object(const struct stfs_inflight *me);
+struct stfs_inflight **stfs_inflight_later(struct stfs_inflight *me);
+/* o is closing: let go of its blocks held in memory. */
+void stfs_blocks_forget(struct stfs_blocks *b, const struct stfs_object *o);
+
+void stfs_pool_init(struct stfs_pool *p);
+/* Stop and join the workers and the writer (it writes what is queued). */
+void stfs_pool_stop(struct stfs_remote *r);
+/* Queue a read of [off, off + len) of o into buf for a worker, done
+ * called when it is in (maybe before this returns), and plan prefetches;
+ * ext as in stfs_source_ops.read_async. */
+void stfs_pool_read(struct stfs_object *o, void *buf, size_t len,
+		    uint64_t off, const struct stfs_extent *ext,
+		    stfs_source_done done, void *arg);
+/* A read served without a worker (a cache hit): plan prefetches. */
+void stfs_pool_hit(struct stfs_object *o, uint64_t off, size_t len,
+		   const struct stfs_extent *ext);
+/* Hand block me over to the writer thread: 0, or -1 (write it here). */
+int stfs_pool_give_writer(struct stfs_remote *r, struct stfs_inflight *me);
+/* o is closing: drop its prefetches and wait for its reads. */
+void stfs_pool_drain(struct stfs_object *o);
+
+/* ---- the remote object (remote.c) ---------------------------------------- */
+
+struct stfs_remote {
+	struct stfs_remote_opts o;
+	struct stfs_cache cache;        /* used when o.cache_dir is set */
+	struct stfs_remote_counters count;
+	struct stfs_http_client http;
+	struct stfs_blocks blocks;
+	struct stfs_pool pool;
+};
+
+/* A line for the remote's log (a read that failed, and why). */
+void stfs_remote_log(const struct stfs_remote *r, const char *line);
+/* The cache, or NULL when there is none. */
+struct stfs_cache *stfs_remote_cache(struct stfs_remote *r);
+
+#endif
