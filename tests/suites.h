@@ -13,5 +13,6 @@ Suite *names_suite(void);
 Suite *views_suite(void);
 Suite *model_suite(void);
 Suite *remote_suite(void);
+Suite *resolve_suite(void);
 
 #endif

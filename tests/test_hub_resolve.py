@@ -242,27 +242,42 @@ def test_expiries(d, mnt):
             # (the 410 that tells it)
             assert n <= allowed(1, secs, life) + 1 + (style == "opaque"), \
                 "%s: %d resolves in %.1f s" % (style, n, secs)
-        # a link that is never good: the read fails, with no loop of
-        # resolves (one for the read, one again after the 403)
+        # links that are never good: at mount, refused (403) after one
+        # more resolve; after the mount, once the good link has expired,
+        # reads fail, with no loop of resolves (one, and one again after
+        # the 403; then none for a while, whatever the readers)
+        w.hub.sign(life, "expires")
         w.hub.signer.bad = 1000
         before = w.hub.resolves()
+        r = subprocess.run([T.STFS, "inspect", "hf://org/m"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1 and "HTTP 403" in r.stderr, r
+        assert w.hub.resolves() - before == 2, w.hub.resolves() - before
+        w.hub.signer.bad = 0
         p = mount_logged("hf://org/m", mnt, os.path.join(d, "bad.log"),
                          *OPTS, "-o", "cache=" + os.path.join(d, "c2"))
         try:
+            w.hub.signer.bad = 1000
+            time.sleep(life + 1)
+            before = w.hub.resolves()
             got = read_checked(os.path.join(mnt, "w"), size, 120)
+            assert got.get("errno") in (13, 5), got
+            got = read_checked(os.path.join(mnt, "w"), size, 120)
+            assert got.get("errno") in (13, 5), got
+            assert w.hub.resolves() - before == 2, \
+                w.hub.resolves() - before
         finally:
             stop_logged(p, mnt)
-        assert got.get("errno") in (13, 5), got
-        assert w.hub.resolves() - before <= 2 * 2, w.hub.resolves() - before
         w.hub.signer.bad = 0
 
 
 def test_429_storm(d, mnt):
     """(c) Every /resolve answers 429 (RateLimit t=2, Retry-After 2)
     when a read needs a new URL: EIO within the documented bound
-    ((retries + 1) waits of what the Hub says, each at most 30 s; here
-    3 x 2 s), one log line with the Hub's numbers; when the storm ends,
-    the next read succeeds with no remount."""
+    (`retries` waits of what the Hub says, each at most 30 s; here
+    3 x 2 s), one log line with the Hub's numbers; a read right after
+    fails at once, asking nothing (the Hub said 2 s); when the storm has
+    ended, the next read succeeds with no remount."""
     size, life = 32 * MiB, 2
     with World(d, lifetime=life) as w:
         w.hub.push(w.hub.repo("org/m"), {"model.safetensors": make_model(
@@ -279,7 +294,12 @@ def test_429_storm(d, mnt):
             assert el < 3 * 2 + 10, "EIO after %.1f s" % el
             stormed = w.hub.resolves(429)
             assert stormed >= 2, stormed          # it did wait and retry
+            t = time.time()
+            got = read_checked(os.path.join(mnt, "w"), size, 120)
+            assert got.get("errno") == 5 and time.time() - t < 1.5, got
+            assert w.hub.resolves(429) == stormed
             w.hub.storm = None
+            time.sleep(2.5)
             got = read_checked(os.path.join(mnt, "w"), size, 120)
             assert got == dict(got, bytes=size, bad=None, errno=None), got
         finally:
