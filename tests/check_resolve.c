@@ -2,7 +2,7 @@
  * check_resolve.c: unit tests of what following a redirect once relies
  * on without a network: when a signed target URL expires (S3's and GCS's
  * dated forms, Expires=), and the headers a redirect of the Hub carries
- * (X-Linked-Etag, X-Linked-Size, X-Repo-Commit, RateLimit).
+ * (X-Linked-Etag, X-Linked-Size, X-Repo-Commit, RateLimit, Location).
  */
 #include <check.h>
 #include <errno.h>
@@ -79,6 +79,9 @@ START_TEST(t_hub_redirect_headers)
 	ck_assert_uint_eq(r.linked_size, 1073741832u);
 	ck_assert_str_eq(r.commit, "0123456789abcdef0123456789abcdef01234567");
 	ck_assert_str_eq(r.ratelimit, "\"resolvers\";r=2999;t=287");
+	line(&r, "Location: https://cdn-lfs.hf.co/r/ab?Expires=9&Signature=x\r\n");
+	ck_assert_str_eq(r.location, "https://cdn-lfs.hf.co/r/ab?Expires=9&"
+			 "Signature=x");
 	ck_assert_uint_eq(r.ratelimit_t, 287);
 	/* a size that is not one is none */
 	line(&r, "X-Linked-Size: 12x\r\n");

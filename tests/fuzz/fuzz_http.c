@@ -67,6 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_text(r.linked_etag, sizeof(r.linked_etag));
 		check_text(r.commit, sizeof(r.commit));
 		check_text(r.ratelimit, sizeof(r.ratelimit));
+		check_text(r.location, sizeof(r.location));
 		if (r.retry_after_s > 3600 || r.ratelimit_t > 3600)
 			abort();
 		p = e;

@@ -305,6 +305,25 @@ fail:
 	return NULL;
 }
 
+/* A redirect's Location (loc, in place) made absolute against url, the
+ * URL asked; "" when it is not an http(s) URL then, or too long. */
+static void absolute(const char *url, char *loc, size_t locsz)
+{
+	CURLU *u = curl_url();
+	char *out = NULL;
+
+	if (u && loc[0] &&
+	    curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+	    curl_url_set(u, CURLUPART_URL, loc, 0) == CURLUE_OK &&
+	    curl_url_get(u, CURLUPART_URL, &out, 0) == CURLUE_OK &&
+	    stfs_is_url(out) && strlen(out) < locsz)
+		strcpy(loc, out);
+	else
+		loc[0] = '\0';
+	curl_free(out);
+	curl_url_cleanup(u);
+}
+
 static CURLcode perform(struct stfs_http_client *c, CURL *h, struct xfer *x,
 			long *status, char *errbuf)
 {
@@ -357,14 +376,10 @@ static CURLcode perform(struct stfs_http_client *c, CURL *h, struct xfer *x,
 	*status = 0;
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
 	x->r.status = *status;
-	x->r.location[0] = '\0';
-	if (*status >= 300 && *status < 400) {
-		char *to = NULL;        /* absolute, as libcurl would go */
-
-		curl_easy_getinfo(h, CURLINFO_REDIRECT_URL, &to);
-		if (to && strlen(to) < sizeof(x->r.location))
-			strcpy(x->r.location, to);
-	}
+	if (*status >= 300 && *status < 400)
+		absolute(q->url, x->r.location, sizeof(x->r.location));
+	else
+		x->r.location[0] = '\0';
 	curl_slist_free_all(hdrs);
 	return rc;
 }

@@ -7,7 +7,8 @@
  * a request was refused), and Content-Encoding (stfs asks for none, so a
  * coded body is refused rather than served as the object's bytes); the
  * Hub's X-Linked-Etag, X-Linked-Size and X-Repo-Commit (which object a
- * /resolve redirect points to) and RateLimit (its t: how long to wait).
+ * /resolve redirect points to), RateLimit (its t: how long to wait) and
+ * Location (where a redirect points; made absolute by httpc.c).
  * Servers are untrusted: every number is checked for overflow and every
  * field for its exact syntax; what does not parse is ignored, and the
  * caller then refuses the response.
@@ -204,6 +205,8 @@ void stfs_http_header_line(const char *line, size_t len,
 				     p == end;
 	} else if (nlen == 13 && strncasecmp(line, "x-repo-commit", 13) == 0) {
 		copy_value(r->commit, sizeof(r->commit), v, end);
+	} else if (nlen == 8 && strncasecmp(line, "location", 8) == 0) {
+		copy_value(r->location, sizeof(r->location), v, end);
 	} else if (nlen == 9 && strncasecmp(line, "ratelimit", 9) == 0) {
 		copy_value(r->ratelimit, sizeof(r->ratelimit), v, end);
 		r->ratelimit_t = ratelimit_t(v, end);

@@ -80,9 +80,9 @@ struct stfs_http_resp {
 	/* RateLimit: "NAME";r=REMAINING;t=SECONDS (IETF draft, the Hub's) */
 	char ratelimit[160];    /* the value as sent, or "" */
 	unsigned ratelimit_t;   /* its t (at most 3600), 0 if none */
-	/* set by the HTTP client (httpc.c), not by header lines: */
-	long status;            /* the final answer's HTTP status */
-	char location[8192];    /* a redirect's target (absolute), or "" */
+	char location[8192];    /* a redirect's target: Location as sent;
+				 * httpc.c makes it absolute (or "") */
+	long status;            /* the answer's HTTP status (httpc.c) */
 };
 
 /* Take one header line (with or without its CRLF) into r.  A status line
