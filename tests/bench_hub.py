@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""bench_hub.py WORK [ROUNDS] [RATE]: reading a 1 GiB model through hf://
-beside the same read through the plain CDN URL the Hub redirects to, in
-one run (docs/performance.md, "The Hub").
+"""bench_hub.py WORK [ROUNDS] [RATE] [BEFORE]: reading a 1 GiB model
+through hf:// beside the same read through the plain CDN URL the Hub
+redirects to, in one run (docs/performance.md, "The Hub at scale").
 
 The Hub emulator (tests/hubemu.py) redirects /resolve to nginx on
 127.0.0.2, which checks a signed link on every request (secure_link,
@@ -11,7 +11,9 @@ turn, with a fresh mount and an empty cache each time (4 MiB blocks,
 8 connections), a sequential read of the model's one 1 GiB tensor:
   - through hf://org/big;
   - through the signed CDN URL itself (got from /resolve once), as a
-    plain https:// source with a query.
+    plain https:// source with a query;
+  - with BEFORE (another stfs binary, e.g. an older build), through
+    hf:// with that one.
 It prints, for each, the median read rate (MB/s), the /resolve calls and
 CDN requests per GiB read, and the ratio of the hf:// rate to the CDN
 URL's (the median of the rounds' ratios).  Needs ~2 GiB free in WORK.
@@ -75,21 +77,26 @@ def cold_read(src, mnt, work, tag):
 def main():
     work = sys.argv[1]
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-    rate = sys.argv[3] if len(sys.argv) > 3 else None
+    rate = sys.argv[3] if len(sys.argv) > 3 and sys.argv[3] != "-" \
+        else None
+    before = sys.argv[4] if len(sys.argv) > 4 else None
     os.makedirs(work, exist_ok=True)
     mnt = os.path.join(work, "mnt")
     os.makedirs(mnt, exist_ok=True)
     d = os.path.join(work, "world")
     subprocess.run(["rm", "-rf", d])
     os.makedirs(d)
-    res = {"hf": [], "cdn": []}
-    counts = {"hf": [], "cdn": []}
+    res = {"hf": [], "cdn": [], "before": []}
+    counts = {"hf": [], "cdn": [], "before": []}
+    stfs = T.STFS
     with World(d, lifetime=3600, rate=rate) as w:
         w.hub.push(w.hub.repo("org/big"), {"model.safetensors": make_model(
             os.path.join(d, "model.safetensors"), SIZE)})
         url = signed_url(w.hub.url, "org/big")
         for r in range(rounds):
-            for tag, src in (("hf", "hf://org/big"), ("cdn", url)):
+            for tag, src in (("hf", "hf://org/big"), ("cdn", url)) + (
+                    (("before", "hf://org/big"),) if before else ()):
+                T.STFS = before if tag == "before" else stfs
                 r0 = w.hub.resolves()
                 c0 = len(w.nginx_log().splitlines())
                 secs = cold_read(src, mnt, work, tag)
@@ -103,7 +110,10 @@ def main():
     print("\n| read of a 1 GiB tensor, cold (rate cap per connection: %s) "
           "| MB/s (median of %d) | /resolve calls per GiB | CDN requests "
           "per GiB |\n|---|---|---|---|" % (rate or "none", rounds))
-    for tag, name in (("hf", "hf://org/big"), ("cdn", "the CDN URL")):
+    for tag, name in (("hf", "hf://org/big"), ("cdn", "the CDN URL"),
+                      ("before", "hf://org/big, BEFORE")):
+        if not res[tag]:
+            continue
         print("| %s | %.0f | %d | %d |" % (
             name, SIZE / statistics.median(res[tag]) / 1e6,
             statistics.median(c[0] for c in counts[tag]),

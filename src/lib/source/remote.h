@@ -225,7 +225,8 @@ struct stfs_resolver {
 	int quiet_code;             /* what a read gets meanwhile */
 	int limited;                /* a 429 episode: its waits spent */
 	int logged;                 /* this episode's 429 was logged */
-	unsigned refusals;          /* targets refused in a row (403...) */
+	unsigned refused_gen;       /* the last target refused (403...) */
+	atomic_uint worked_gen;     /* the last target that answered */
 	/* the identity the first resolve gave (the Hub's headers) */
 	char linked_etag[256], commit[64];
 	int has_linked_size;

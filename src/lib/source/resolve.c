@@ -211,6 +211,7 @@ static int same_origin(const char *a, const char *b)
 void stfs_resolver_init(struct stfs_resolver *rv)
 {
 	memset(rv, 0, sizeof(*rv));
+	atomic_init(&rv->worked_gen, 0);
 	pthread_mutex_init(&rv->mu, NULL);
 	pthread_cond_init(&rv->cv, NULL);
 }
@@ -317,17 +318,21 @@ static int take(struct stfs_object *o, const struct stfs_request *q,
 	return rc;
 }
 
-/* The target t used was refused: resolve again (once per target). */
+/* The target t used was refused: resolve again (once per target).  A
+ * target refused before it ever answered, right after another refused,
+ * is the second in a row: no more resolves for QUIET_MS. */
 static void stale(struct stfs_resolver *rv, const struct target *t)
 {
 	pthread_mutex_lock(&rv->mu);
-	if (rv->gen == t->gen && rv->state == RV_TARGET) {
+	if (rv->gen == t->gen && rv->state == RV_TARGET &&
+	    rv->refused_gen != t->gen) {
 		rv->refresh_at = rv->valid_until = 0;
-		if (++rv->refusals >= 2) {
+		if (rv->refused_gen && rv->refused_gen == t->gen - 1 &&
+		    atomic_load(&rv->worked_gen) != t->gen) {
 			rv->quiet_until = now_ms() + QUIET_MS;
 			rv->quiet_code = -EACCES;
-			rv->refusals = 0;
 		}
+		rv->refused_gen = t->gen;
 	}
 	pthread_mutex_unlock(&rv->mu);
 }
@@ -586,10 +591,9 @@ int stfs_object_fetch(struct stfs_object *o, CURL *h,
 			/* expired, revoked: a new target, once */
 			stale(o->rv, &t);
 			rc = refused++ ? rc : 1;
-		} else if (t.url && !rc && refused) {
-			pthread_mutex_lock(&o->rv->mu);
-			o->rv->refusals = 0;
-			pthread_mutex_unlock(&o->rv->mu);
+		} else if (t.url && !rc &&
+			   atomic_load(&o->rv->worked_gen) != t.gen) {
+			atomic_store(&o->rv->worked_gen, t.gen);
 		}
 		release(&t);
 		if (rc != 1)
