@@ -1,5 +1,5 @@
 #!/bin/bash
-# build-deb.sh [OUTDIR]: build the Debian packages (stfs, libstfs1,
+# build-deb.sh [OUTDIR]: build the Debian packages (stfs, libstfs2,
 # libstfs-dev) from the committed tree plus local changes, with
 # packaging/debian as debian/, by `dpkg-buildpackage -us -uc -b`.
 # The .deb files land in OUTDIR (default: build-deb/).

@@ -9,7 +9,8 @@
 # tests).  Quiet when everything is there.
 set -euo pipefail
 base=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
-      libjson-c-dev libcurl4-openssl-dev attr python3 python3-numpy)
+      libjson-c-dev libcurl4-openssl-dev libssl-dev libexpat1-dev attr
+      python3 python3-numpy)
 full=(check clang libclang-rt-14-dev python3-torch r-base-core debhelper
       dpkg-dev fakeroot rpm nginx swift swift-proxy swift-account
       swift-container swift-object memcached openssl ca-certificates)

@@ -1,9 +1,9 @@
 /*
  * check_remote.c: unit tests of what remote sources parse and compute
- * without a network: SHA-256 and HMAC (FIPS 180-2 and RFC 4231 vectors),
- * the SigV4 signer (AWS's published examples), S3's XML (listings and
- * errors), the Hub's JSON (revision and tree answers) and the Link and
- * X-Error-* headers.
+ * without a network: the SigV4 signer (AWS's published examples, which
+ * also check libcrypto's SHA-256 and HMAC as the signer calls them),
+ * the Hub's JSON (revision and tree answers) and the Link and X-Error-*
+ * headers.  S3's XML is check_s3xml.c's.
  */
 #include <check.h>
 #include <curl/curl.h>
@@ -15,66 +15,6 @@
 
 #include "remote.h"
 #include "suites.h"
-
-static void hex_of(const void *msg, size_t n, char out[65])
-{
-	uint8_t d[32];
-
-	stfs_sha256(msg, n, d);
-	stfs_hex(d, 32, out);
-}
-
-START_TEST(t_sha256)
-{
-	char h[65], *big;
-	struct stfs_sha256 c;
-	uint8_t d[32];
-
-	hex_of("", 0, h);
-	ck_assert_str_eq(h, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934c"
-			    "a495991b7852b855");
-	hex_of("abc", 3, h);
-	ck_assert_str_eq(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9c"
-			    "b410ff61f20015ad");
-	hex_of("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56,
-	       h);
-	ck_assert_str_eq(h, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167"
-			    "f6ecedd419db06c1");
-	/* a million 'a's, fed in uneven pieces */
-	big = malloc(1000000);
-	ck_assert_ptr_nonnull(big);
-	memset(big, 'a', 1000000);
-	stfs_sha256_init(&c);
-	for (size_t off = 0, k = 1; off < 1000000; off += k, k = k * 3 % 997 + 1)
-		stfs_sha256_update(&c, big + off, off + k > 1000000 ?
-				   1000000 - off : k);
-	stfs_sha256_final(&c, d);
-	stfs_hex(d, 32, h);
-	ck_assert_str_eq(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e"
-			    "046d39ccc7112cd0");
-	free(big);
-}
-END_TEST
-
-START_TEST(t_hmac)
-{
-	uint8_t d[32], key[131];
-	char h[65];
-	const char *msg = "Test Using Larger Than Block-Size Key - Hash Key "
-			  "First";
-
-	/* RFC 4231, test cases 2 and 6 (a key longer than a block) */
-	stfs_hmac_sha256("Jefe", 4, "what do ya want for nothing?", 28, d);
-	stfs_hex(d, 32, h);
-	ck_assert_str_eq(h, "5bdcc146bf60754e6a042426089575c75a003f089d273983"
-			    "9dec58b964ec3843");
-	memset(key, 0xaa, sizeof(key));
-	stfs_hmac_sha256(key, sizeof(key), msg, strlen(msg), d);
-	stfs_hex(d, 32, h);
-	ck_assert_str_eq(h, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c514"
-			    "0546040f0ee37f54");
-}
-END_TEST
 
 #define EMPTY "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b78" \
 	      "52b855"
@@ -169,120 +109,6 @@ START_TEST(t_auth_headers)
 	ck_assert_int_eq(a->sign, 0);
 	ck_assert_str_eq(a->bearer, "hf_x");
 	stfs_auth_unref(a);
-}
-END_TEST
-
-struct keys {
-	char got[8][64];
-	uint64_t size[8];
-	int n;
-};
-
-static int on_key(void *arg, const char *key, uint64_t size)
-{
-	struct keys *k = arg;
-
-	if (k->n == 8)
-		return -E2BIG;
-	snprintf(k->got[k->n], sizeof(k->got[0]), "%s", key);
-	k->size[k->n++] = size;
-	return 0;
-}
-
-START_TEST(t_s3_list)
-{
-	const char *page =
-		"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-		"<ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
-		"<Name>b</Name><Prefix>m/</Prefix><KeyCount>2</KeyCount>"
-		"<IsTruncated>true</IsTruncated>"
-		"<Contents><Key>m/a&amp;b &#233;&#x4E2D;.safetensors</Key>"
-		"<Size>12</Size><ETag>&quot;x&quot;</ETag></Contents>"
-		"<Contents><Key>m/c.safetensors</Key><Size>0</Size></Contents>"
-		"<CommonPrefixes><Prefix>m/sub/</Prefix></CommonPrefixes>"
-		"<NextContinuationToken>1/a+b=</NextContinuationToken>"
-		"</ListBucketResult>";
-	struct keys k = { 0 };
-	char *token;
-	int more;
-
-	ck_assert_int_eq(stfs_s3_list_parse(page, strlen(page), on_key, &k,
-					    &more, &token), 0);
-	ck_assert_int_eq(k.n, 2);
-	ck_assert_str_eq(k.got[0], "m/a&b \xc3\xa9\xe4\xb8\xad.safetensors");
-	ck_assert_int_eq(k.size[0], 12);
-	ck_assert_str_eq(k.got[1], "m/c.safetensors");
-	ck_assert_int_eq(more, 1);
-	ck_assert_str_eq(token, "1/a+b=");
-	free(token);
-
-	/* the last page; an empty one */
-	const char *last = "<ListBucketResult><IsTruncated>false</IsTruncated>"
-			   "</ListBucketResult>";
-	k.n = 0;
-	ck_assert_int_eq(stfs_s3_list_parse(last, strlen(last), on_key, &k,
-					    &more, &token), 0);
-	ck_assert_int_eq(k.n + more, 0);
-	ck_assert_ptr_null(token);
-
-	/* refused: not a listing, a bad size, a bad reference, a NUL, more
-	 * pages with no token, a cut document */
-	const char *bad[] = {
-		"<Error><Code>NoSuchBucket</Code></Error>",
-		"<ListBucketResult><IsTruncated>false</IsTruncated><Contents>"
-		"<Key>a</Key><Size>-1</Size></Contents></ListBucketResult>",
-		"<ListBucketResult><IsTruncated>false</IsTruncated><Contents>"
-		"<Key>a</Key><Size>99999999999999999999</Size></Contents>"
-		"</ListBucketResult>",
-		"<ListBucketResult><IsTruncated>false</IsTruncated><Contents>"
-		"<Key>a&bogus;</Key><Size>1</Size></Contents></ListBucketResult>",
-		"<ListBucketResult><IsTruncated>false</IsTruncated><Contents>"
-		"<Key>a&#0;</Key><Size>1</Size></Contents></ListBucketResult>",
-		"<ListBucketResult><IsTruncated>false</IsTruncated><Contents>"
-		"<Key>a&#xD800;</Key><Size>1</Size></Contents></ListBucketResult>",
-		"<ListBucketResult><IsTruncated>true</IsTruncated>"
-		"</ListBucketResult>",
-		"<ListBucketResult><IsTruncated>false</IsTruncated><Contents>"
-		"<Key>a</Key><Size>1</Size>",
-		"",
-	};
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		k.n = 0;
-		ck_assert_msg(stfs_s3_list_parse(bad[i], strlen(bad[i]), on_key,
-						 &k, &more, &token) == -EINVAL,
-			      "accepted %s", bad[i]);
-		ck_assert_ptr_null(token);
-	}
-	/* a key with a NUL inside the text itself */
-	const char nul[] = "<ListBucketResult><IsTruncated>false</IsTruncated>"
-			   "<Contents><Key>a\0b</Key><Size>1</Size></Contents>"
-			   "</ListBucketResult>";
-	ck_assert_int_eq(stfs_s3_list_parse(nul, sizeof(nul) - 1, on_key, &k,
-					    &more, &token), -EINVAL);
-}
-END_TEST
-
-START_TEST(t_s3_error)
-{
-	char out[128];
-	const char *e = "<?xml version='1.0' encoding='UTF-8'?>\n<Error><Code>"
-			"NoSuchKey</Code><Message>The specified key &lt;k&gt; "
-			"does not\nexist.</Message><RequestId>tx1</RequestId>";
-
-	/* even cut short (no </Error>): only the start of a long one */
-	ck_assert_int_eq(stfs_s3_error_parse(e, strlen(e), out, sizeof(out)),
-			 0);
-	ck_assert_str_eq(out, "NoSuchKey: The specified key <k> does not "
-			      "exist.");
-	ck_assert_int_eq(stfs_s3_error_parse("<Error><Code>X</Code></Error>",
-					     29, out, sizeof(out)), 0);
-	ck_assert_str_eq(out, "X");
-	ck_assert_int_eq(stfs_s3_error_parse("<html>no</html>", 15, out,
-					     sizeof(out)), -EINVAL);
-	ck_assert_int_eq(stfs_s3_error_parse("<Error><Code>X", 14, out,
-					     sizeof(out)), -EINVAL);
-	ck_assert_int_eq(stfs_s3_error_parse(e, strlen(e), out, 8), 0);
-	ck_assert_str_eq(out, "NoSuchK");
 }
 END_TEST
 
@@ -589,12 +415,8 @@ Suite *remote_suite(void)
 	Suite *s = suite_create("remote");
 	TCase *tc = tcase_create("remote");
 
-	tcase_add_test(tc, t_sha256);
-	tcase_add_test(tc, t_hmac);
 	tcase_add_test(tc, t_sigv4_examples);
 	tcase_add_test(tc, t_auth_headers);
-	tcase_add_test(tc, t_s3_list);
-	tcase_add_test(tc, t_s3_error);
 	tcase_add_test(tc, t_hub_json);
 	tcase_add_test(tc, t_link_and_errors);
 	tcase_add_test(tc, t_content_encoding);

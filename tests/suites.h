@@ -14,5 +14,6 @@ Suite *views_suite(void);
 Suite *model_suite(void);
 Suite *remote_suite(void);
 Suite *resolve_suite(void);
+Suite *s3xml_suite(void);
 
 #endif

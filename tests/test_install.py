@@ -70,7 +70,8 @@ def test_pkgconfig_program(d):
     libdir = sh("pkg-config", "--variable=libdir", "stfs").strip()
     sh("cc", prog, *pkgconf("--cflags", "stfs"),
        os.path.join(libdir, "libstfs.a"),
-       *pkgconf("--libs", "json-c", "libcurl"), "-lm", "-pthread", "-o",
+       *pkgconf("--libs", "json-c", "libcurl", "libcrypto", "expat"),
+       "-lm", "-pthread", "-o",
        static)
     assert "libstfs" not in sh("ldd", static)
     for src in (SAMPLE, os.path.join(T.REAL, "jl-sharded")):
@@ -132,7 +133,7 @@ def test_debian_packages(d, mnt):
     sh("bash", os.path.join(ROOT, "scripts", "build-deb.sh"), out)
     debs = sorted(glob.glob(os.path.join(out, "*.deb")))
     names = [os.path.basename(x).split("_")[0] for x in debs]
-    for want in ("stfs", "libstfs1", "libstfs-dev"):
+    for want in ("stfs", "libstfs2", "libstfs-dev"):
         assert want in names, names
     install = [x for x in debs if "dbgsym" not in x]
     sh("dpkg", "-i", *install)
@@ -160,7 +161,7 @@ def test_debian_packages(d, mnt):
         T.stop_fg(p, mnt)
     finally:
         subprocess.run(["dpkg", "--purge", "stfs", "libstfs-dev",
-                        "libstfs1"], capture_output=True)
+                        "libstfs2"], capture_output=True)
     assert not os.path.exists("/usr/bin/stfs")
 
 
@@ -171,7 +172,7 @@ def test_rpm_spec(d):
     assert len(rpms) == 3, rpms
     listing = sh("rpm", "-qlp", *rpms)
     for f in ("/usr/bin/stfs", "/usr/include/stfs/stfs.h", "stfs.pc",
-              "libstfs.so.1", "/usr/share/man/man1/stfs.1"):
+              "libstfs.so.2", "/usr/share/man/man1/stfs.1"):
         assert f in listing, f
 
 

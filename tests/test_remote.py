@@ -594,6 +594,61 @@ def big_served(d):
     return src, tensors, start, ngx, ngx.url("big.safetensors")
 
 
+def test_stats_per_mount(d, mnt):
+    """Each mount's remote layer is its own object, counting for itself:
+    `stfs inspect` prints what it fetched, and at unmount each daemon logs
+    its own requests, bytes and cache hits (a mount that read 40 MiB, one
+    beside it that read nothing, and a second mount served by the
+    cache)."""
+    src, tensors, start, ngx, url = big_served(d)
+    cache = os.path.join(d, "cache")
+    mnt2 = os.path.join(d, "mnt2")
+    os.mkdir(mnt2)
+    logs = [os.path.join(d, "log%d" % i) for i in range(3)]
+
+    def mount(m, log, opts):
+        r = subprocess.run([T.STFS, "mount", "-o", "log=" + log + "," +
+                            opts, url, m], capture_output=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        T._mounts.append(m)
+
+    def counted(log):
+        with open(log) as f:
+            text = f.read()
+        m = re.search(r"fetched (\d+) bytes in (\d+) requests \((\d+) "
+                      r"retries\), (\d+) blocks read from the cache, "
+                      r"(\d+) reads failed", text)
+        assert m, text
+        return [int(x) for x in m.groups()]
+
+    try:
+        r = subprocess.run([T.STFS, "inspect", url], capture_output=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        m = re.search(rb"fetched (\d+) bytes in (\d+) request", r.stderr)
+        assert m and 0 < int(m.group(1)) <= 64 << 10, r.stderr
+        mount(mnt, logs[0], "cache=" + cache)
+        mount(mnt2, logs[1], "nocache")
+        assert read(os.path.join(mnt, "layers/0/w")) == tensors[0][3]
+        os.stat(os.path.join(mnt2, "layers/0/w"))
+        T.unmount(mnt)
+        T.unmount(mnt2)
+        got, n, _, hits, failed = counted(logs[0])
+        assert got >= 40 << 20 and n >= 10 and failed == 0, (got, n)
+        got2, n2, _, hits2, _ = counted(logs[1])
+        assert got2 <= 64 << 10 and n2 == 1 and hits2 == 0, (got2, n2)
+        # the same object again, from the first mount's cache
+        mount(mnt, logs[2], "cache=" + cache)
+        assert read(os.path.join(mnt, "layers/0/w")) == tensors[0][3]
+        T.unmount(mnt)
+        got3, n3, _, hits3, _ = counted(logs[2])
+        assert hits3 >= 1 and got3 < got, (got3, hits3)
+    finally:
+        T.unmount(mnt)
+        T.unmount(mnt2)
+        ngx.stop()
+
+
 def test_prefetch(d, mnt):
     """Reading the start of a tensor fetches ahead within it, and not past
     it; a reader going through the file in order gets the next tensor
@@ -944,6 +999,7 @@ def run():
         test_tail_first,
         test_prefetch_nocache,
         test_unmount_in_flight,
+        test_stats_per_mount,
     ])
 
 

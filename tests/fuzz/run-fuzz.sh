@@ -1,18 +1,23 @@
 #!/bin/bash
-# run-fuzz.sh [SECONDS]: build the libFuzzer harnesses with clang (ASan +
-# UBSan) and fuzz each for SECONDS (default 60):
+# run-fuzz.sh [SECONDS [HARNESS...]]: build the libFuzzer harnesses with
+# clang (ASan + UBSan) and fuzz each for SECONDS (default 60); given names
+# (header, index, http, remote, xml), only those:
 #   fuzz_header  the header parser and the name mapping, seeded with the
 #                header of every file in shared/data/real and examples/;
 #   fuzz_index   the index.json reader, seeded with every *.index.json there;
 #   fuzz_http    the HTTP response-header parser of remote sources, and
 #                when a redirect's signed target URL expires;
-#   fuzz_remote  S3's listings and errors (XML), the Hub's revision and
-#                tree answers (JSON), source URLs and the secrets in them.
+#   fuzz_remote  the Hub's revision and tree answers (JSON), source URLs
+#                and the secrets in them;
+#   fuzz_xml     S3's XML (expat): ListObjectsV2 pages and error
+#                documents, seeded with real and hostile ones.
 # Inputs in tests/fuzz/regressions/<harness>/ are replayed first; crashes
 # are written there too, for review, and become regression inputs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-60}
+shift || true
+harnesses=${*:-header index http remote xml}
 out=build-fuzz
 shared=${STFS_SHARED:-../shared}
 lib=$(ls src/lib/*/*.c)
@@ -22,14 +27,14 @@ build() {   # harness, extra sources/flags...
 	shift
 	clang -g -O1 -fsanitize=fuzzer,address,undefined \
 		-fno-sanitize-recover=all $incs \
-		$(pkg-config --cflags json-c) $lib "$@" tests/fuzz/"$h".c \
-		$(pkg-config --libs json-c libcurl) -lm -pthread -o "$out/$h"
+		$(pkg-config --cflags json-c libcrypto expat) $lib "$@" \
+		tests/fuzz/"$h".c $(pkg-config --libs json-c libcurl libcrypto expat) \
+		-lm -pthread -o "$out/$h"
 }
 mkdir -p "$out"/{corpus,seeds}-{header,index}
-build fuzz_header
-build fuzz_index
-build fuzz_http
-build fuzz_remote
+for h in $harnesses; do
+	build "fuzz_$h"
+done
 python3 - "$out" "$shared/data/real" examples <<'PY'
 import os, struct, sys
 out, *srcs = sys.argv[1:]
@@ -70,17 +75,23 @@ printf 'HTTP/1.1 302 Found\r\nX-Linked-Etag: "ab12"\r\nX-Linked-Size: 1073741832
 printf 'https://b.s3.amazonaws.com/k?X-Amz-Date=20240101T000000Z&X-Amz-Expires=3600&Expires=17&X-Goog-Date=20240101T000000Z&X-Goog-Expires=9' \
 	> "$out/seeds-http/seed004"
 mkdir -p "$out"/{corpus,seeds}-remote
-{ printf '\0'; printf '<?xml version="1.0"?><ListBucketResult xmlns="x"><IsTruncated>true</IsTruncated><Contents><Key>m/a&amp;b&#233;.safetensors</Key><Size>12</Size></Contents><NextContinuationToken>t</NextContinuationToken></ListBucketResult>'; } \
+{ printf '\0'; printf '{"id":"o/n","sha":"0123456789abcdef0123456789abcdef01234567"}'; } \
 	> "$out/seeds-remote/seed000"
-{ printf '\1'; printf '<Error><Code>NoSuchKey</Code><Message>The key &lt;k&gt;</Message></Error>'; } \
+{ printf '\1'; printf '[{"type":"file","oid":"a","size":3,"path":"u/a","lfs":{"oid":"ff","size":3}},{"type":"directory","path":"u"}]'; } \
 	> "$out/seeds-remote/seed001"
-{ printf '\2'; printf '{"id":"o/n","sha":"0123456789abcdef0123456789abcdef01234567"}'; } \
+{ printf '\2'; printf 'al%%40ce:p%%3Aw@127.0.0.1:8080/d/m.safetensors?X-Amz-Signature=ab&e=1'; } \
 	> "$out/seeds-remote/seed002"
-{ printf '\3'; printf '[{"type":"file","oid":"a","size":3,"path":"u/a","lfs":{"oid":"ff","size":3}},{"type":"directory","path":"u"}]'; } \
-	> "$out/seeds-remote/seed003"
-{ printf '\4'; printf 'al%%40ce:p%%3Aw@127.0.0.1:8080/d/m.safetensors?X-Amz-Signature=ab&e=1'; } \
-	> "$out/seeds-remote/seed004"
-for h in header index http remote; do
+# listings (first byte even) as S3 and Swift write them, and hostile ones;
+# errors (odd: the output's size)
+mkdir -p "$out"/{corpus,seeds}-xml
+x=$out/seeds-xml
+{ printf '\0'; printf '<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>b</Name><Prefix>m/</Prefix><KeyCount>2</KeyCount><MaxKeys>1000</MaxKeys><Delimiter>/</Delimiter><IsTruncated>true</IsTruncated><Contents><Key>m/a&amp;b &#233;&#x4E2D;.safetensors</Key><LastModified>2026-11-24T10:00:00.000Z</LastModified><ETag>&quot;9b2cf535f27731c974343645a3985328&quot;</ETag><Size>12</Size><Owner><ID>o</ID><DisplayName>o</DisplayName></Owner><StorageClass>STANDARD</StorageClass></Contents><Contents><Key>m/c.safetensors</Key><Size>0</Size></Contents><CommonPrefixes><Prefix>m/sub/</Prefix></CommonPrefixes><NextContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=</NextContinuationToken></ListBucketResult>'; } > "$x/seed000"
+{ printf '\2'; printf '<ListBucketResult><IsTruncated>false</IsTruncated><Contents><Key><![CDATA[a<b]]></Key><Size>9999999999999999999</Size><ETag>"e-2"</ETag></Contents></ListBucketResult>'; } > "$x/seed001"
+{ printf '\4'; printf '<!DOCTYPE ListBucketResult [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]><ListBucketResult><IsTruncated>false</IsTruncated><Contents><Key>&b;</Key><Size>1</Size></Contents></ListBucketResult>'; } > "$x/seed002"
+{ printf '\6'; printf '<ListBucketResult><IsTruncated>false</IsTruncated><x><x><x><x><x><x><x><x><x><x><x><x><x><x><x></x></x></x></x></x></x></x></x></x></x></x></x></x></x></x></ListBucketResult>'; } > "$x/seed003"
+{ printf '\177'; printf "<?xml version='1.0' encoding='UTF-8'?>\n<Error><Code>NoSuchKey</Code><Message>The specified key &lt;k&gt; does not exist.</Message><RequestId>tx1</RequestId>"; } > "$x/seed004"
+{ printf '\7'; printf '<Error><Code>SignatureDoesNotMatch</Code><Message>\xc3\xa9\xc3\xa9\xc3\xa9</Message></Error>'; } > "$x/seed005"
+for h in $harnesses; do
 	reg=tests/fuzz/regressions/$h
 	mkdir -p "$reg"
 	echo "fuzz: fuzz_$h for $secs s"

@@ -58,7 +58,8 @@ int stfs_fail_sys(struct stfs_error *err, int code, const char *what);
  */
 void stfs_hint_huge(void *p, size_t n, int fill);
 
-/* 64-bit FNV-1a, for shortened long names. */
+/* 64-bit FNV-1a (text.c): shortened long names in the tree (model/) and
+ * the names of cache files (source/cache.c). */
 uint64_t stfs_hash64(const char *s, size_t len);
 
 

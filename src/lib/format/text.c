@@ -1,7 +1,10 @@
 /*
  * text.c: turning untrusted bytes into safe text, for error messages and
  * listings: quoting of names (no control byte ever reaches a terminal),
- * shape formatting, and the error-filling helper the parser uses.
+ * shape formatting, and the error-filling helper the parser uses; and two
+ * helpers over byte strings for the layers above: an order (names sorted
+ * as bytes) and a 64-bit FNV-1a hash (shortened long file names in the
+ * tree, cache file names in source/cache.c).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -107,6 +110,17 @@ int stfs_bytes_cmp(const char *a, size_t alen, const char *b, size_t blen)
 	if (c)
 		return c;
 	return alen < blen ? -1 : alen > blen;
+}
+
+uint64_t stfs_hash64(const char *s, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= (unsigned char)s[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h;
 }
 
 int stfs_fail_sys(struct stfs_error *err, int code, const char *what)

@@ -19,17 +19,6 @@
 /* Leave room for "%h" + 16 hex digits and a "%nK" collision suffix. */
 #define KEEP_MAX 200
 
-uint64_t stfs_hash64(const char *s, size_t len)
-{
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	for (size_t i = 0; i < len; i++) {
-		h ^= (unsigned char)s[i];
-		h *= 0x100000001b3ULL;
-	}
-	return h;
-}
-
 static int must_escape(unsigned char c, int esc_dots)
 {
 	return c < 0x20 || c == 0x7f || c == '%' || c == '/' ||

@@ -11,7 +11,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,44 +121,18 @@ static void warn_hidden(const struct stfs_model *m, const struct found *all,
 	warn(ctx, text);
 }
 
-/* The index's "metadata": as JSON for the merged index, and each entry as
- * a string (a string's value, else its JSON) for virtual files. */
-static int keep_index_meta(struct stfs_model *m, json_object *meta,
-			   struct stfs_error *err)
+/* The index's "metadata", taken from it: as JSON for the merged index,
+ * and its entries as strings for virtual files. */
+static void keep_index_meta(struct stfs_model *m, struct stfs_index *ix)
 {
-	const char *s;
-	size_t len;
-
-	if (!meta)
-		return 0;
-	s = json_object_to_json_string_length(meta, JSON_C_TO_STRING_PLAIN |
-					      JSON_C_TO_STRING_NOSLASHESCAPE,
-					      &len);
-	m->imeta = calloc((size_t)json_object_object_length(meta) + 1,
-			  sizeof(*m->imeta));
-	if (!s || !m->imeta || !(m->index_meta = strndup(s, len)))
-		return nomem(err);
-	m->index_meta_len = len;
-	json_object_object_foreach(meta, key, val) {
-		struct stfs_meta *e = &m->imeta[m->nimeta];
-		const char *v = json_object_is_type(val, json_type_string) ?
-			json_object_get_string(val) :
-			json_object_to_json_string_ext(val,
-				JSON_C_TO_STRING_PLAIN |
-				JSON_C_TO_STRING_NOSLASHESCAPE);
-
-		e->key = strdup(key);
-		e->value = v ? strdup(v) : NULL;
-		if (!e->key || !e->value) {
-			free((char *)e->key);
-			free((char *)e->value);
-			return nomem(err);
-		}
-		e->key_len = strlen(e->key);
-		e->value_len = strlen(e->value);
-		m->nimeta++;
-	}
-	return 0;
+	m->index_meta = ix->meta_json;
+	m->index_meta_len = ix->meta_json_len;
+	m->imeta = ix->meta;
+	m->nimeta = ix->nmeta;
+	ix->meta_json = NULL;
+	ix->meta_json_len = 0;
+	ix->meta = NULL;
+	ix->nmeta = 0;
 }
 
 int stfs_shards_open_index(struct stfs_model *m,
@@ -215,7 +188,7 @@ int stfs_shards_open_index(struct stfs_model *m,
 	}
 	warn_hidden(m, all, total, warn, ctx);
 	stfs_model_sort(m);
-	rc = keep_index_meta(m, ix.meta, err);
+	keep_index_meta(m, &ix);
 out:
 	free(all);
 	stfs_index_free(&ix);

@@ -193,13 +193,15 @@ struct names {
 	size_t n;
 };
 
-static int on_object(void *arg, const char *key, uint64_t size)
+static int on_object(void *arg, const char *key, uint64_t size,
+		     const char *etag)
 {
 	struct names *l = arg;
 	size_t pl = strlen(l->prefix);
 	char **a;
 
 	(void)size;
+	(void)etag;
 	if (strncmp(key, l->prefix, pl) != 0 || !key[pl] ||
 	    strchr(key + pl, '/'))
 		return 0;               /* not directly under the prefix */

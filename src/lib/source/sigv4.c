@@ -8,10 +8,14 @@
  * libcurl's own CURLOPT_AWS_SIGV4 is not used: the libcurl of Debian 12
  * does not send x-amz-content-sha256, which S3 requires, and its
  * canonical form of paths and queries has varied between versions.
+ * SHA-256 and HMAC-SHA256 are OpenSSL's (libcrypto, which Debian's
+ * libcurl links already).
  */
 #define _GNU_SOURCE
 #include <curl/curl.h>
 #include <errno.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,16 +32,90 @@ static int cmp_hdr(const void *a, const void *b)
 		      ((const struct stfs_sigv4_hdr *)b)->name);
 }
 
+static void hex(const uint8_t *p, size_t n, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = digits[p[i] >> 4];
+		out[2 * i + 1] = digits[p[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
+/* The hex SHA-256 of the canonical request, hashed as it is written (its
+ * n headers h sorted, their names joined by ';' into signed_names). */
+static int canonical_hash(const struct stfs_sigv4_req *r,
+			  const struct stfs_sigv4_hdr *h, size_t n,
+			  const char *signed_names, char out[65])
+{
+	EVP_MD_CTX *c = EVP_MD_CTX_new();
+	uint8_t sum[32];
+	int ok = c && EVP_DigestInit_ex(c, EVP_sha256(), NULL);
+
+#define PUT(s) (ok = ok && EVP_DigestUpdate(c, (s), strlen(s)))
+	PUT(r->method); PUT("\n");
+	PUT(r->path); PUT("\n");
+	PUT(r->query); PUT("\n");
+	for (size_t i = 0; i < n; i++) {
+		PUT(h[i].name); PUT(":"); PUT(h[i].value); PUT("\n");
+	}
+	PUT("\n");
+	PUT(signed_names); PUT("\n");
+	PUT(r->payload_hash);
+#undef PUT
+	ok = ok && EVP_DigestFinal_ex(c, sum, NULL);
+	EVP_MD_CTX_free(c);
+	if (!ok)
+		return -ENOMEM;
+	hex(sum, 32, out);
+	return 0;
+}
+
+/* out = HMAC-SHA256(key, msg); out may not be key. */
+static int hmac(const void *key, size_t klen, const char *msg, size_t mlen,
+		uint8_t out[32])
+{
+	unsigned int n = 32;
+
+	return HMAC(EVP_sha256(), key, (int)klen, (const uint8_t *)msg, mlen,
+		    out, &n) && n == 32 ? 0 : -ENOMEM;
+}
+
+/* The signature of sts: the key derived from the secret through the day,
+ * the region, the service and "aws4_request", applied to sts. */
+static int signature(const struct stfs_sigv4_req *r, const char *day,
+		     const char *sts, char out[65])
+{
+	uint8_t k[32], k2[32];
+	char *key0 = NULL;
+	int rc;
+
+	if (asprintf(&key0, "AWS4%s", r->secret_key) < 0)
+		return -ENOMEM;
+	rc = hmac(key0, strlen(key0), day, 8, k);
+	OPENSSL_cleanse(key0, strlen(key0));
+	free(key0);
+	if (rc || (rc = hmac(k, 32, r->region, strlen(r->region), k2)) ||
+	    (rc = hmac(k2, 32, r->service, strlen(r->service), k)) ||
+	    (rc = hmac(k, 32, "aws4_request", 12, k2)) ||
+	    (rc = hmac(k2, 32, sts, strlen(sts), k)))
+		goto out;
+	hex(k, 32, out);
+out:
+	OPENSSL_cleanse(k, sizeof(k));
+	OPENSSL_cleanse(k2, sizeof(k2));
+	return rc;
+}
+
 int stfs_sigv4_sign(const struct stfs_sigv4_req *r, char *auth,
 		    size_t authsz)
 {
 	struct stfs_sigv4_hdr h[STFS_SIGV4_MAX_HEADERS + 2];
-	struct stfs_sha256 c;
-	uint8_t k[32], sum[32];
-	char day[9], hex[65], scope[256], *sts = NULL;
+	char day[9], creq[65], sig[65], scope[256], *sts = NULL;
 	char signed_names[512] = "";
 	size_t n = 0;
-	int len;
+	int len, rc;
 
 	if (r->nheaders > STFS_SIGV4_MAX_HEADERS || strlen(r->amzdate) != 16)
 		return -EINVAL;
@@ -46,28 +124,16 @@ int stfs_sigv4_sign(const struct stfs_sigv4_req *r, char *auth,
 	for (size_t i = 0; i < r->nheaders; i++)
 		h[n++] = r->headers[i];
 	qsort(h, n, sizeof(*h), cmp_hdr);
-
-	/* the canonical request, hashed as it is written */
-	stfs_sha256_init(&c);
-#define PUT(s) stfs_sha256_update(&c, (s), strlen(s))
-	PUT(r->method); PUT("\n");
-	PUT(r->path); PUT("\n");
-	PUT(r->query); PUT("\n");
 	for (size_t i = 0; i < n; i++) {
 		size_t l = strlen(signed_names);
 
-		PUT(h[i].name); PUT(":"); PUT(h[i].value); PUT("\n");
 		if (snprintf(signed_names + l, sizeof(signed_names) - l,
 			     "%s%s", i ? ";" : "", h[i].name) >=
 		    (int)(sizeof(signed_names) - l))
 			return -EINVAL;
 	}
-	PUT("\n");
-	PUT(signed_names); PUT("\n");
-	PUT(r->payload_hash);
-#undef PUT
-	stfs_sha256_final(&c, sum);
-	stfs_hex(sum, 32, hex);
+	if ((rc = canonical_hash(r, h, n, signed_names, creq)))
+		return rc;
 
 	memcpy(day, r->amzdate, 8);
 	day[8] = '\0';
@@ -75,29 +141,15 @@ int stfs_sigv4_sign(const struct stfs_sigv4_req *r, char *auth,
 		     r->region, r->service) >= (int)sizeof(scope))
 		return -EINVAL;
 	if (asprintf(&sts, "AWS4-HMAC-SHA256\n%s\n%s\n%s", r->amzdate, scope,
-		     hex) < 0)
+		     creq) < 0)
 		return -ENOMEM;
-
-	/* the signing key: date, region, service, "aws4_request" */
-	{
-		char *key0 = NULL;
-
-		if (asprintf(&key0, "AWS4%s", r->secret_key) < 0) {
-			free(sts);
-			return -ENOMEM;
-		}
-		stfs_hmac_sha256(key0, strlen(key0), day, 8, k);
-		free(key0);
-	}
-	stfs_hmac_sha256(k, 32, r->region, strlen(r->region), k);
-	stfs_hmac_sha256(k, 32, r->service, strlen(r->service), k);
-	stfs_hmac_sha256(k, 32, "aws4_request", 12, k);
-	stfs_hmac_sha256(k, 32, sts, strlen(sts), sum);
+	rc = signature(r, day, sts, sig);
 	free(sts);
-	stfs_hex(sum, 32, hex);
+	if (rc)
+		return rc;
 	len = snprintf(auth, authsz, "AWS4-HMAC-SHA256 Credential=%s/%s, "
 		       "SignedHeaders=%s, Signature=%s", r->access_key, scope,
-		       signed_names, hex);
+		       signed_names, sig);
 	return len < 0 || (size_t)len >= authsz ? -EINVAL : 0;
 }
 

@@ -138,37 +138,30 @@ int stfs_hub_parse_tree(const char *json, size_t len,
 				    const char *etag, uint64_t size),
 			void *arg);
 
-/* ---- S3's XML (s3xml.c) ------------------------------------------------- */
+/* ---- S3's XML (s3xml.c, with expat) ------------------------------------ */
 
-/* An S3 error document's "Code: Message" into out: 0, or -EINVAL when xml
- * is not one. */
+/* An S3 error document's "Code: Message" into out (cut to fit, control
+ * characters made spaces): 0, or -EINVAL when xml is not one.  Only the
+ * start of the document may be at hand: a Code complete before the cut
+ * is enough. */
 int stfs_s3_error_parse(const char *xml, size_t len, char *out,
 			size_t outsz);
-/* One ListObjectsV2 page: object() for each key (decoded) and size, in
- * order (a non-zero return stops the parse and is returned); whether more
- * pages follow, and if so *next_token (malloc'd).  0, or -EINVAL for a
- * document that is not such a page. */
+/* One ListObjectsV2 page: object() for each key (decoded, 1 to 1024
+ * bytes), size and ETag (as the server wrote it, quotes and all; NULL if
+ * it gave none), in order (a non-zero return stops the parse and is
+ * returned); whether more pages follow, and if so *next_token (malloc'd).
+ * 0, or -EINVAL for a document that is not such a page: not well-formed,
+ * a DOCTYPE, another root, nesting over 16 deep, over 1000 objects, an
+ * object with no Key or no Size, a Size that is not 1 to 19 digits, an
+ * ETag over 256 bytes or with a control character, a token over 4096
+ * bytes, IsTruncated missing or neither "true" nor "false", or "true"
+ * with no token; -ENOMEM. */
 int stfs_s3_list_parse(const char *xml, size_t len,
 		       int (*object)(void *arg, const char *key,
-				     uint64_t size),
+				     uint64_t size, const char *etag),
 		       void *arg, int *truncated, char **next_token);
 
-/* ---- hashing and signing (sha256.c, sigv4.c) ---------------------------- */
-
-struct stfs_sha256 {
-	uint32_t h[8];
-	uint64_t len;
-	uint8_t buf[64];
-};
-
-void stfs_sha256_init(struct stfs_sha256 *c);
-void stfs_sha256_update(struct stfs_sha256 *c, const void *data, size_t n);
-void stfs_sha256_final(struct stfs_sha256 *c, uint8_t out[32]);
-void stfs_sha256(const void *data, size_t n, uint8_t out[32]);
-void stfs_hmac_sha256(const void *key, size_t klen, const void *msg,
-		      size_t mlen, uint8_t out[32]);
-/* n bytes as 2n lowercase hex digits and a NUL. */
-void stfs_hex(const uint8_t *p, size_t n, char *out);
+/* ---- signing (sigv4.c, with libcrypto's SHA-256 and HMAC) --------------- */
 
 #define STFS_SIGV4_MAX_HEADERS 8
 
