@@ -6,7 +6,9 @@
 # examples, the packaging tools, nginx and openssl for the remote tests,
 # OpenStack Swift and memcached for the S3 tests, Node.js and the Hugging
 # Face JavaScript client from tests/hubjs/package-lock.json for the Hub
-# tests).  Quiet when everything is there.
+# tests, and the GGUF parser @huggingface/gguf from
+# tests/ggufjs/package-lock.json for the GGUF tests).  Quiet when
+# everything is there.
 set -euo pipefail
 base=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
       libjson-c-dev libcurl4-openssl-dev libssl-dev libexpat1-dev attr
@@ -28,12 +30,15 @@ done
 if [ "${1:-test}" = test ] && ! command -v node >/dev/null; then
 	missing+=(nodejs npm)
 fi
-hubjs() {   # the pinned client, from the lockfile
-	local d
-	d="$(dirname "$0")/../tests/hubjs"
+hubjs() {   # the pinned JavaScript packages, from their lockfiles
+	local d m
 	[ "${1:-test}" = test ] || return 0
-	[ -d "$d/node_modules/@huggingface/hub" ] && return 0
-	(cd "$d" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+	for m in hubjs/hub ggufjs/gguf; do
+		d="$(dirname "$0")/../tests/${m%/*}"
+		[ -d "$d/node_modules/@huggingface/${m#*/}" ] && continue
+		(cd "$d" && npm ci --no-audit --no-fund --loglevel=error \
+			>/dev/null)
+	done
 }
 if [ ${#missing[@]} -eq 0 ]; then
 	hubjs "${1:-test}"

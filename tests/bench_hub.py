@@ -28,7 +28,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
 import hubemu  # noqa: E402
-from test_hub import World  # noqa: E402
+from fixtures import World  # noqa: E402
 from test_hub_resolve import make_model, mount_logged, stop_logged  # noqa
 
 MiB = 1 << 20

@@ -41,7 +41,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
 import bench as B  # noqa: E402
-from test_remote import Nginx, free_port, wait_port  # noqa: E402
+from fixtures import Nginx, free_port, wait_port  # noqa: E402
 
 MiB = 1 << 20
 F_SETPIPE_SZ = 1031

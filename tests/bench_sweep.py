@@ -19,7 +19,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
 import bench as B  # noqa: E402
-from test_remote import Nginx  # noqa: E402
+from fixtures import Nginx  # noqa: E402
 from bench_remote import Paced, curl, timed  # noqa: E402
 
 

@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 import atexit
 
-from test_remote import free_port, wait_port
+from fixtures import free_port, wait_port
 
 CONF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "swift")
 ACCESS, SECRET = "test:tester", "testing"

@@ -18,10 +18,16 @@ import time
 import traceback
 
 STFS = os.environ.get("STFS", "stfs")
-SHARED = os.environ.get("STFS_SHARED",
-                        os.path.join(os.path.dirname(__file__), "..", "..",
-                                     "shared"))
-REAL = os.path.join(SHARED, "data", "real")
+# the real-world corpus, part of the repository (tests/data/real/README.md)
+REAL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
+                    "real")
+# the full corpus, when present beside the clone (its files without a stated
+# licence are not in the repository): $STFS_SHARED/data/real, by default
+# ../shared/data/real
+SHARED_REAL = os.path.join(
+    os.environ.get("STFS_SHARED", os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared")),
+    "data", "real")
 
 BITS = {"BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8,
         "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8,
@@ -31,6 +37,20 @@ BITS = {"BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8,
 
 _mounts = []
 _procs = []
+
+
+def real_files():
+    """Sorted (name, path, expected) of each file of the corpus:
+    expected.json's files in REAL, plus those of SHARED_REAL/expected.json
+    not in REAL when that is present."""
+    out = {}
+    for root in (SHARED_REAL, REAL):
+        exp = os.path.join(root, "expected.json")
+        if root == REAL or os.path.isfile(exp):
+            with open(exp) as f:
+                for rel, info in json.load(f)["files"].items():
+                    out[rel] = (rel, os.path.join(root, rel), info)
+    return sorted(out.values())
 
 
 def nbytes(dtype, shape):

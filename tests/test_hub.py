@@ -16,7 +16,6 @@ another address (127.0.0.2), as the Hub's do to its CDN.
 - the Hugging Face cache (models--ORG--NAME): HF_HUB_OFFLINE=1 with no
   server at all, and online with the files read from disk.
 """
-import contextlib
 import hashlib
 import json
 import os
@@ -27,110 +26,18 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
 import hubemu  # noqa: E402
-from test_remote import check_real_file, Nginx, free_port, read  # noqa: E402
+from fixtures import (check_real_file, env, fake_cache,  # noqa: E402
+                      free_port, read, refused, stfs, world)
 
-EXPECTED = os.path.join(T.REAL, "expected.json")
 HUBJS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hubjs")
 X = "user.safetensors."
 
 
-@contextlib.contextmanager
-def env(**kw):
-    """os.environ with kw set (None: unset) for the block."""
-    old = {k: os.environ.get(k) for k in kw}
-    for k, v in kw.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-class World:
-    """The emulator, nginx behind it, and an environment that points at
-    them with a fresh HF_HOME and stfs cache and no token.  With
-    lifetime (seconds), nginx checks signed links as a CDN does and the
-    Hub redirects to links signed for that long (style: hubemu.Signer);
-    rate: nginx's limit_rate per connection; cdn_host: where nginx is
-    (another address than the Hub's by default)."""
-
-    def __init__(self, d, lifetime=None, style="expires", rate=None,
-                 cdn_host="127.0.0.2"):
-        self.d = d
-        self.files = os.path.join(d, "files")
-        os.makedirs(self.files)
-        os.makedirs(os.path.join(d, "ngx"))
-        self.ngx = Nginx(os.path.join(d, "ngx"), self.files,
-                         host=cdn_host, extra=hubemu.cdn_conf(rate=rate)
-                         if lifetime else "")
-        self.hub = hubemu.Hub(self.files, self.ngx.url(),
-                              log=os.path.join(d, "hub.log"))
-        if lifetime:
-            self.hub.sign(lifetime, style)
-        self.env = env(HF_ENDPOINT=self.hub.url,
-                       HF_HOME=os.path.join(d, "hfhome"),
-                       HF_HUB_CACHE=None, HF_TOKEN=None,
-                       HUGGING_FACE_HUB_TOKEN=None, HF_TOKEN_PATH=None,
-                       HF_HUB_OFFLINE=None,
-                       XDG_CACHE_HOME=os.path.join(d, "xdg"))
-        self.env.__enter__()
-
-    def nginx_log(self):
-        with open(os.path.join(self.ngx.d, "access.log")) as f:
-            return f.read()
-
-    def close(self):
-        self.env.__exit__(None, None, None)
-        self.hub.stop()
-        self.ngx.stop()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-@contextlib.contextmanager
-def world(d):
-    w = World(d)
-    try:
-        yield w
-    finally:
-        w.close()
-
-
-def stfs(*args):
-    return subprocess.run([T.STFS] + list(args), capture_output=True,
-                          timeout=120, text=True)
-
-
-def refused(src, mnt, *want):
-    """Mounting src fails at once, exit 1, naming src and each of want;
-    nothing is mounted."""
-    r = stfs("mount", src, mnt)
-    assert r.returncode == 1, (src, r)
-    assert r.stderr.startswith("stfs: %s: " % src), r.stderr
-    for w in want:
-        assert w in r.stderr, (w, r.stderr)
-    assert not T.is_mount(mnt)
-    return r.stderr
-
-
 def corpus():
     """(repo file name, bytes, expected tensors) of each valid real file."""
-    with open(EXPECTED) as f:
-        exp = json.load(f)
-    for rel, info in sorted(exp["files"].items()):
+    for rel, src, info in T.real_files():
         if info["valid"] and not rel.startswith("jl-sharded/"):
-            with open(os.path.join(T.REAL, rel), "rb") as f:
+            with open(src, "rb") as f:
                 yield rel, f.read(), info["tensors"]
 
 
@@ -361,26 +268,6 @@ def test_token(d, mnt):
         assert "Bearer " + hubemu.TOKEN in seen
         assert hubemu.TOKEN not in w.nginx_log()
         assert "Bearer" not in w.nginx_log()
-
-
-def fake_cache(hub_cache, rid, files, rev="main"):
-    """A Hugging Face cache folder as huggingface_hub makes it: blobs
-    named by ETag, snapshot files linking to them, refs/REV."""
-    sha_ = hashlib.sha1(repr(sorted(files)).encode()).hexdigest()
-    top = os.path.join(hub_cache, "models--" + rid.replace("/", "--"))
-    os.makedirs(os.path.join(top, "blobs"), exist_ok=True)
-    os.makedirs(os.path.join(top, "refs"), exist_ok=True)
-    with open(os.path.join(top, "refs", rev), "w") as f:
-        f.write(sha_)
-    for path, data in files.items():
-        etag = hashlib.sha256(data).hexdigest()
-        with open(os.path.join(top, "blobs", etag), "wb") as f:
-            f.write(data)
-        link = os.path.join(top, "snapshots", sha_, path)
-        os.makedirs(os.path.dirname(link), exist_ok=True)
-        os.symlink(os.path.relpath(os.path.join(top, "blobs", etag),
-                                   os.path.dirname(link)), link)
-    return sha_
 
 
 def test_hf_cache(d, mnt):

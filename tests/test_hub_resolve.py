@@ -38,8 +38,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
 import hubemu  # noqa: E402
-from test_hub import HUBJS, World, env  # noqa: E402
-from test_remote import Nginx  # noqa: E402
+from fixtures import Nginx, World, env  # noqa: E402
+from test_hub import HUBJS  # noqa: E402
 
 MiB = 1 << 20
 BLOCK = 4 * MiB

@@ -28,10 +28,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
 import s3server  # noqa: E402
-from test_hub import env, refused  # noqa: E402
-from test_remote import check_real_file, Nginx, read  # noqa: E402
+from fixtures import check_real_file, env, Nginx, read, refused  # noqa: E402
 
-EXPECTED = os.path.join(T.REAL, "expected.json")
 X = "user.safetensors."
 SW = None           # the one Swift of this run (it takes seconds to start)
 
@@ -71,14 +69,12 @@ def put_tree(sw, prefix, folder, names=None):
 
 
 def test_real_corpus(d, mnt):
-    with open(EXPECTED) as f:
-        exp = json.load(f)
     with creds(d) as sw:
         n = 0
-        for rel, info in sorted(exp["files"].items()):
+        for rel, src, info in T.real_files():
             if not info["valid"]:
                 continue
-            with open(os.path.join(T.REAL, rel), "rb") as f:
+            with open(src, "rb") as f:
                 data = f.read()
             key = "corpus/" + rel.replace("/", "/ ")     # spaces in keys
             etag = sw.put("models", key, data)

@@ -33,7 +33,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hubemu  # noqa: E402
 import stfstest as T  # noqa: E402
-from test_remote import Nginx, big_file, check_real_file, read  # noqa: E402
+from fixtures import Nginx, big_file, check_real_file, read  # noqa: E402
 
 EXPECTED = os.path.join(T.REAL, "expected.json")
 SAMPLES = ["fusebox-slashnames/model.safetensors",

@@ -81,7 +81,10 @@ enum stfs_dtype {
 	STFS_DTYPE_F64,
 	STFS_DTYPE_I64,
 	STFS_DTYPE_U64,
-	STFS_DTYPE_COUNT
+	STFS_DTYPE_COUNT,
+	/* A tensor of another format whose type safetensors cannot name (a
+	 * GGUF Q4_K): its own type is in tensor->foreign->type. */
+	STFS_DTYPE_NONE = STFS_DTYPE_COUNT
 };
 
 /* The header spelling ("BF16"), or NULL for an out-of-range value. */
@@ -93,6 +96,21 @@ int stfs_dtype_from_name(const char *s, size_t len, enum stfs_dtype *out);
 
 /* ---- header --------------------------------------------------------- */
 
+/*
+ * What a tensor read from another format (GGUF, PyTorch; docs/formats.md)
+ * carries besides dtype and shape.  For such a tensor begin and end are
+ * absolute offsets in its file (the file's data_start is 0).
+ */
+struct stfs_foreign {
+	const char *format;       /* "gguf", "pytorch" */
+	const char *type;         /* the format's own type name ("Q4_K") */
+	unsigned quant;           /* nonzero: a block-quantized type whose
+				   * .f32 view dequantizes (dtype NONE) */
+	const uint64_t *strides;  /* a view: rank strides in elements, the
+				   * first element at begin, gathered on
+				   * read; NULL for a contiguous tensor */
+};
+
 /* One tensor.  Strings are length-counted and may contain NUL bytes. */
 struct stfs_tensor {
 	const char *name;      /* the unescaped name, NUL-terminated too */
@@ -101,6 +119,7 @@ struct stfs_tensor {
 	size_t rank;
 	const uint64_t *shape; /* rank entries; NULL when rank is 0 */
 	uint64_t begin, end;   /* data_offsets, relative to the data section */
+	const struct stfs_foreign *foreign; /* NULL for safetensors */
 };
 
 /* One __metadata__ entry (unescaped, NUL-terminated too). */
@@ -147,6 +166,25 @@ uint64_t stfs_header_data_len(const struct stfs_header *h);
 
 /* Element count of a validated tensor (cannot overflow once parsed). */
 uint64_t stfs_tensor_elements(const struct stfs_tensor *t);
+/* Bytes of its raw file: end - begin, or for a strided view its
+ * elements times the element size. */
+uint64_t stfs_tensor_bytes(const struct stfs_tensor *t);
+
+/* Its type's name: the dtype's ("BF16"), or for a tensor of another
+ * format that safetensors cannot name, the format's own ("Q4_K"). */
+const char *stfs_tensor_type(const struct stfs_tensor *t);
+
+/* The format a header was read from: "safetensors", "gguf", "pytorch". */
+const char *stfs_header_format(const struct stfs_header *h);
+/* Another format's key-values (GGUF metadata, PyTorch plain values),
+ * sorted by key; each value is JSON text. */
+size_t stfs_header_kv_count(const struct stfs_header *h);
+const struct stfs_meta *stfs_header_kv(const struct stfs_header *h,
+				       size_t i);
+/* What a foreign file holds that the tree leaves out (an object of a
+ * class, a tensor of an unknown type), one line each: count and line i. */
+size_t stfs_header_skipped_count(const struct stfs_header *h);
+const char *stfs_header_skipped(const struct stfs_header *h, size_t i);
 
 /* Strict UTF-8 check (R4): 1 if valid, else 0 and *bad = offending byte. */
 int stfs_utf8_valid(const char *s, size_t len, size_t *bad);
@@ -279,6 +317,11 @@ struct stfs_source *stfs_file_source(const struct stfs_file *f);
 uint64_t stfs_file_size(const struct stfs_file *f);
 uint64_t stfs_file_header_len(const struct stfs_file *f);   /* N */
 uint64_t stfs_file_data_start(const struct stfs_file *f);   /* 8 + N */
+/* The format found in the file's first bytes (never its name):
+ * "safetensors", "gguf", "pytorch" (docs/formats.md).  For the others the
+ * header is a table built from the format's own records, data_start is 0
+ * and header_len is the bytes the format's header takes. */
+const char *stfs_file_format(const struct stfs_file *f);
 
 /* ---- names -> paths ------------------------------------------------- */
 
@@ -342,6 +385,9 @@ const char *stfs_view_suffix(enum stfs_view v);
 /* The views a tensor of dtype dt gets under STFS_TREE_NPY / _F32 flags,
  * as a mask of 1 << view (RAW not included). */
 unsigned stfs_views_for(enum stfs_dtype dt, unsigned flags);
+/* The same for tensor t: a block-quantized tensor of another format gets
+ * the .f32 views (dequantized) when content/dequant.c knows its blocks. */
+unsigned stfs_tensor_views(const struct stfs_tensor *t, unsigned flags);
 /* numpy's descr for dt ("<f4", "|b1"), or NULL if numpy has no such type. */
 const char *stfs_npy_descr(enum stfs_dtype dt);
 /* 1 if dt converts exactly to float32 (BF16, F16, the F8 formats). */
@@ -433,6 +479,10 @@ char *stfs_model_tensor_path(const struct stfs_model *m, size_t i);
 size_t stfs_model_meta_count(const struct stfs_model *m);
 const struct stfs_meta *stfs_model_meta(const struct stfs_model *m,
 					size_t i);
+
+/* Why %model.safetensors leaves tensor t out (a tensor of another format
+ * whose type safetensors cannot name), as text; NULL if it does not. */
+const char *stfs_model_left_out_why(const struct stfs_tensor *t);
 
 /* The inspect document (docs/inspect-json.md) as pretty JSON text, with
  * each tensor's views if views: malloc'd, *len bytes, or NULL (ENOMEM). */

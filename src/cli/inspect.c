@@ -42,7 +42,7 @@ static void human_size(uint64_t n, char *out, size_t sz)
 }
 
 static void count(const struct stfs_model *m, struct totals *all,
-		  struct totals by[STFS_DTYPE_COUNT])
+		  struct totals by[STFS_DTYPE_COUNT + 1])
 {
 	for (size_t i = 0; i < stfs_model_tensor_count(m); i++) {
 		const struct stfs_tensor *t = stfs_model_tensor(m, i);
@@ -51,17 +51,61 @@ static void count(const struct stfs_model *m, struct totals *all,
 
 		d->tensors++;
 		d->params = sat_add(d->params, n);
-		d->bytes += t->end - t->begin;
+		d->bytes += stfs_tensor_bytes(t);
 		all->tensors++;
 		all->params = sat_add(all->params, n);
-		all->bytes += t->end - t->begin;
+		all->bytes += stfs_tensor_bytes(t);
+	}
+}
+
+/* A file of another format: its key-values (long values cut) and what
+ * its reader left out. */
+static void print_foreign(const struct stfs_model *m, size_t i)
+{
+	const struct stfs_file *f = stfs_model_file(m, i);
+	const struct stfs_header *h = stfs_file_header(f);
+	char q[128], v[256];
+
+	if (!strcmp(stfs_file_format(f), "safetensors"))
+		return;
+	printf("\n%s key-values%s%s (%zu):\n", stfs_file_format(f),
+	       stfs_model_sharded(m) ? " of " : "",
+	       stfs_model_sharded(m) ? stfs_model_file_name(m, i) : "",
+	       stfs_header_kv_count(h));
+	for (size_t k = 0; k < stfs_header_kv_count(h); k++) {
+		const struct stfs_meta *e = stfs_header_kv(h, k);
+		stfs_quote(e->key, e->key_len, q, sizeof(q));
+		stfs_quote(e->value, e->value_len, v, 120);
+		printf("  %s = %s\n", q, v);
+	}
+	for (size_t k = 0; k < stfs_header_skipped_count(h); k++)
+		printf("%s  skipped: %s\n", k ? "" : "\n",
+		       stfs_header_skipped(h, k));
+}
+
+/* The tensors %model.safetensors leaves out, and why. */
+static void print_left_out(const struct stfs_model *m)
+{
+	size_t n = 0;
+	char q[256];
+
+	for (size_t i = 0; i < stfs_model_tensor_count(m); i++) {
+		const struct stfs_tensor *t = stfs_model_tensor(m, i);
+		const char *why = stfs_model_left_out_why(t);
+
+		if (!why)
+			continue;
+		if (n++ == 0)
+			printf("\nleft out of %s:\n", STFS_VIRTUAL_FULL);
+		stfs_quote(t->name, t->name_len, q, 64);
+		printf("  %s (%s): %s\n", q, stfs_tensor_type(t), why);
 	}
 }
 
 /* Column widths count bytes; names are quoted so they print safely. */
 static int print_table(const struct stfs_model *m)
 {
-	struct totals all = { 0 }, by[STFS_DTYPE_COUNT] = { { 0 } };
+	struct totals all = { 0 }, by[STFS_DTYPE_COUNT + 1] = { { 0 } };
 	size_t wname = 4, wpath = 4, wdt = 5, wshape = 5, wfile = 4;
 	size_t n = stfs_model_tensor_count(m);
 	int sharded = stfs_model_sharded(m), views = 0;
@@ -83,8 +127,8 @@ static int print_table(const struct stfs_model *m)
 		if (path && strlen(path) > wpath)
 			wpath = strlen(path) > 80 ? 80 : strlen(path);
 		free(path);
-		if (strlen(stfs_dtype_name(t->dtype)) > wdt)
-			wdt = strlen(stfs_dtype_name(t->dtype));
+		if (strlen(stfs_tensor_type(t)) > wdt)
+			wdt = strlen(stfs_tensor_type(t));
 		k = stfs_shape_str(t, shape, sizeof(shape));
 		if (k > wshape)
 			wshape = k < sizeof(shape) ? k : sizeof(shape) - 1;
@@ -118,8 +162,8 @@ static int print_table(const struct stfs_model *m)
 			strcpy(shape + sizeof(shape) - 5, "...]");
 		printf("%-*s  %-*s  %-*s  %-*s  %14" PRIu64 "  %14" PRIu64,
 		       (int)wname, q, (int)wpath, path ? path : "?", (int)wdt,
-		       stfs_dtype_name(t->dtype), (int)wshape, shape,
-		       t->end - t->begin, stfs_model_tensor_offset(m, i));
+		       stfs_tensor_type(t), (int)wshape, shape,
+		       stfs_tensor_bytes(t), stfs_model_tensor_offset(m, i));
 		if (sharded)
 			printf("  %s", stfs_model_file_name(m,
 						stfs_model_tensor_file(m, i)));
@@ -143,11 +187,12 @@ static int print_table(const struct stfs_model *m)
 	}
 	printf("\n%-8s %10s %20s %14s\n", "DTYPE", "TENSORS", "PARAMETERS",
 	       "BYTES");
-	for (int d = 0; d < STFS_DTYPE_COUNT; d++) {
+	for (int d = 0; d <= STFS_DTYPE_COUNT; d++) {
 		if (!by[d].tensors)
 			continue;
 		human_size(by[d].bytes, size, sizeof(size));
 		printf("%-8s %10" PRIu64 " %20" PRIu64 " %14s\n",
+		       d == STFS_DTYPE_NONE ? "other" :
 		       stfs_dtype_name((enum stfs_dtype)d), by[d].tensors,
 		       by[d].params, size);
 	}
@@ -169,7 +214,9 @@ static int print_table(const struct stfs_model *m)
 			stfs_quote(e->value, e->value_len, v, sizeof(v));
 			printf("  %s = %s\n", q, v);
 		}
+		print_foreign(m, i);
 	}
+	print_left_out(m);
 	return 0;
 }
 

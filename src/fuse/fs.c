@@ -329,7 +329,7 @@ static void stfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size,
 
 enum { X_DTYPE, X_SHAPE, X_OFFSETS, X_FILE_OFFSET, X_NAME, X_FILE, X_URL,
        X_ETAG, X_REPO, X_REVISION, X_VIEW, X_SOURCE_DTYPE, X_DATA_START,
-       X_COUNT };
+       X_FORMAT, X_GGUF_TYPE, X_PYTORCH_TYPE, X_COUNT };
 
 static const char *const xnames[X_COUNT] = {
 	XATTR_PREFIX "dtype",       XATTR_PREFIX "shape",
@@ -339,6 +339,9 @@ static const char *const xnames[X_COUNT] = {
 	XATTR_PREFIX "repo",        XATTR_PREFIX "revision",
 	XATTR_PREFIX "view",        XATTR_PREFIX "source_dtype",
 	XATTR_PREFIX "data_start",
+	/* tensors of other formats (docs/formats.md) */
+	"user.stfs.format",         "user.gguf.type",
+	"user.pytorch.type",
 };
 
 static const struct stfs_source *source_of(const struct stfs_fs *fs,
@@ -386,8 +389,11 @@ static int xattrs_of(const struct stfs_fs *fs, const struct stfs_node_info *ni,
 		     int *out)
 {
 	int k = 0, raw = ni->view == STFS_VIEW_RAW;
+	const struct stfs_tensor *t = stfs_model_tensor(fs->model, ni->tensor);
+	const struct stfs_foreign *f = t->foreign;
 
-	out[k++] = X_DTYPE;
+	if (stfs_view_dtype(t, ni->view) != STFS_DTYPE_NONE)
+		out[k++] = X_DTYPE;
 	out[k++] = X_SHAPE;
 	if (raw) {
 		out[k++] = X_OFFSETS;
@@ -403,8 +409,16 @@ static int xattrs_of(const struct stfs_fs *fs, const struct stfs_node_info *ni,
 			out[k++] = x;
 	if (!raw) {
 		out[k++] = X_VIEW;
-		out[k++] = X_SOURCE_DTYPE;
+		if (t->dtype != STFS_DTYPE_NONE)
+			out[k++] = X_SOURCE_DTYPE;
 		out[k++] = X_DATA_START;
+	}
+	if (f) {
+		out[k++] = X_FORMAT;
+		if (f->type && !strcmp(f->format, "gguf"))
+			out[k++] = X_GGUF_TYPE;
+		if (f->type && !strcmp(f->format, "pytorch"))
+			out[k++] = X_PYTORCH_TYPE;
 	}
 	return k;
 }
@@ -449,6 +463,15 @@ static void tensor_xattr(fuse_req_t req, const struct stfs_fs *fs,
 	case X_VIEW:
 		dt = stfs_view_suffix(v) + 1;     /* "npy", "f32", "f32.npy" */
 		reply_value(req, dt, strlen(dt), size);
+		return;
+	case X_FORMAT:
+		reply_value(req, t->foreign->format,
+			    strlen(t->foreign->format), size);
+		return;
+	case X_GGUF_TYPE:
+	case X_PYTORCH_TYPE:
+		reply_value(req, t->foreign->type, strlen(t->foreign->type),
+			    size);
 		return;
 	case X_DATA_START:
 		stfs_view_size(t, v, &start);

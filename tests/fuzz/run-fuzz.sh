@@ -1,25 +1,27 @@
 #!/bin/bash
 # run-fuzz.sh [SECONDS [HARNESS...]]: build the libFuzzer harnesses with
 # clang (ASan + UBSan) and fuzz each for SECONDS (default 60); given names
-# (header, index, http, remote, xml), only those:
+# (header, index, http, remote, xml, gguf), only those:
 #   fuzz_header  the header parser and the name mapping, seeded with the
-#                header of every file in shared/data/real and examples/;
+#                header of every file in tests/data/real and examples/;
 #   fuzz_index   the index.json reader, seeded with every *.index.json there;
 #   fuzz_http    the HTTP response-header parser of remote sources, and
 #                when a redirect's signed target URL expires;
 #   fuzz_remote  the Hub's revision and tree answers (JSON), source URLs
 #                and the secrets in them;
 #   fuzz_xml     S3's XML (expat): ListObjectsV2 pages and error
-#                documents, seeded with real and hostile ones.
+#                documents, seeded with real and hostile ones;
+#   fuzz_gguf    the GGUF reader and the foreign tensor table, seeded with
+#                GGUF files of every value type, plain and quantized
+#                tensors, v2 and v3, written by tests/gguf_seeds.py.
 # Inputs in tests/fuzz/regressions/<harness>/ are replayed first; crashes
 # are written there too, for review, and become regression inputs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-60}
 shift || true
-harnesses=${*:-header index http remote xml}
+harnesses=${*:-header index http remote xml gguf}
 out=build-fuzz
-shared=${STFS_SHARED:-../shared}
 lib=$(ls src/lib/*/*.c)
 incs="-Iinclude -Isrc/lib/format -Isrc/lib/source -Isrc/lib/content -Isrc/lib/model"
 build() {   # harness, extra sources/flags...
@@ -35,7 +37,7 @@ mkdir -p "$out"/{corpus,seeds}-{header,index}
 for h in $harnesses; do
 	build "fuzz_$h"
 done
-python3 - "$out" "$shared/data/real" examples <<'PY'
+python3 - "$out" tests/data/real examples <<'PY'
 import os, struct, sys
 out, *srcs = sys.argv[1:]
 n = m = 0
@@ -91,6 +93,8 @@ x=$out/seeds-xml
 { printf '\6'; printf '<ListBucketResult><IsTruncated>false</IsTruncated><x><x><x><x><x><x><x><x><x><x><x><x><x><x><x></x></x></x></x></x></x></x></x></x></x></x></x></x></x></x></ListBucketResult>'; } > "$x/seed003"
 { printf '\177'; printf "<?xml version='1.0' encoding='UTF-8'?>\n<Error><Code>NoSuchKey</Code><Message>The specified key &lt;k&gt; does not exist.</Message><RequestId>tx1</RequestId>"; } > "$x/seed004"
 { printf '\7'; printf '<Error><Code>SignatureDoesNotMatch</Code><Message>\xc3\xa9\xc3\xa9\xc3\xa9</Message></Error>'; } > "$x/seed005"
+mkdir -p "$out"/{corpus,seeds}-gguf
+/usr/bin/python3 tests/gguf_seeds.py "$out/seeds-gguf"
 for h in $harnesses; do
 	reg=tests/fuzz/regressions/$h
 	mkdir -p "$reg"

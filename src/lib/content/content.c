@@ -153,13 +153,77 @@ int stfs_content_add_f32(struct stfs_content *c, struct stfs_source *src,
 	s->u.r.src = src;
 	s->u.r.off = off;
 	s->dtype = dtype;
+	s->uin = stfs_dtype_bits(dtype) / 8;
+	s->uout = 1;
 	return 0;
+}
+
+int stfs_content_add_dequant(struct stfs_content *c, struct stfs_source *src,
+			     uint64_t off, unsigned quant, uint64_t nel)
+{
+	unsigned bytes, elems = stfs_quant_block(quant, &bytes);
+	struct stfs_seg *s;
+
+	if (!stfs_quant_dequantizes(quant) || nel % elems ||
+	    nel > UINT64_MAX / 4)
+		return -EINVAL;
+	if (!(s = add(c, STFS_SEG_F32, nel * 4)))
+		return -ENOMEM;
+	s->u.r.src = src;
+	s->u.r.off = off;
+	s->dtype = STFS_DTYPE_NONE;
+	s->quant = quant;
+	s->uin = bytes;
+	s->uout = elems;
+	return 0;
+}
+
+int stfs_content_add_gather(struct stfs_content *c, struct stfs_source *src,
+			    uint64_t off, const struct stfs_tensor *t)
+{
+	/* the gathering read is the PyTorch reader's (gather.c, to come) */
+	(void)c; (void)src; (void)off; (void)t;
+	return -EOPNOTSUPP;
+}
+
+int stfs_tensor_to_f32(const struct stfs_tensor *t)
+{
+	if (t->foreign && t->foreign->strides)
+		return 0;
+	if (t->foreign && t->foreign->quant)
+		return stfs_quant_dequantizes(t->foreign->quant);
+	return stfs_dtype_to_f32(t->dtype);
+}
+
+int stfs_content_add_tensor(struct stfs_content *c,
+			    const struct stfs_tensor *t,
+			    struct stfs_source *src, uint64_t off)
+{
+	const struct stfs_foreign *f = t->foreign;
+
+	if (f && f->strides)
+		return stfs_content_add_gather(c, src, off, t);
+	return stfs_content_add_range(c, src, off, t->end - t->begin);
+}
+
+int stfs_content_add_tensor_f32(struct stfs_content *c,
+				const struct stfs_tensor *t,
+				struct stfs_source *src, uint64_t off)
+{
+	if (!stfs_tensor_to_f32(t))
+		return -EINVAL;
+	if (t->foreign && t->foreign->quant)
+		return stfs_content_add_dequant(c, src, off, t->foreign->quant,
+						stfs_tensor_elements(t));
+	return stfs_content_add_f32(c, src, off, t->dtype,
+				    stfs_tensor_elements(t));
 }
 
 /* ---- reading ----------------------------------------------------------- */
 
 struct conv {                   /* a converted range, done at the end */
 	enum stfs_dtype dtype;
+	unsigned quant;
 	const void *raw;
 	float *out;
 	size_t nel;
@@ -263,10 +327,14 @@ static void finish(struct rd *r)
 {
 	int err = atomic_load(&r->err);
 
-	if (!err)
-		for (size_t i = 0; i < r->nconv; i++)
-			stfs_convert_f32(r->conv[i].dtype, r->conv[i].raw,
-					 r->conv[i].nel, r->conv[i].out);
+	for (size_t i = 0; !err && i < r->nconv; i++) {
+		const struct conv *v = &r->conv[i];
+
+		if (v->quant)
+			stfs_dequant(v->quant, v->raw, v->nel, v->out);
+		else
+			stfs_convert_f32(v->dtype, v->raw, v->nel, v->out);
+	}
 	if (!err && r->niov > IOV_LIMIT)
 		err = flatten(r);
 	if (err)
@@ -308,12 +376,35 @@ static size_t buf_need(const struct stfs_seg *s, uint64_t lo, size_t n)
 	if (s->kind == STFS_SEG_RANGE && !stfs_source_map(s->u.r.src))
 		return (n + 7) & ~(size_t)7;
 	if (s->kind == STFS_SEG_F32) {
-		size_t nel = (size_t)((lo + n + 3) / 4 - lo / 4);
-		size_t eb = stfs_dtype_bits(s->dtype) / 8;
-		return ((nel * 4 + 7) & ~(size_t)7) + ((nel * eb + 7) &
-						       ~(size_t)7);
+		uint64_t u0 = lo / 4 / s->uout;
+		uint64_t u1 = ((lo + n + 3) / 4 + s->uout - 1) / s->uout;
+		size_t nu = (size_t)(u1 - u0);
+		return ((nu * s->uout * 4 + 7) & ~(size_t)7) +
+		       ((nu * s->uin + 7) & ~(size_t)7);
 	}
 	return 0;
+}
+
+/* A converted segment's part [lo, hi): its raw units read into the
+ * buffer at *at, converted in place by finish().  A unit is one element,
+ * or one quantized block. */
+static void read_conv(struct rd *r, const struct stfs_seg *s, uint64_t lo,
+		      uint64_t hi, struct iovec *v, size_t *at)
+{
+	uint64_t u0 = lo / 4 / s->uout;
+	uint64_t u1 = ((hi + 3) / 4 + s->uout - 1) / s->uout;
+	size_t nu = (size_t)(u1 - u0), n = (size_t)(hi - lo);
+	float *out = (float *)(void *)(r->buf + *at);
+	char *raw = r->buf + *at + ((nu * s->uout * 4 + 7) & ~(size_t)7);
+	struct stfs_extent ext = { s->u.r.off, s->u.r.off +
+				   s->len / 4 / s->uout * s->uin };
+
+	*v = (struct iovec){ (char *)out + (lo - u0 * s->uout * 4), n };
+	*at += buf_need(s, lo, n);
+	r->conv[r->nconv++] = (struct conv){ s->dtype, s->quant, raw, out, nu };
+	atomic_fetch_add(&r->pending, 1);
+	stfs_source_read_async(s->u.r.src, raw, nu * s->uin,
+			       s->u.r.off + u0 * s->uin, &ext, one_done, r);
 }
 
 void stfs_content_read(const struct stfs_content *c, uint64_t off,
@@ -392,26 +483,14 @@ void stfs_content_read(const struct stfs_content *c, uint64_t off,
 					       s->u.r.off + lo, &ext, one_done,
 					       r);
 			break;
-		case STFS_SEG_F32: {
-			uint64_t e0 = lo / 4, e1 = (hi + 3) / 4;
-			size_t nel = (size_t)(e1 - e0);
-			size_t eb = stfs_dtype_bits(s->dtype) / 8;
-			float *out = (float *)(void *)(r->buf + at);
-			char *raw = r->buf + at + ((nel * 4 + 7) &
-						   ~(size_t)7);
-
-			*v = (struct iovec){ (char *)out + (lo - e0 * 4), n };
-			at += buf_need(s, lo, n);
-			r->conv[r->nconv++] = (struct conv){ s->dtype, raw,
-							      out, nel };
-			atomic_fetch_add(&r->pending, 1);
-			ext = (struct stfs_extent){ s->u.r.off, s->u.r.off +
-						    s->len / 4 * eb };
-			stfs_source_read_async(s->u.r.src, raw, nel * eb,
-					       s->u.r.off + e0 * eb, &ext,
-					       one_done, r);
+		case STFS_SEG_F32:
+			read_conv(r, s, lo, hi, v, &at);
 			break;
-		}
+		case STFS_SEG_GATHER:       /* not built yet (gather.c) */
+			*v = (struct iovec){ NULL, 0 };
+			atomic_compare_exchange_strong(&r->err,
+						       &(int){ 0 }, -EIO);
+			break;
 		}
 	}
 	one_done(r, 0);

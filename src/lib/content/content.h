@@ -11,13 +11,20 @@ enum stfs_seg_kind {
 	STFS_SEG_INLINE,    /* bytes in memory */
 	STFS_SEG_RANGE,     /* a range of a source */
 	STFS_SEG_F32,       /* a range of a source, converted to float32 */
+	STFS_SEG_GATHER,    /* a strided view's elements, gathered (gather.c) */
 };
+
 
 struct stfs_seg {
 	uint64_t at;                 /* its first byte's offset in the file */
 	uint64_t len;                /* bytes it gives */
 	enum stfs_seg_kind kind;
 	enum stfs_dtype dtype;       /* F32: the source's dtype */
+	unsigned quant;              /* F32: a quantization (STFS_Q_*) */
+	unsigned uin, uout;          /* F32: bytes in, floats out per unit */
+	const struct stfs_tensor *t; /* GATHER: the view (shape, dtype and
+				      * foreign->strides; first element at
+				      * u.r.off); lives as long as the model */
 	union {
 		struct {             /* INLINE */
 			const char *bytes;
@@ -53,6 +60,34 @@ int stfs_content_add_range(struct stfs_content *c, struct stfs_source *src,
 /* nel elements of dtype (stfs_dtype_to_f32) at off, as float32. */
 int stfs_content_add_f32(struct stfs_content *c, struct stfs_source *src,
 			 uint64_t off, enum stfs_dtype dtype, uint64_t nel);
+
+/* nel elements quantized as quant (stfs_quant_dequantizes) at off,
+ * dequantized to float32. */
+int stfs_content_add_dequant(struct stfs_content *c, struct stfs_source *src,
+			     uint64_t off, unsigned quant, uint64_t nel);
+/* A strided view's elements in row-major order (gather.c): t (with
+ * foreign->strides) must stay valid as long as c; its first element is at
+ * off. */
+int stfs_content_add_gather(struct stfs_content *c, struct stfs_source *src,
+			    uint64_t off, const struct stfs_tensor *t);
+/* The raw bytes of tensor t (a range, or gathered for a strided view),
+ * the tensor's bytes starting at off in src. */
+int stfs_content_add_tensor(struct stfs_content *c,
+			    const struct stfs_tensor *t,
+			    struct stfs_source *src, uint64_t off);
+/* Its values as float32 (converted or dequantized); -EINVAL if it has no
+ * such view. */
+int stfs_content_add_tensor_f32(struct stfs_content *c,
+				const struct stfs_tensor *t,
+				struct stfs_source *src, uint64_t off);
+/* 1 if t has an .f32 view (a dtype that converts, or a quantization
+ * content/dequant.c dequantizes). */
+int stfs_tensor_to_f32(const struct stfs_tensor *t);
+/* Dequantize n blocks of quant at src into dst (dequant.c). */
+void stfs_dequant(unsigned quant, const void *src, size_t nblocks,
+		  float *dst);
+/* One IEEE half as float32 (convert.c). */
+float stfs_half_to_f32(uint16_t h);
 
 /* The content of view v of tensor t, whose bytes start at off in src. */
 int stfs_content_view(const struct stfs_tensor *t, enum stfs_view v,

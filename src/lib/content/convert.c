@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "stfs/stfs.h"
+#include "content.h"
 
 static float from_bits(uint32_t b)
 {
@@ -44,6 +45,11 @@ static float f16(uint16_t h)
 		return sign ? -mag : mag;
 	}
 	return from_bits(sign | ((exp + 112) << 23) | (man << 13));
+}
+
+float stfs_half_to_f32(uint16_t h)
+{
+	return f16(h);
 }
 
 /* A small float: 1 sign bit, ebits exponent, mbits mantissa, bias. */

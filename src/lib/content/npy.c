@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "stfs/stfs.h"
+#include "format.h"
 #include "content.h"
 
 static const char *const suffixes[STFS_VIEW_COUNT] = {
@@ -63,6 +64,21 @@ unsigned stfs_views_for(enum stfs_dtype dt, unsigned flags)
 	if ((flags & STFS_TREE_NPY) && stfs_npy_descr(dt))
 		v |= 1u << STFS_VIEW_NPY;
 	if ((flags & STFS_TREE_F32) && stfs_dtype_to_f32(dt)) {
+		v |= 1u << STFS_VIEW_F32;
+		if (flags & STFS_TREE_NPY)
+			v |= 1u << STFS_VIEW_F32_NPY;
+	}
+	return v;
+}
+
+unsigned stfs_tensor_views(const struct stfs_tensor *t, unsigned flags)
+{
+	unsigned v;
+
+	if (!t->foreign || !t->foreign->quant)
+		return stfs_views_for(t->dtype, flags);
+	v = 0;
+	if ((flags & STFS_TREE_F32) && stfs_quant_dequantizes(t->foreign->quant)) {
 		v |= 1u << STFS_VIEW_F32;
 		if (flags & STFS_TREE_NPY)
 			v |= 1u << STFS_VIEW_F32_NPY;
@@ -128,7 +144,7 @@ size_t stfs_view_npy_header(const struct stfs_tensor *t, enum stfs_view v,
 uint64_t stfs_view_size(const struct stfs_tensor *t, enum stfs_view v,
 			uint64_t *data_start)
 {
-	uint64_t head = 0, body = t->end - t->begin;
+	uint64_t head = 0, body = stfs_tensor_bytes(t);
 
 	if (v == STFS_VIEW_NPY || v == STFS_VIEW_F32_NPY)
 		head = stfs_view_npy_header(t, v, NULL, 0);

@@ -1,8 +1,9 @@
 /*
  * views.c: the segments of a tensor's views (docs/views.md).  A tensor is
  * one range of its shard; an .npy view is an inline NPY header and that
- * range; an .f32 view is the range converted; an .f32.npy view is a
- * header and the converted range.
+ * range; an .f32 view is the range converted (or dequantized, for a
+ * block-quantized tensor of another format); an .f32.npy view is a header
+ * and the converted range.  A strided view of another format is gathered.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -30,11 +31,10 @@ int stfs_content_view(const struct stfs_tensor *t, enum stfs_view v,
 		stfs_view_npy_header(t, v, hdr, head);
 		rc = stfs_content_add_inline(c, hdr, head, 1);
 	}
-	if (!rc && stfs_view_dtype(t, v) == t->dtype)
-		rc = stfs_content_add_range(c, src, off, t->end - t->begin);
+	if (!rc && (v == STFS_VIEW_RAW || v == STFS_VIEW_NPY))
+		rc = stfs_content_add_tensor(c, t, src, off);
 	else if (!rc)
-		rc = stfs_content_add_f32(c, src, off, t->dtype,
-					  stfs_tensor_elements(t));
+		rc = stfs_content_add_tensor_f32(c, t, src, off);
 	if (rc) {
 		stfs_content_free(c);
 		return rc;

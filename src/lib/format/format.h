@@ -46,6 +46,103 @@ int stfs_fail_sys(struct stfs_error *err, int code, const char *what);
 #define R19 "R19 size-match"
 #define R20 "R20 buffer-complete"
 
+/*
+ * A parsed header: a safetensors file's (header.c), or the table a reader
+ * of another format built with stfs_table_* (table.c).  The tensors,
+ * metadata and by_name arrays are the header's; ext holds what a table
+ * adds (names, shapes, foreign records, key-values), freed by ext_free.
+ */
+struct stfs_header {
+	struct stfs_tensor *tensors;
+	size_t count;
+	struct stfs_meta *meta;
+	size_t nmeta;
+	int has_meta;
+	uint64_t data_len;
+	char *arena;
+	uint64_t *dims;
+	uint32_t *by_name;        /* tensor indices in name order */
+	const char *format;       /* NULL: safetensors */
+	struct stfs_meta *kv;     /* a foreign format's key-values */
+	size_t nkv;
+	char **skipped;           /* what a foreign file held that was left out */
+	size_t nskipped;
+	void *ext;
+	void (*ext_free)(void *);
+};
+
+/*
+ * Bytes a reader of another format reads from: read exactly len bytes at
+ * off (0 or -errno), size bytes in all.  The model layer makes one over a
+ * source; fuzzers and unit tests over memory (stfs_reader_mem).
+ */
+struct stfs_reader {
+	int (*read)(void *ctx, void *buf, size_t len, uint64_t off);
+	void *ctx;
+	uint64_t size;
+	const char *name;         /* for messages */
+	const void *mem;          /* stfs_reader_mem's bytes */
+};
+/* A reader over n bytes of memory at p (ctx is the reader itself). */
+void stfs_reader_mem(struct stfs_reader *r, const void *p, size_t n,
+		     const char *name);
+
+/*
+ * The foreign-format table (table.c): a reader adds one record per
+ * tensor, and key-values, then stfs_table_finish validates them all and
+ * makes a struct stfs_header the model uses as a safetensors file's.
+ */
+struct stfs_rec {
+	const char *name;             /* copied */
+	size_t name_len;
+	enum stfs_dtype dtype;        /* STFS_DTYPE_NONE: not representable */
+	const char *type;             /* the format's type name (static) */
+	unsigned quant;               /* STFS_Q_*, with dtype NONE */
+	size_t rank;                  /* <= STFS_TABLE_RANK_MAX */
+	const uint64_t *shape;        /* row-major; copied */
+	const uint64_t *strides;      /* elements, or NULL; copied */
+	uint64_t begin, end;          /* absolute bytes in the file */
+};
+
+#define STFS_TABLE_RANK_MAX 64
+#define STFS_TABLE_TENSORS_MAX (1u << 24)
+
+struct stfs_table;
+/* A table of format (a static string) for the file called name. */
+struct stfs_table *stfs_table_new(const char *format, const char *name);
+void stfs_table_free(struct stfs_table *tb);
+/* Add a tensor: checks its own fields (rank, shape overflow, the size of
+ * dtype x shape or of quant's blocks against [begin, end), the range in
+ * the file of file_size bytes, strides' extent); errors name the tensor. */
+int stfs_table_add(struct stfs_table *tb, const struct stfs_rec *r,
+		   uint64_t file_size, struct stfs_error *err);
+/* A key-value; value is JSON text (copied). */
+int stfs_table_add_kv(struct stfs_table *tb, const char *key, size_t klen,
+		      const char *json, size_t jlen, struct stfs_error *err);
+/* A line for stfs_header_skipped (copied). */
+int stfs_table_skip(struct stfs_table *tb, const char *line,
+		    struct stfs_error *err);
+/* Refuse overlapping byte ranges (GGUF) unless allowed (PyTorch's tied
+ * weights), refuse a name twice, and make the header (tb is freed). */
+#define STFS_TABLE_OVERLAP 1u
+int stfs_table_finish(struct stfs_table *tb, unsigned flags,
+		      struct stfs_header **out, struct stfs_error *err);
+
+/*
+ * Block-quantized types (ggml.c): the .f32 view of a tensor whose
+ * foreign->quant is one of these dequantizes (content/dequant.c).
+ */
+enum stfs_quant {
+	STFS_Q_NONE,
+	STFS_Q4_0, STFS_Q4_1, STFS_Q5_0, STFS_Q5_1, STFS_Q8_0,
+	STFS_Q2_K, STFS_Q3_K, STFS_Q4_K, STFS_Q5_K, STFS_Q6_K, STFS_Q8_K,
+	STFS_Q_COUNT
+};
+/* Elements and bytes of one block of q; 0 if q is not one. */
+unsigned stfs_quant_block(unsigned q, unsigned *bytes);
+/* 1 if content/dequant.c can dequantize q. */
+int stfs_quant_dequantizes(unsigned q);
+
 /* JSON nesting the reference accepts (serde_json's limit is 128). */
 #define STFS_JSON_DEPTH_MAX 127
 

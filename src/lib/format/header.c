@@ -36,17 +36,6 @@
 #include "stfs/stfs.h"
 #include "format.h"
 
-struct stfs_header {
-	struct stfs_tensor *tensors;
-	size_t count;
-	struct stfs_meta *meta;
-	size_t nmeta;
-	int has_meta;
-	uint64_t data_len;
-	char *arena;
-	uint64_t *dims;
-	uint32_t *by_name;        /* tensor indices in name order */
-};
 
 /* A tensor while parsing: shape is an index into dims until the end. */
 struct rec {
@@ -1089,7 +1078,35 @@ void stfs_header_free(struct stfs_header *h)
 	free(h->arena);
 	free(h->dims);
 	free(h->by_name);
+	if (h->ext_free)
+		h->ext_free(h->ext);
 	free(h);
+}
+
+const char *stfs_header_format(const struct stfs_header *h)
+{
+	return h->format ? h->format : "safetensors";
+}
+
+size_t stfs_header_kv_count(const struct stfs_header *h)
+{
+	return h->nkv;
+}
+
+const struct stfs_meta *stfs_header_kv(const struct stfs_header *h,
+				       size_t i)
+{
+	return i < h->nkv ? &h->kv[i] : NULL;
+}
+
+size_t stfs_header_skipped_count(const struct stfs_header *h)
+{
+	return h->nskipped;
+}
+
+const char *stfs_header_skipped(const struct stfs_header *h, size_t i)
+{
+	return i < h->nskipped ? h->skipped[i] : NULL;
 }
 
 const struct stfs_tensor *stfs_header_tensor_by_name(
@@ -1137,4 +1154,18 @@ uint64_t stfs_tensor_elements(const struct stfs_tensor *t)
 	for (size_t i = 0; i < t->rank; i++)
 		n *= t->shape[i];
 	return n;
+}
+
+const char *stfs_tensor_type(const struct stfs_tensor *t)
+{
+	if (t->dtype == STFS_DTYPE_NONE)
+		return t->foreign && t->foreign->type ? t->foreign->type : "?";
+	return stfs_dtype_name(t->dtype);
+}
+
+uint64_t stfs_tensor_bytes(const struct stfs_tensor *t)
+{
+	if (t->foreign && t->foreign->strides)
+		return stfs_tensor_elements(t) * stfs_dtype_bits(t->dtype) / 8;
+	return t->end - t->begin;
 }

@@ -69,10 +69,44 @@ static void views(struct stfs_jw *w, const struct stfs_model *m, size_t i)
 	stfs_jw_end(w, ']');
 }
 
+/* A file of another format: its key-values and what was left out. */
+static void foreign_file(struct stfs_jw *w, const struct stfs_header *h)
+{
+	stfs_jw_key(w, "key_values", 10);
+	stfs_jw_begin(w, '{');
+	for (size_t k = 0; k < stfs_header_kv_count(h); k++) {
+		const struct stfs_meta *e = stfs_header_kv(h, k);
+		stfs_jw_key(w, e->key, e->key_len);
+		stfs_jw_raw(w, e->value, e->value_len);
+	}
+	stfs_jw_end(w, '}');
+	stfs_jw_key(w, "skipped", 7);
+	stfs_jw_begin(w, '[');
+	for (size_t k = 0; k < stfs_header_skipped_count(h); k++)
+		stfs_jw_cstr(w, stfs_header_skipped(h, k));
+	stfs_jw_end(w, ']');
+}
+
+/* A tensor of another format: its own type, a view's strides, and why
+ * %model.safetensors leaves it out. */
+static void foreign_tensor(struct stfs_jw *w, const struct stfs_tensor *t)
+{
+	stfs_jw_key(w, "type", 4);
+	stfs_jw_cstr(w, stfs_tensor_type(t));
+	if (t->foreign->strides) {
+		stfs_jw_key(w, "strides", 7);
+		stfs_jw_u64s(w, t->foreign->strides, t->rank);
+	}
+	if (!stfs_virtual_represents(t, STFS_VIRTUAL_KIND_FULL)) {
+		stfs_jw_key(w, "left_out", 8);
+		stfs_jw_cstr(w, stfs_model_left_out_why(t));
+	}
+}
+
 char *stfs_model_json(const struct stfs_model *m, int want_views,
 		      size_t *len)
 {
-	struct totals all = { 0 }, by[STFS_DTYPE_COUNT];
+	struct totals all = { 0 }, by[STFS_DTYPE_COUNT + 1];
 	struct stfs_jw w;
 
 	memset(by, 0, sizeof(by));
@@ -94,6 +128,10 @@ char *stfs_model_json(const struct stfs_model *m, int want_views,
 		stfs_jw_u64(&w, stfs_file_size(m->files[i]));
 		stfs_jw_key(&w, "header_len", 10);
 		stfs_jw_u64(&w, m->files[i]->header_len);
+		stfs_jw_key(&w, "format", 6);
+		stfs_jw_cstr(&w, m->files[i]->format);
+		if (m->files[i]->doc)
+			foreign_file(&w, h);
 		stfs_jw_key(&w, "metadata", 8);
 		if (!stfs_header_has_metadata(h)) {
 			stfs_jw_null(&w);
@@ -120,21 +158,26 @@ char *stfs_model_json(const struct stfs_model *m, int want_views,
 
 		d->tensors++;
 		d->params = sat_add(d->params, n);
-		d->bytes += t->end - t->begin;
+		d->bytes += stfs_tensor_bytes(t);
 		all.tensors++;
 		all.params = sat_add(all.params, n);
-		all.bytes += t->end - t->begin;
+		all.bytes += stfs_tensor_bytes(t);
 		stfs_jw_begin(&w, '{');
 		stfs_jw_key(&w, "name", 4);
 		stfs_jw_str(&w, t->name, t->name_len);
 		stfs_jw_key(&w, "path", 4);
 		path(&w, m, m->tree.entry_node[i]);
 		stfs_jw_key(&w, "dtype", 5);
-		stfs_jw_cstr(&w, stfs_dtype_name(t->dtype));
+		if (t->dtype == STFS_DTYPE_NONE)
+			stfs_jw_null(&w);
+		else
+			stfs_jw_cstr(&w, stfs_dtype_name(t->dtype));
+		if (t->foreign)
+			foreign_tensor(&w, t);
 		stfs_jw_key(&w, "shape", 5);
 		stfs_jw_u64s(&w, t->shape, t->rank);
 		stfs_jw_key(&w, "bytes", 5);
-		stfs_jw_u64(&w, t->end - t->begin);
+		stfs_jw_u64(&w, stfs_tensor_bytes(t));
 		stfs_jw_key(&w, "data_offsets", 12);
 		stfs_jw_u64s(&w, off, 2);
 		stfs_jw_key(&w, "file", 4);
@@ -151,11 +194,12 @@ char *stfs_model_json(const struct stfs_model *m, int want_views,
 	totals(&w, &all);
 	stfs_jw_key(&w, "by_dtype", 8);
 	stfs_jw_begin(&w, '{');
-	for (int d = 0; d < STFS_DTYPE_COUNT; d++) {
+	for (int d = 0; d <= STFS_DTYPE_COUNT; d++) {
+		const char *dn = d == STFS_DTYPE_NONE ? "other" :
+				 stfs_dtype_name((enum stfs_dtype)d);
 		if (!by[d].tensors)
 			continue;
-		stfs_jw_key(&w, stfs_dtype_name((enum stfs_dtype)d),
-			    strlen(stfs_dtype_name((enum stfs_dtype)d)));
+		stfs_jw_key(&w, dn, strlen(dn));
 		stfs_jw_begin(&w, '{');
 		totals(&w, &by[d]);
 		stfs_jw_end(&w, '}');

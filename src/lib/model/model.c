@@ -241,8 +241,7 @@ static int build_tree(struct stfs_model *m, unsigned flags,
 	for (size_t i = 0; i < m->nentries; i++) {
 		names[i].s = m->entries[i].t->name;
 		names[i].len = m->entries[i].t->name_len;
-		names[i].extras = stfs_views_for(m->entries[i].t->dtype,
-						 flags);
+		names[i].extras = stfs_tensor_views(m->entries[i].t, flags);
 	}
 	names[m->nentries].s = STFS_HEADER_FILE;
 	names[m->nentries].len = strlen(STFS_HEADER_FILE);
@@ -413,7 +412,8 @@ int stfs_model_open_opts(const char *source, const struct stfs_model_opts *o,
 	if (m->sharded && (rc = stfs_model_index_json(m, m->index_meta,
 						     m->index_meta_len, err)))
 		goto fail;
-	if (!m->sharded && o->ninclude + o->nexclude &&
+	/* (a foreign file's header file is its whole generated document) */
+	if (!m->sharded && o->ninclude + o->nexclude && !m->files[0]->doc &&
 	    (rc = stfs_model_header_selected(m, err)))
 		goto fail;
 	/* open: its requests are done, and the daemon forks next */
@@ -565,7 +565,8 @@ int stfs_model_node(const struct stfs_model *m, uint32_t node,
 		out->subdirs = n->subdirs;
 	} else if (n->entry == m->nentries) {
 		out->kind = STFS_NODE_KIND_HEADER;
-		out->size = m->index ? m->index_len : m->files[0]->header_len;
+		out->size = m->index ? m->index_len : m->files[0]->doc ?
+			    m->files[0]->doc_len : m->files[0]->header_len;
 	} else {
 		out->kind = STFS_NODE_KIND_TENSOR;
 		out->tensor = n->entry;
@@ -678,6 +679,7 @@ int stfs_model_content(const struct stfs_model *m, uint32_t node,
 		f = m->files[0];
 		rc = m->index ?
 		     stfs_content_add_inline(c, m->index, m->index_len, 0) :
+		     f->doc ? stfs_content_add_inline(c, f->doc, f->doc_len, 0) :
 		     stfs_content_add_range(c, f->src, 8, f->header_len);
 		if (rc) {
 			stfs_content_free(c);

@@ -13,9 +13,12 @@
 
 struct stfs_file {
 	struct stfs_source *src;
+	const char *format;       /* "safetensors", "gguf", ... (file.c) */
 	uint64_t header_len;      /* N */
 	uint64_t data_start;      /* 8 + N */
 	struct stfs_header *header;
+	char *doc;                /* another format's header file, as JSON */
+	size_t doc_len;
 };
 
 /* One tensor of the model and the file it lives in. */
@@ -82,6 +85,10 @@ int64_t stfs_virtual_child(const struct stfs_model *m, uint32_t dir,
 int stfs_virtual_decode(const struct stfs_model *m, uint32_t node,
 			uint32_t *dir, enum stfs_virtual *kind);
 const char *stfs_virtual_name(enum stfs_virtual kind);
+/* 1 if a virtual file of kind holds t (another format's tensors of types
+ * safetensors cannot name are left out). */
+int stfs_virtual_represents(const struct stfs_tensor *t,
+			    enum stfs_virtual kind);
 /* Its size (generating the header if need be): 0 or -errno. */
 int stfs_virtual_size(struct stfs_model *m, uint32_t node, uint64_t *size);
 int stfs_virtual_content(struct stfs_model *m, uint32_t node,
@@ -89,6 +96,11 @@ int stfs_virtual_content(struct stfs_model *m, uint32_t node,
 void stfs_virtual_error(const struct stfs_model *m, uint32_t node, int code,
 			char *out, size_t outsz);
 void stfs_virtual_free(struct stfs_model *m);
+
+/* The header file of a file of another format (foreign.c): its format,
+ * key-values, tensors (with their own types and absolute offsets) and
+ * what was left out, as JSON (malloc'd), or NULL when out of memory. */
+char *stfs_foreign_doc(const struct stfs_file *f, size_t *len);
 
 /* The merged index shown as the header file of a sharded mount
  * (index_json.c); index_meta is the index's "metadata" as JSON, or NULL. */

@@ -125,9 +125,13 @@ int64_t stfs_virtual_child(const struct stfs_model *m, uint32_t dir,
 
 /* ---- generating a header ------------------------------------------------ */
 
-/* The tensors (entries) under dir, into *out (malloc'd): how many. */
-static int collect(const struct stfs_model *m, uint32_t dir, uint32_t **out,
-		   size_t *n)
+static size_t stfs_virtual_keep(const struct stfs_model *m, uint32_t *list,
+				size_t n, enum stfs_virtual kind);
+
+/* The tensors (entries) under dir that a virtual file of kind can hold,
+ * into *out (malloc'd): how many. */
+static int collect(const struct stfs_model *m, uint32_t dir,
+		   enum stfs_virtual kind, uint32_t **out, size_t *n)
 {
 	const struct stfs_tree *t = &m->tree;
 	uint32_t *stack = NULL, *list;
@@ -176,8 +180,39 @@ static int collect(const struct stfs_model *m, uint32_t dir, uint32_t **out,
 	free(stack);
 done:
 	*out = list;
-	*n = k;
+	*n = stfs_virtual_keep(m, list, k, kind);
 	return 0;
+}
+
+/* Another format's tensors safetensors cannot name (a GGUF Q4_K) are left
+ * out; the F32 file has the ones that dequantize, as F32. */
+int stfs_virtual_represents(const struct stfs_tensor *t,
+			    enum stfs_virtual kind)
+{
+	if (t->dtype != STFS_DTYPE_NONE)
+		return 1;
+	return kind == STFS_VIRTUAL_KIND_F32 && stfs_tensor_to_f32(t);
+}
+
+const char *stfs_model_left_out_why(const struct stfs_tensor *t)
+{
+	if (stfs_virtual_represents(t, STFS_VIRTUAL_KIND_FULL))
+		return NULL;
+	return stfs_tensor_to_f32(t) ?
+	       "safetensors has no dtype for its type (its dequantized .f32 "
+	       "view is in %model.f32.safetensors with -o convert=f32)" :
+	       "safetensors has no dtype for its type";
+}
+
+static size_t stfs_virtual_keep(const struct stfs_model *m, uint32_t *list,
+				size_t n, enum stfs_virtual kind)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (stfs_virtual_represents(m->entries[list[i]].t, kind))
+			list[k++] = list[i];
+	return k;
 }
 
 /* File order: by shard, then offsets (then name, for empty tensors). */
@@ -227,9 +262,9 @@ static void strip(const struct stfs_tensor *t, uint32_t skip,
 /* Bytes of t in a virtual file of kind (F32: converted). */
 static uint64_t out_bytes(const struct stfs_tensor *t, enum stfs_virtual kind)
 {
-	if (kind == STFS_VIRTUAL_KIND_F32 && stfs_dtype_to_f32(t->dtype))
+	if (kind == STFS_VIRTUAL_KIND_F32 && stfs_tensor_to_f32(t))
 		return stfs_tensor_elements(t) * 4;
-	return t->end - t->begin;
+	return stfs_tensor_bytes(t);
 }
 
 static void meta(struct stfs_jw *w, const struct stfs_model *m)
@@ -288,7 +323,7 @@ static int generate(struct stfs_model *m, uint32_t node, uint32_t dir,
 		return -ENOMEM;
 	atomic_init(&h->refs, 1);
 	h->node = node;
-	if ((rc = collect(m, dir, &h->order, &h->n))) {
+	if ((rc = collect(m, dir, kind, &h->order, &h->n))) {
 		vhdr_put(h);
 		return rc;
 	}
@@ -306,7 +341,7 @@ static int generate(struct stfs_model *m, uint32_t node, uint32_t dir,
 
 		strip(t, skip, &s, &sl);
 		stfs_jw_tensor(&w, s, sl, kind == STFS_VIRTUAL_KIND_F32 &&
-			       stfs_dtype_to_f32(t->dtype) ? STFS_DTYPE_F32 :
+			       stfs_tensor_to_f32(t) ? STFS_DTYPE_F32 :
 			       t->dtype, t->shape, t->rank, data, end);
 		data = end;
 	}
@@ -456,15 +491,12 @@ int stfs_virtual_content(struct stfs_model *m, uint32_t node,
 		const struct stfs_file *f = m->files[e->file];
 		uint64_t off = f->data_start + e->t->begin;
 
-		if (e->t->end == e->t->begin)
+		if (stfs_tensor_bytes(e->t) == 0)
 			continue;
-		if (kind == STFS_VIRTUAL_KIND_F32 &&
-		    stfs_dtype_to_f32(e->t->dtype))
-			rc = stfs_content_add_f32(c, f->src, off, e->t->dtype,
-						  stfs_tensor_elements(e->t));
+		if (kind == STFS_VIRTUAL_KIND_F32 && stfs_tensor_to_f32(e->t))
+			rc = stfs_content_add_tensor_f32(c, e->t, f->src, off);
 		else
-			rc = stfs_content_add_range(c, f->src, off,
-						    e->t->end - e->t->begin);
+			rc = stfs_content_add_tensor(c, e->t, f->src, off);
 	}
 	if (rc) {
 		stfs_content_free(c);

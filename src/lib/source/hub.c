@@ -2,8 +2,10 @@
  * hub.c: the locator of hf:// sources, models and datasets on the Hugging
  * Face Hub (or any server that speaks its API: HF_ENDPOINT).
  *
- *   hf://[datasets/]ORG/NAME[@REVISION][/SUBDIR]
+ *   hf://[datasets/]ORG/NAME[@REVISION][/SUBDIR][/FILE]
  *
+ * (FILE: a name ending in .gguf, .bin, .pt, .pth or .ckpt names that one
+ * file of the folder: a GGUF repo holds one file per quantization.)
  * The revision (a branch, a tag, refs/pr/N or a commit; main if none) is
  * resolved once, here, to a commit through the revision API, and every
  * byte is then read from that commit (/resolve/SHA/FILE), so a push while
@@ -44,6 +46,7 @@ struct hf {
 	char *repo;             /* ORG/NAME */
 	char *rev;              /* as given (decoded), or "main" */
 	char *subdir;           /* "" or a/b */
+	char *file;             /* a file SUBDIR/FILE.gguf names, or NULL */
 	char *endpoint;         /* no trailing '/' */
 	char *token;            /* or NULL */
 	int offline;
@@ -113,6 +116,7 @@ static void hf_free(struct hf *h)
 	free(h->repo);
 	free(h->rev);
 	free(h->subdir);
+	free(h->file);
 	free(h->endpoint);
 	if (h->token)
 		memset(h->token, 0, strlen(h->token));
@@ -173,6 +177,8 @@ static void decode_slashes(char *s)
 	*o = '\0';
 }
 
+static int split_file(struct hf *h);
+
 static int parse(const char *arg, struct hf *h, struct stfs_error *err)
 {
 	const char *p = arg + 5, *org, *name, *e;
@@ -223,6 +229,8 @@ static int parse(const char *arg, struct hf *h, struct stfs_error *err)
 	if (*h->subdir && !path_ok(h->subdir))
 		return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "not a "
 				 "folder of a repo: %s", h->subdir);
+	if (split_file(h))
+		return nomem(err);
 	for (const char *c = h->rev; *c; c++)
 		if ((unsigned char)*c <= 0x20 || *c == 0x7f)
 			goto bad;
@@ -492,6 +500,50 @@ static int on_file(void *arg, const char *path, const char *etag,
 	return 0;
 }
 
+/* A path ending in a file name of one of these suffixes names that one
+ * file (a GGUF repo holds one file per quantization): the folder is
+ * listed for its ETag and the file picked by name. */
+static const char *const file_suffixes[] = { ".gguf", ".bin", ".pt",
+					     ".pth", ".ckpt" };
+
+static int split_file(struct hf *h)
+{
+	char *base = strrchr(h->subdir, '/');
+	const char *name = base ? base + 1 : h->subdir;
+	size_t n = strlen(name);
+
+	for (size_t i = 0; i < sizeof(file_suffixes) / sizeof(*file_suffixes);
+	     i++) {
+		size_t k = strlen(file_suffixes[i]);
+		if (n <= k || strcmp(name + n - k, file_suffixes[i]))
+			continue;
+		if (!(h->file = strdup(name)))
+			return -ENOMEM;
+		if (base)
+			*base = '\0';
+		else
+			h->subdir[0] = '\0';
+		return 0;
+	}
+	return 0;
+}
+
+/* The file h->file names, found in the folder's listing. */
+static int pick_file(struct hf *h, struct stfs_location *loc,
+		     struct stfs_error *err)
+{
+	for (size_t i = 0; i < h->n; i++) {
+		if (strcmp(h->names[i], h->file))
+			continue;
+		loc->kind = STFS_LOC_FILE;
+		free(loc->name);
+		return (loc->name = strdup(h->file)) ? 0 : nomem(err);
+	}
+	return stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "no file %s in "
+			 "%s at %.12s", h->file, *h->subdir ? h->subdir :
+			 "the repo", h->sha);
+}
+
 static int list_online(struct hf *h, struct stfs_auth *auth, int recursive,
 		       struct stfs_error *err)
 {
@@ -691,7 +743,11 @@ int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 			 list_online(&h, auth, 0, err);
 	if (rc)
 		goto out;
-	if ((rc = stfs_location_pick_one(loc, h.names, h.n, "the repo", err))) {
+	if (h.file) {
+		if ((rc = pick_file(&h, loc, err)))
+			goto out;
+	} else if ((rc = stfs_location_pick_one(loc, h.names, h.n, "the repo",
+					       err))) {
 		if (rc != -ENOENT)
 			goto out;
 		/* nothing here: which folders have weights? */

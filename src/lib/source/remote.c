@@ -296,9 +296,7 @@ void stfs_remote_free(struct stfs_remote *r)
 	stfs_pool_stop(r);
 	stfs_httpc_fini(&r->http);
 	stfs_blocks_fini(&r->blocks);
-	pthread_mutex_destroy(&r->pool.mu);
-	pthread_cond_destroy(&r->pool.work);
-	pthread_cond_destroy(&r->pool.wq_cv);
+	stfs_pool_fini(&r->pool);
 	if (r->o.cache_dir)
 		stfs_cache_fini(&r->cache);
 	free(r->o.cache_dir);

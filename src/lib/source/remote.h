@@ -166,6 +166,12 @@ struct stfs_request {
 #define STFS_REQ_NO429 2u
 #define STFS_HTTP_REDIRECT 1
 
+/* What the remote did (stfs_remote_stats()). */
+struct stfs_remote_counters {
+	_Atomic uint64_t requests, retries, bytes, hits, failed;
+	_Atomic uint64_t resolves, rate_limited;
+};
+
 #define STFS_IDLE_MAX 16
 
 struct stfs_http_client {
@@ -176,12 +182,6 @@ struct stfs_http_client {
 	unsigned nidle;
 	atomic_uint jitter;             /* the backoff's random state */
 	struct stfs_remote_counters *count;
-};
-
-/* What the remote did (stfs_remote_stats()). */
-struct stfs_remote_counters {
-	_Atomic uint64_t requests, retries, bytes, hits, failed;
-	_Atomic uint64_t resolves, rate_limited;
 };
 
 void stfs_httpc_init(struct stfs_http_client *c,
@@ -342,6 +342,7 @@ struct stfs_inflight **stfs_inflight_later(struct stfs_inflight *me);
 void stfs_blocks_forget(struct stfs_blocks *b, const struct stfs_object *o);
 
 void stfs_pool_init(struct stfs_pool *p);
+void stfs_pool_fini(struct stfs_pool *p);
 /* Stop and join the workers and the writer (it writes what is queued). */
 void stfs_pool_stop(struct stfs_remote *r);
 /* Queue a read of [off, off + len) of o into buf for a worker, done

@@ -1,0 +1,365 @@
+"""fixtures.py: servers and helpers the mount tests share.
+
+nginx from Debian on loopback (Nginx), a small standard-library HTTP
+server with faults nginx cannot make (faulty_server), ports, reading and
+hashing files, a generated file of large tensors (big_file), the check of
+one file of the real corpus mounted from any source (check_real_file), the
+Hub emulator behind nginx (world), a Hugging Face cache folder
+(fake_cache), and environment and refusal helpers.  Mounting and the test
+runner are in stfstest.py.  Standard library only.
+"""
+import contextlib
+import email.utils
+import hashlib
+import http.server
+import os
+import random
+import re
+import shutil
+import socket
+import subprocess
+import threading
+import time
+
+import hubemu
+import stfstest as T
+
+
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_port(port, timeout=10, host="127.0.0.1"):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            socket.create_connection((host, port), 0.2).close()
+            return True
+        except OSError:
+            time.sleep(0.02)
+    return False
+
+
+class Nginx:
+    """nginx serving root at http://127.0.0.1:PORT/ (and /noranges/, the
+    same with ranges turned off), with its config and logs in d; with
+    tls=(CERT, KEY) at https://, also=[HOST] listens on those hosts too,
+    and extra is more of the server block."""
+
+    def __init__(self, d, root, port=None, host="127.0.0.1", tls=None,
+                 also=(), extra=""):
+        self.d, self.root, self.host = d, root, host
+        self.port = port or free_port()
+        self.scheme = "https" if tls else "http"
+        ssl = " ssl" if tls else ""
+        listen = "".join("    listen %s:%d%s;\n" % (h, self.port, ssl)
+                         for h in (host,) + tuple(also))
+        if tls:
+            listen += ("    ssl_certificate %s;\n"
+                       "    ssl_certificate_key %s;\n" % tls)
+        self.proc = None
+        os.makedirs(os.path.join(d, "tmp"), exist_ok=True)
+        conf = """daemon off;
+master_process off;
+worker_processes 1;
+pid %(d)s/nginx.pid;
+error_log %(d)s/error.log;
+events { worker_connections 256; }
+http {
+  log_format ranges '$request_uri $status $http_range [$http_authorization]';
+  access_log %(d)s/access.log ranges;
+  client_body_temp_path %(d)s/tmp;
+  proxy_temp_path %(d)s/tmp;
+  fastcgi_temp_path %(d)s/tmp;
+  uwsgi_temp_path %(d)s/tmp;
+  scgi_temp_path %(d)s/tmp;
+  server {
+%(listen)s    root %(root)s;
+    location /noranges/ { alias %(root)s/; max_ranges 0; }
+%(extra)s
+  }
+}
+""" % {"d": d, "root": root, "listen": listen, "extra": extra}
+        self.conf = os.path.join(d, "nginx.conf")
+        with open(self.conf, "w") as f:
+            f.write(conf)
+        self.start()
+
+    def url(self, path="", host=None):
+        return "%s://%s:%d/%s" % (self.scheme, host or self.host, self.port,
+                                  path)
+
+    def start(self):
+        self.proc = subprocess.Popen([NGINX, "-c", self.conf, "-p", self.d],
+                                     stderr=subprocess.PIPE)
+        T._procs.append(self.proc)
+        assert wait_port(self.port, host=self.host), "nginx did not start"
+
+    def ranges(self):
+        """(first, last) of every range request logged so far."""
+        out = []
+        with open(os.path.join(self.d, "access.log")) as f:
+            for line in f:
+                m = re.search(r"bytes=(\d+)-(\d+)", line)
+                if m:
+                    out.append((int(m.group(1)), int(m.group(2))))
+        return out
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+
+
+class Faulty(http.server.BaseHTTPRequestHandler):
+    """Serves files of a directory with ranges and an ETag, with faults:
+    /503x2/PATH fails twice with 503 then serves, /429/PATH answers 429
+    with Retry-After: 1 once (/429date/PATH: an HTTP date 3 s ahead), /stall/PATH sends headers and then nothing
+    for a minute, /stallstart/PATH holds back the ranges that start a 4 MiB
+    block (but the object's) until stalled is set, /trickle/PATH sends
+    4 bytes every 0.2 s (20 bytes/s) until stalled is set.  Counts are per
+    server."""
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def do_GET(self):
+        srv = self.server
+        m = re.match(r"^/(503x2|429|429date|stall|stallstart|trickle|ok)/"
+                     r"(.*)$", self.path)
+        if not m:
+            self.send_error(404)
+            return
+        fault, rel = m.groups()
+        path = os.path.join(srv.root, rel)
+        if not os.path.isfile(path):
+            self.send_error(404)
+            return
+        with srv.lock:
+            n = srv.counts.get((fault, rel), 0)
+            srv.counts[(fault, rel)] = n + 1
+        if fault == "503x2" and n < 2 and srv.armed:
+            self.send_response(503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if fault in ("429", "429date") and n < 1 and srv.armed:
+            self.send_response(429)
+            self.send_header("Retry-After", "1" if fault == "429" else
+                             email.utils.formatdate(time.time() + 3,
+                                                    usegmt=True))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        size = os.path.getsize(path)
+        first, last = 0, size - 1
+        r = re.match(r"bytes=(\d+)-(\d+)$", self.headers.get("Range", ""))
+        if r:
+            first, last = int(r.group(1)), min(int(r.group(2)), size - 1)
+        etag = '"%x-%x"' % (int(os.path.getmtime(path)), size)
+        with open(path, "rb") as f:
+            f.seek(first)
+            body = f.read(last - first + 1)
+        self.send_response(206 if r else 200)
+        self.send_header("ETag", etag)
+        self.send_header("Content-Length", str(len(body)))
+        if r:
+            self.send_header("Content-Range", "bytes %d-%d/%d" %
+                             (first, last, size))
+        self.end_headers()
+        if fault == "stall" and srv.armed and first > 0:
+            srv.stalled.wait(60)
+            return
+        if fault == "trickle" and srv.armed and first > 0:
+            with srv.lock:
+                srv.trickled += 1
+            try:
+                while not srv.stalled.wait(0.2) and body:
+                    self.wfile.write(body[:4])
+                    self.wfile.flush()
+                    body = body[4:]
+            except OSError:
+                return                          # the client hung up
+        if fault == "stallstart" and srv.armed and first > 0 and \
+                first % (4 << 20) == 0:
+            srv.stalled.wait(60)        # a block's start, not its tail,
+                                        # comes once stalled is set
+        try:
+            self.wfile.write(body)
+        except OSError:
+            pass                                # the client hung up
+
+
+def faulty_server(root):
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Faulty)
+    srv.daemon_threads = True
+    srv.root, srv.counts, srv.lock = root, {}, threading.Lock()
+    srv.armed, srv.stalled = False, threading.Event()
+    srv.trickled = 0
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+def disarm(srv, p, mnt):
+    """Let the faulty server's stalled requests go, end its faults, and
+    unmount."""
+    srv.stalled.set()
+    srv.armed = False
+    T.stop_fg(p, mnt)
+
+
+def sha(b):
+    return hashlib.sha256(b).hexdigest()
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def big_file(d, name="big.safetensors", seed=1):
+    """Three 40 MiB tensors: more than the 32 MiB stfs fetches ahead, so
+    reading the first leaves the last unfetched."""
+    rng = random.Random(seed)
+    tensors = [("layers.%d.w" % i, "U8", [40 << 20],
+                bytes(rng.getrandbits(8) for _ in range(4096)) * (10 << 10))
+               for i in range(3)]
+    return T.write_st(os.path.join(d, name), tensors), tensors
+
+
+def check_real_file(src, want, mnt, check=None):
+    """Inspect and mount src, a file of the real corpus whose tensors
+    expected.json lists in want: every tensor's sha256, and check(path) of
+    each tensor's file if given."""
+    j = T.inspect_json(src)
+    assert len(j["tensors"]) == len(want), src
+    by_name = {x["name"]: x for x in want}
+    p = T.mount_fg(src, mnt)
+    try:
+        for t in j["tensors"]:
+            fp = os.path.join(mnt, t["path"])
+            assert sha(read(fp)) == by_name[t["name"]]["sha256"], \
+                (src, t["name"])
+            if check:
+                check(fp)
+    finally:
+        T.stop_fg(p, mnt)
+
+
+@contextlib.contextmanager
+def env(**kw):
+    """os.environ with kw set (None: unset) for the block."""
+    old = {k: os.environ.get(k) for k in kw}
+    for k, v in kw.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def stfs(*args):
+    return subprocess.run([T.STFS] + list(args), capture_output=True,
+                          timeout=120, text=True)
+
+
+def refused(src, mnt, *want):
+    """Mounting src fails at once, exit 1, naming src and each of want;
+    nothing is mounted."""
+    r = stfs("mount", src, mnt)
+    assert r.returncode == 1, (src, r)
+    assert r.stderr.startswith("stfs: %s: " % src), r.stderr
+    for w in want:
+        assert w in r.stderr, (w, r.stderr)
+    assert not T.is_mount(mnt)
+    return r.stderr
+
+
+class World:
+    """The emulator, nginx behind it, and an environment that points at
+    them with a fresh HF_HOME and stfs cache and no token.  With
+    lifetime (seconds), nginx checks signed links as a CDN does and the
+    Hub redirects to links signed for that long (style: hubemu.Signer);
+    rate: nginx's limit_rate per connection; cdn_host: where nginx is
+    (another address than the Hub's by default).  The Hub logs every
+    request to d/hub.log."""
+
+    def __init__(self, d, lifetime=None, style="expires", rate=None,
+                 cdn_host="127.0.0.2"):
+        self.d = d
+        self.files = os.path.join(d, "files")
+        os.makedirs(self.files)
+        os.makedirs(os.path.join(d, "ngx"))
+        self.ngx = Nginx(os.path.join(d, "ngx"), self.files,
+                         host=cdn_host, extra=hubemu.cdn_conf(rate=rate)
+                         if lifetime else "")
+        self.hub = hubemu.Hub(self.files, self.ngx.url(),
+                              log=os.path.join(d, "hub.log"))
+        if lifetime:
+            self.hub.sign(lifetime, style)
+        self.env = env(HF_ENDPOINT=self.hub.url,
+                       HF_HOME=os.path.join(d, "hfhome"),
+                       HF_HUB_CACHE=None, HF_TOKEN=None,
+                       HUGGING_FACE_HUB_TOKEN=None, HF_TOKEN_PATH=None,
+                       HF_HUB_OFFLINE=None,
+                       XDG_CACHE_HOME=os.path.join(d, "xdg"))
+        self.env.__enter__()
+
+    def nginx_log(self):
+        with open(os.path.join(self.ngx.d, "access.log")) as f:
+            return f.read()
+
+    def close(self):
+        self.env.__exit__(None, None, None)
+        self.hub.stop()
+        self.ngx.stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+@contextlib.contextmanager
+def world(d):
+    w = World(d)
+    try:
+        yield w
+    finally:
+        w.close()
+
+
+def fake_cache(hub_cache, rid, files, rev="main"):
+    """A Hugging Face cache folder as huggingface_hub makes it: blobs
+    named by ETag, snapshot files linking to them, refs/REV."""
+    sha_ = hashlib.sha1(repr(sorted(files)).encode()).hexdigest()
+    top = os.path.join(hub_cache, "models--" + rid.replace("/", "--"))
+    os.makedirs(os.path.join(top, "blobs"), exist_ok=True)
+    os.makedirs(os.path.join(top, "refs"), exist_ok=True)
+    with open(os.path.join(top, "refs", rev), "w") as f:
+        f.write(sha_)
+    for path, data in files.items():
+        etag = hashlib.sha256(data).hexdigest()
+        with open(os.path.join(top, "blobs", etag), "wb") as f:
+            f.write(data)
+        link = os.path.join(top, "snapshots", sha_, path)
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        os.symlink(os.path.relpath(os.path.join(top, "blobs", etag),
+                                   os.path.dirname(link)), link)
+    return sha_
