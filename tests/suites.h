@@ -16,5 +16,6 @@ Suite *remote_suite(void);
 Suite *resolve_suite(void);
 Suite *table_suite(void);
 Suite *s3xml_suite(void);
+Suite *torch_suite(void);
 
 #endif

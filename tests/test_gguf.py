@@ -400,7 +400,7 @@ def big_model(path):
 def test_http(d, mnt):
     """nginx serves a GGUF: mounting and listing it (xattrs included)
     fetch only the blocks of its header; every tensor reads back."""
-    from test_remote import Nginx
+    from fixtures import Nginx
     data = os.path.join(d, "www")
     os.makedirs(data)
     ts, where = big_model(os.path.join(data, "m.gguf"))
@@ -435,7 +435,7 @@ def test_http(d, mnt):
 
 def test_hub_file(d, mnt):
     """hf://ORG/NAME/FILE.gguf mounts that one file of a repo with two."""
-    from test_hub import world
+    from fixtures import world
     a = os.path.join(d, "a.gguf")
     b = os.path.join(d, "b.gguf")
     ts, _ = write_model(a, seed=1)

@@ -1,7 +1,7 @@
 #!/bin/bash
 # run-fuzz.sh [SECONDS [HARNESS...]]: build the libFuzzer harnesses with
 # clang (ASan + UBSan) and fuzz each for SECONDS (default 60); given names
-# (header, index, http, remote, xml, gguf), only those:
+# (header, index, http, remote, xml, gguf, zip, pickle), only those:
 #   fuzz_header  the header parser and the name mapping, seeded with the
 #                header of every file in tests/data/real and examples/;
 #   fuzz_index   the index.json reader, seeded with every *.index.json there;
@@ -13,14 +13,18 @@
 #                documents, seeded with real and hostile ones;
 #   fuzz_gguf    the GGUF reader and the foreign tensor table, seeded with
 #                GGUF files of every value type, plain and quantized
-#                tensors, v2 and v3, written by tests/gguf_seeds.py.
+#                tensors, v2 and v3, written by tests/ggufw.py;
+#   fuzz_zip     the zip reader and the zip checkpoint path, seeded with
+#                checkpoints torch writes (when python3-torch is there);
+#   fuzz_pickle  the pickle interpreter and the legacy checkpoint path,
+#                seeded with torch's pickles and legacy checkpoints.
 # Inputs in tests/fuzz/regressions/<harness>/ are replayed first; crashes
 # are written there too, for review, and become regression inputs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-60}
 shift || true
-harnesses=${*:-header index http remote xml gguf}
+harnesses=${*:-header index http remote xml gguf zip pickle}
 out=build-fuzz
 lib=$(ls src/lib/*/*.c)
 incs="-Iinclude -Isrc/lib/format -Isrc/lib/source -Isrc/lib/content -Isrc/lib/model"
@@ -95,6 +99,9 @@ x=$out/seeds-xml
 { printf '\7'; printf '<Error><Code>SignatureDoesNotMatch</Code><Message>\xc3\xa9\xc3\xa9\xc3\xa9</Message></Error>'; } > "$x/seed005"
 mkdir -p "$out"/{corpus,seeds}-gguf
 /usr/bin/python3 tests/gguf_seeds.py "$out/seeds-gguf"
+mkdir -p "$out"/{corpus,seeds}-{zip,pickle}
+/usr/bin/python3 tests/fuzz/torch_seeds.py "$out/seeds-zip" "$out/seeds-pickle" ||
+	echo "fuzz: no torch seeds (python3-torch missing?)"
 for h in $harnesses; do
 	reg=tests/fuzz/regressions/$h
 	mkdir -p "$reg"

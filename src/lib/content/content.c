@@ -33,6 +33,7 @@
 #include "format.h"
 #include "source.h"
 #include "content.h"
+#include "gather.h"
 
 #define POOL_MAX 16         /* idle read states kept */
 #define IOV_LIMIT 512       /* more iovecs than this are flattened */
@@ -181,9 +182,19 @@ int stfs_content_add_dequant(struct stfs_content *c, struct stfs_source *src,
 int stfs_content_add_gather(struct stfs_content *c, struct stfs_source *src,
 			    uint64_t off, const struct stfs_tensor *t)
 {
-	/* the gathering read is the PyTorch reader's (gather.c, to come) */
-	(void)c; (void)src; (void)off; (void)t;
-	return -EOPNOTSUPP;
+	unsigned es = stfs_dtype_bits(t->dtype) / 8;
+	uint64_t nel = stfs_tensor_elements(t);
+	struct stfs_seg *s;
+
+	if (!t->foreign || !t->foreign->strides || !es ||
+	    t->rank > STFS_GATHER_RANK_MAX || nel > UINT64_MAX / es)
+		return -EINVAL;
+	if (!(s = add(c, STFS_SEG_GATHER, nel * es)))
+		return -ENOMEM;
+	s->u.r.src = src;
+	s->u.r.off = off;
+	s->t = t;
+	return 0;
 }
 
 int stfs_tensor_to_f32(const struct stfs_tensor *t)
@@ -222,6 +233,8 @@ int stfs_content_add_tensor_f32(struct stfs_content *c,
 /* ---- reading ----------------------------------------------------------- */
 
 struct conv {                   /* a converted range, done at the end */
+	const struct stfs_seg *gs;  /* or a gathered one (gather.c) */
+	struct stfs_gather g;
 	enum stfs_dtype dtype;
 	unsigned quant;
 	const void *raw;
@@ -330,7 +343,10 @@ static void finish(struct rd *r)
 	for (size_t i = 0; !err && i < r->nconv; i++) {
 		const struct conv *v = &r->conv[i];
 
-		if (v->quant)
+		if (v->gs)
+			stfs_gather_copy(v->gs, &v->g, v->raw,
+					 (char *)v->out);
+		else if (v->quant)
 			stfs_dequant(v->quant, v->raw, v->nel, v->out);
 		else
 			stfs_convert_f32(v->dtype, v->raw, v->nel, v->out);
@@ -382,6 +398,9 @@ static size_t buf_need(const struct stfs_seg *s, uint64_t lo, size_t n)
 		return ((nu * s->uout * 4 + 7) & ~(size_t)7) +
 		       ((nu * s->uin + 7) & ~(size_t)7);
 	}
+	if (s->kind == STFS_SEG_GATHER)
+		return stfs_gather_need(s, lo, lo + n,
+					stfs_source_map(s->u.r.src) != NULL);
 	return 0;
 }
 
@@ -401,10 +420,49 @@ static void read_conv(struct rd *r, const struct stfs_seg *s, uint64_t lo,
 
 	*v = (struct iovec){ (char *)out + (lo - u0 * s->uout * 4), n };
 	*at += buf_need(s, lo, n);
-	r->conv[r->nconv++] = (struct conv){ s->dtype, s->quant, raw, out, nu };
+	r->conv[r->nconv++] = (struct conv){ .dtype = s->dtype,
+		.quant = s->quant, .raw = raw, .out = out, .nel = nu };
 	atomic_fetch_add(&r->pending, 1);
 	stfs_source_read_async(s->u.r.src, raw, nu * s->uin,
 			       s->u.r.off + u0 * s->uin, &ext, one_done, r);
+}
+
+/* A GATHER segment's part [lo, hi): its iovec, and the copy now (a
+ * mapped source) or a read of the span and the copy when it is in.
+ * Returns the buffer it used. */
+static size_t gather(struct rd *r, const struct stfs_seg *s, uint64_t lo,
+		     uint64_t hi, char *out, struct iovec *v)
+{
+	const char *map = stfs_source_map(s->u.r.src);
+	unsigned es = stfs_dtype_bits(s->t->dtype) / 8;
+	struct stfs_gather g;
+	size_t need = stfs_gather_need(s, lo, hi, map != NULL), outn;
+	uint64_t span;
+	struct stfs_extent ext;
+
+	stfs_gather_plan(s, lo, hi, &g);
+	outn = ((size_t)(g.e1 - g.e0) * es + 7) & ~(size_t)7;
+	span = (g.smax - g.smin + 1) * es;
+	*v = (struct iovec){ out + (lo - g.e0 * es), (size_t)(hi - lo) };
+	if (map) {
+		if (stfs_gather_map(s, &g, map, out))
+			atomic_compare_exchange_strong(&r->err, &(int){ 0 },
+						       -EIO);
+		return need;
+	}
+	if (span > STFS_GATHER_SPAN_MAX) {
+		atomic_compare_exchange_strong(&r->err, &(int){ 0 }, -EFBIG);
+		return need;
+	}
+	r->conv[r->nconv++] = (struct conv){ .gs = s, .g = g,
+					     .raw = out + outn,
+					     .out = (float *)(void *)out };
+	atomic_fetch_add(&r->pending, 1);
+	ext = (struct stfs_extent){ s->u.r.off + g.smin * es,
+				    s->u.r.off + g.smin * es + span };
+	stfs_source_read_async(s->u.r.src, out + outn, (size_t)span,
+			       s->u.r.off + g.smin * es, &ext, one_done, r);
+	return need;
 }
 
 void stfs_content_read(const struct stfs_content *c, uint64_t off,
@@ -432,7 +490,7 @@ void stfs_content_read(const struct stfs_content *c, uint64_t off,
 			continue;
 		nseg++;
 		need += buf_need(s, lo, (size_t)(hi - lo));
-		nconv += s->kind == STFS_SEG_F32;
+		nconv += s->kind == STFS_SEG_F32 || s->kind == STFS_SEG_GATHER;
 	}
 	r = rd_get();
 	if (!r || reserve((void **)&r->iov, &r->iovcap, nseg + 1,
@@ -486,10 +544,8 @@ void stfs_content_read(const struct stfs_content *c, uint64_t off,
 		case STFS_SEG_F32:
 			read_conv(r, s, lo, hi, v, &at);
 			break;
-		case STFS_SEG_GATHER:       /* not built yet (gather.c) */
-			*v = (struct iovec){ NULL, 0 };
-			atomic_compare_exchange_strong(&r->err,
-						       &(int){ 0 }, -EIO);
+		case STFS_SEG_GATHER:
+			at += gather(r, s, lo, hi, r->buf + at, v);
 			break;
 		}
 	}

@@ -82,6 +82,7 @@ struct stfs_reader {
 	uint64_t size;
 	const char *name;         /* for messages */
 	const void *mem;          /* stfs_reader_mem's bytes */
+	int cheap;                /* reads cost no request (a mapped file) */
 };
 /* A reader over n bytes of memory at p (ctx is the reader itself). */
 void stfs_reader_mem(struct stfs_reader *r, const void *p, size_t n,

@@ -18,6 +18,7 @@
 
 #include "format.h"
 #include "ggml.h"
+#include "torch.h"
 #include "model.h"
 
 /*
@@ -26,8 +27,10 @@
  *   GGUF    "GGUF" (a length over 1 GB);
  *   zip     "PK\3\4" and any of bytes 4-7 (version, flags) non-zero (a
  *           length over 4 GiB); the zip of torch >= 1.6;
- *   pickle  0x80 0x02 0x8a 0x0a: protocol 2, then the 10-byte long that
- *           is legacy torch's magic number (a length over 160 MB).
+ *   pickle  0x80 0x02-0x05 0x8a 0x0a: a protocol, then the 10-byte long
+ *           that is legacy torch's magic number (a length over 160 MB);
+ *           or, protocol 4 or 5, a FRAME (0x95) of at least 12 bytes
+ *           around it (a length over 200 MB).
  */
 static int zip_detect(const unsigned char *p, size_t n)
 {
@@ -36,18 +39,10 @@ static int zip_detect(const unsigned char *p, size_t n)
 
 static int legacy_detect(const unsigned char *p, size_t n)
 {
-	return n >= 4 && p[0] == 0x80 && p[1] == 0x02 && p[2] == 0x8a &&
-	       p[3] == 0x0a;
-}
-
-/* Until the PyTorch readers land: detected, and refused by name. */
-static int torch_todo(const struct stfs_reader *r, struct stfs_header **out,
-		      uint64_t *header_len, struct stfs_error *err)
-{
-	*out = NULL;
-	*header_len = 0;
-	return stfs_fail(err, -EOPNOTSUPP, NULL, 0, "a PyTorch checkpoint: "
-			 "this build does not read them yet");
+	if (n < 4 || p[0] != 0x80 || p[1] < 2 || p[1] > 5)
+		return 0;
+	return (p[2] == 0x8a && p[3] == 0x0a) ||
+	       (p[1] >= 4 && p[2] == 0x95 && p[3] >= 0x0c);
 }
 
 /*
@@ -62,8 +57,8 @@ static const struct stfs_format {
 		    uint64_t *header_len, struct stfs_error *err);
 } formats[] = {
 	{ "gguf", stfs_gguf_detect, stfs_gguf_read },
-	{ "pytorch", zip_detect, torch_todo },
-	{ "pytorch", legacy_detect, torch_todo },
+	{ "pytorch", zip_detect, stfs_torch_read },
+	{ "pytorch", legacy_detect, stfs_torch_read },
 };
 
 static int src_read(void *ctx, void *buf, size_t len, uint64_t off)
@@ -75,7 +70,7 @@ static int open_foreign(struct stfs_source *src, const struct stfs_format *fm,
 			struct stfs_file *f, struct stfs_error *err)
 {
 	struct stfs_reader r = { src_read, src, src->info.size,
-				 stfs_source_name(src), NULL };
+				 stfs_source_name(src), NULL, src->map != NULL };
 	int rc;
 
 	if ((rc = fm->read(&r, &f->header, &f->header_len, err)))

@@ -165,11 +165,24 @@ int stfs_location_pick_one(struct stfs_location *loc, char **all, size_t n,
 	return rc;
 }
 
+/* A PyTorch checkpoint's name: pytorch_model-00001-of-00002.bin, .pt,
+ * .pth, .ckpt (what is in it is checked by its content, not this). */
+static int torch_name(const char *s)
+{
+	return ends_with(s, ".bin") || ends_with(s, ".pt") ||
+	       ends_with(s, ".pth") || ends_with(s, ".ckpt");
+}
+
+/*
+ * Of a directory's files: the safetensors index, else the safetensors
+ * files; a folder with neither (an older Hub repo) gives its PyTorch
+ * index (pytorch_model.bin.index.json), else its PyTorch checkpoints.
+ */
 int stfs_location_pick(struct stfs_location *loc, char **all, size_t n,
 		       const char *where, struct stfs_error *err)
 {
-	char **indexes = NULL;
-	size_t nindexes = 0;
+	char **indexes = NULL, **tnames = NULL, **tidx = NULL;
+	size_t nindexes = 0, ntnames = 0, ntidx = 0;
 	int rc = 0;
 
 	for (size_t i = 0; i < n && !rc; i++) {
@@ -179,7 +192,26 @@ int stfs_location_pick(struct stfs_location *loc, char **all, size_t n,
 			rc = push(&indexes, &nindexes, all[i]);
 		else if (ends_with(all[i], ".safetensors"))
 			rc = push(&loc->names, &loc->nnames, all[i]);
+		else if (ends_with(all[i], ".bin.index.json"))
+			rc = push(&tidx, &ntidx, all[i]);
+		else if (torch_name(all[i]))
+			rc = push(&tnames, &ntnames, all[i]);
 	}
+	if (!rc && !nindexes && !loc->nnames) {   /* PyTorch only */
+		char **t = indexes;
+
+		indexes = tidx;
+		nindexes = ntidx;
+		tidx = t;
+		ntidx = 0;
+		free(loc->names);
+		loc->names = tnames;
+		loc->nnames = ntnames;
+		tnames = NULL;
+		ntnames = 0;
+	}
+	free_list(tnames, ntnames);
+	free_list(tidx, ntidx);
 	if (rc) {
 		rc = nomem(err);
 		goto out;
@@ -206,7 +238,8 @@ int stfs_location_pick(struct stfs_location *loc, char **all, size_t n,
 		indexes[0] = NULL;
 	} else if (loc->nnames == 0) {
 		rc = stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET,
-			       "no *.safetensors files in %s", where);
+			       "no *.safetensors files (nor PyTorch "
+			       "checkpoints) in %s", where);
 	}
 out:
 	free_list(indexes, nindexes);

@@ -1,0 +1,58 @@
+/*
+ * fuzz_zip.c: libFuzzer harness for the zip reader and, through it, the
+ * whole zip checkpoint path (data.pkl, byteorder, the storages).  The
+ * input is a whole file, read through the byte-source callback; the reader
+ * must not crash, leak, read out of bounds or out of the file, and what it
+ * accepts must hold: every record's data inside the file and before the
+ * central directory, every tensor's storage inside the file.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "torch.h"
+
+struct buf {
+	const uint8_t *p;
+	size_t n;
+};
+
+static int rd(void *ctx, void *out, size_t n, uint64_t off)
+{
+	const struct buf *b = ctx;
+
+	if (off > b->n || n > b->n - off)
+		abort();   /* the reader asked for bytes past the file */
+	memcpy(out, b->p + off, n);
+	return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct buf b = {data, size};
+	struct stfs_error err;
+	struct stfs_zip z;
+	struct stfs_torch *t;
+
+	for (int local = 0; local < 2; local++) {
+		if (stfs_zip_open(rd, &b, size, local, "f", &z, &err) == 0) {
+			for (size_t i = 0; i < z.n; i++)
+				if (z.e[i].data > z.cd_off ||
+				    z.e[i].size > z.cd_off - z.e[i].data)
+					abort();
+			stfs_zip_free(&z);
+		} else if (!err.msg[0] || err.code >= 0) {
+			abort();
+		}
+		if (stfs_torch_open(rd, &b, size, local, "f", &t, &err) == 0) {
+			for (size_t i = 0; i < t->nt; i++)
+				if (t->t[i].st_begin > size ||
+				    t->t[i].st_len > size - t->t[i].st_begin)
+					abort();
+			stfs_torch_free(t);
+		}
+	}
+	return 0;
+}
