@@ -15,7 +15,8 @@ base=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
       python3 python3-numpy)
 full=(check clang libclang-rt-14-dev python3-torch r-base-core debhelper
       dpkg-dev fakeroot rpm nginx swift swift-proxy swift-account
-      swift-container swift-object memcached openssl ca-certificates)
+      swift-container swift-object memcached openssl ca-certificates
+      awscli)
 case "${1:-test}" in
 demo) pkgs=("${base[@]}") ;;
 test) pkgs=("${base[@]}" "${full[@]}") ;;

@@ -17,6 +17,9 @@ only), as the Hub answers (checked against the official JavaScript client,
   without the right token (Authorization: Bearer TOKEN); unknown repos
   and revisions: 401/404 with the Hub's codes.
 
+A fault mode: with .tree_loop set, the last page of a tree listing links
+back to its first page (Link: next to a page already seen).
+
 push() makes a new commit on a branch (the files nginx serves for every
 commit stay, as the Hub's do); a file is bytes, or Big(PATH), a file on
 disk linked into nginx's folder (a 1 GiB model without 1 GiB in memory).
@@ -175,6 +178,7 @@ class Hub:
         self.repos = {}
         self.seen = []
         self.log = Log(log)
+        self.tree_loop = False      # the fault: the tree's pages loop
         self.lock = threading.Lock()
         self.signer = None
         self.limit, self.window = None, 300
@@ -428,6 +432,12 @@ class Hub:
             nq["cursor"] = str(start + PAGE)
             headers.append(("Link", '<%s%s?%s>; rel="next"' % (
                 self.url, u.path, urllib.parse.urlencode(nq))))
+        elif self.tree_loop and start:
+            # the fault: the last page links back to the first one
+            nq = dict((k, v[0]) for k, v in q.items() if k != "cursor")
+            headers.append(("Link", '<%s%s%s>; rel="next"' % (
+                self.url, u.path, "?" + urllib.parse.urlencode(nq)
+                if nq else "")))
         self._send(h, 200, page, headers, with_body)
 
     def _file(self, repo, rest):

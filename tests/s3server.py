@@ -7,6 +7,10 @@ across the tests of a file (it takes seconds to start), so its servers
 are not in stfstest's per-test cleanup: stop() ends them, and so does an
 exit hook, even when a test fails.
 
+Lister is a small standard-library S3 "bucket" that lists forever, the
+fault Swift will not make: every ListObjectsV2 page is truncated, with the
+same continuation token (loop=True) or a new one each time.
+
 Objects are put with Swift's own API (tempauth tokens), so the data a test
 starts from does not depend on stfs's signer.
 """
@@ -22,6 +26,9 @@ import urllib.request
 from urllib.parse import quote
 
 import atexit
+import http.server
+import threading
+import urllib.parse
 
 from fixtures import free_port, wait_port
 
@@ -167,3 +174,55 @@ class Swift:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+
+
+class Lister:
+    """A bucket whose ListObjectsV2 never ends: each page holds one key
+    and IsTruncated true, its NextContinuationToken always "again"
+    (loop=True) or new each page.  Every request's query is in .seen."""
+
+    def __init__(self, loop=True):
+        self.loop, self.seen, self.lock = loop, [], threading.Lock()
+        lister = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            # one write per answer, sent at once (no delayed-ACK waits)
+            wbufsize = 1 << 16
+            disable_nagle_algorithm = True
+
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                q = urllib.parse.parse_qs(urllib.parse.urlsplit(
+                    self.path).query)
+                with lister.lock:
+                    lister.seen.append(q)
+                    n = len(lister.seen)
+                token = "again" if lister.loop else "page-%d" % n
+                body = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                        "<ListBucketResult><Name>b</Name><Prefix>p/"
+                        "</Prefix><KeyCount>1</KeyCount><MaxKeys>1"
+                        "</MaxKeys><IsTruncated>true</IsTruncated>"
+                        "<Contents><Key>p/k%d.bin</Key><Size>1</Size>"
+                        "</Contents><NextContinuationToken>%s"
+                        "</NextContinuationToken></ListBucketResult>"
+                        % (n, token)).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever,
+                         daemon=True).start()
+        atexit.register(self.stop)
+
+    def stop(self):
+        if self.server:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None

@@ -234,6 +234,12 @@ int stfs_remote_opts_set(struct stfs_remote_opts *o, const char *opt,
  * 0, or -EINVAL with why. */
 int stfs_remote_opts_check(const struct stfs_remote_opts *o, char *why,
 			   size_t whysz);
+/* Can the cache be used: a directory stfs can write (with offline,
+ * read), or while it does not exist, the nearest directory above it?  0
+ * (also with nocache), or -errno (ENOTDIR for a file, EROFS, EACCES) with
+ * why.  A mount of a URL calls it; inspect need not. */
+int stfs_remote_opts_check_cache(const struct stfs_remote_opts *o,
+				 char *why, size_t whysz);
 /* Where the remote layer reports what goes wrong after open (a read that
  * failed, and why): one line each to fn(ctx, line).  Default: nowhere. */
 void stfs_remote_opts_log(struct stfs_remote_opts *o,
@@ -249,6 +255,9 @@ enum stfs_s3_style { STFS_S3_AUTO, STFS_S3_PATH, STFS_S3_VIRTUAL };
  * presigned URL is its signature).  A copy to free, or NULL when out of
  * memory. */
 char *stfs_source_shown(const char *source);
+/* Is SOURCE read over the network: an http://, https://, hf:// or s3://
+ * URL, the scheme in any case?  1 or 0. */
+int stfs_source_is_remote(const char *source);
 
 /* What the remote sources of one model did since it was opened. */
 struct stfs_remote;

@@ -132,8 +132,9 @@ static int print_table(const struct stfs_model *m)
 		k = stfs_shape_str(t, shape, sizeof(shape));
 		if (k > wshape)
 			wshape = k < sizeof(shape) ? k : sizeof(shape) - 1;
-		if (strlen(file) > wfile)
-			wfile = strlen(file);
+		stfs_quote(file, strlen(file), q, sizeof(q));
+		if (strlen(q) > wfile)
+			wfile = strlen(q);
 	}
 	/* view paths are one suffix longer than their tensor's */
 	if (views && wpath < 80)
@@ -164,9 +165,13 @@ static int print_table(const struct stfs_model *m)
 		       (int)wname, q, (int)wpath, path ? path : "?", (int)wdt,
 		       stfs_tensor_type(t), (int)wshape, shape,
 		       stfs_tensor_bytes(t), stfs_model_tensor_offset(m, i));
-		if (sharded)
-			printf("  %s", stfs_model_file_name(m,
-						stfs_model_tensor_file(m, i)));
+		if (sharded) {
+			const char *file = stfs_model_file_name(m,
+						stfs_model_tensor_file(m, i));
+
+			printf("  %s", stfs_quote(file, strlen(file), q,
+						  sizeof(q)));
+		}
 		putchar('\n');
 		free(path);
 		for (size_t k = 0; k < nv; k++) {

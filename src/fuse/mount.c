@@ -295,7 +295,10 @@ static int remote_opts(const struct stfs_opts *o, const char *src)
 		fprintf(stderr, "stfs: %s: %s\n", src, o->remote_bad);
 		return -1;
 	}
-	if (stfs_remote_opts_check(o->remote, why, sizeof(why))) {
+	if (stfs_remote_opts_check(o->remote, why, sizeof(why)) ||
+	    /* a mount of a URL: a cache it can use (cachedir.c) */
+	    (stfs_source_is_remote(src) &&
+	     stfs_remote_opts_check_cache(o->remote, why, sizeof(why)))) {
 		fprintf(stderr, "stfs: %s: %s\n", src, why);
 		return -1;
 	}

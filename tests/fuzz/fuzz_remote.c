@@ -1,12 +1,16 @@
 /*
  * fuzz_remote.c: libFuzzer harness for what remote services answer, all
  * untrusted: the Hub's revision and tree answers (hub.c); and a source URL
- * as a user may give it (locate.c), whose secrets must never show.  (S3's
- * XML is fuzz_xml.c's.)  The first byte picks the parser; the rest is the
- * document.  Nothing may crash or read out of bounds, and what is taken
- * must be sane: a commit 40 hex digits, ETags short and unquoted, a URL
- * shown with no user, password or query.
+ * as a user may give it (locate.c), whose secrets must never show; the
+ * AWS CLI's credential and config files (ini.c); a revision of
+ * hf://ORG/NAME@REV (gitref.c), which must never climb out of refs/.
+ * (S3's XML is fuzz_xml.c's.)  The first byte picks the parser; the rest
+ * is the document.  Nothing may crash or read out of bounds, and what is
+ * taken must be sane: a commit 40 hex digits, ETags short and unquoted, a
+ * URL shown with no user, password or query, INI keys lower-case and
+ * distinct, a revision accepted with no "..", '%' or control byte.
  */
+#include <ctype.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +59,61 @@ static void url(const char *doc, size_t len)
 	free(u);
 }
 
+/* An INI file: what parses has lower-case keys that are not empty and
+ * not repeated, and trimmed values. */
+static void ini(const char *doc, size_t len)
+{
+	struct stfs_ini f;
+	const char *why;
+	size_t line;
+
+	if (stfs_ini_parse(doc, len, &f, &line, &why) != 0) {
+		if (!why || !line)
+			abort();
+		return;
+	}
+	for (size_t i = 0; i < f.n; i++)
+		for (size_t k = 0; k < f.s[i].n; k++) {
+			const char *key = f.s[i].kv[k].key;
+			const char *v = f.s[i].kv[k].value;
+			size_t vl = strlen(v);
+
+			/* (a value whose first line is empty starts with
+			 * its newline, as configparser joins it) */
+			if (!*key || (vl && (v[0] == ' ' || v[0] == '\t' ||
+					     isspace((unsigned char)v[vl - 1]))))
+				abort();
+			for (const char *c = key; *c; c++)
+				if (isupper((unsigned char)*c))
+					abort();
+			for (size_t j = 0; j < k; j++)
+				if (!strcmp(f.s[i].kv[j].key, key))
+					abort();
+		}
+	stfs_ini_free(&f);
+}
+
+/* A revision: one accepted never names a path out of refs/. */
+static void rev(const char *doc, size_t len)
+{
+	char *r;
+	const char *why;
+
+	if (memchr(doc, '\0', len) || !(r = strndup(doc, len)))
+		return;         /* an argument has no NUL in it */
+	if (stfs_hub_rev_ok(r, &why)) {
+		if (strstr(r, "..") || r[0] == '/' || strchr(r, '%') ||
+		    strchr(r, '\\'))
+			abort();
+		for (const char *c = r; *c; c++)
+			if ((unsigned char)*c <= 0x20 || *c == 0x7f)
+				abort();
+	} else if (!why) {
+		abort();
+	}
+	free(r);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *doc, sha[41];
@@ -66,7 +125,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!(doc = malloc(size - 1 ? size - 1 : 1)))
 		return 0;
 	memcpy(doc, data + 1, size - 1);
-	switch (data[0] % 3) {
+	switch (data[0] % 5) {
 	case 0:
 		if (stfs_hub_parse_sha(doc, size - 1, sha) == 0 &&
 		    (strlen(sha) != 40 || strspn(sha, "0123456789abcdef") != 40))
@@ -75,7 +134,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 1:
 		(void)stfs_hub_parse_tree(doc, size - 1, on_file, &n);
 		break;
-	default:
+	case 3:
+		ini(doc, size - 1);
+		break;
+	case 4:
+		rev(doc, size - 1);
+		break;
+	default:                /* 2 */
 		url(doc, size - 1);
 		break;
 	}

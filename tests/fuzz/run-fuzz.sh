@@ -8,7 +8,8 @@
 #   fuzz_http    the HTTP response-header parser of remote sources, and
 #                when a redirect's signed target URL expires;
 #   fuzz_remote  the Hub's revision and tree answers (JSON), source URLs
-#                and the secrets in them;
+#                and the secrets in them, the AWS CLI's INI files, hf://
+#                revisions;
 #   fuzz_xml     S3's XML (expat): ListObjectsV2 pages and error
 #                documents, seeded with real and hostile ones;
 #   fuzz_gguf    the GGUF reader and the foreign tensor table, seeded with
@@ -87,6 +88,9 @@ mkdir -p "$out"/{corpus,seeds}-remote
 	> "$out/seeds-remote/seed001"
 { printf '\2'; printf 'al%%40ce:p%%3Aw@127.0.0.1:8080/d/m.safetensors?X-Amz-Signature=ab&e=1'; } \
 	> "$out/seeds-remote/seed002"
+{ printf '\3'; printf '[DEFAULT]\nregion = x\n[profile a b]\nAWS_Access_Key_ID : k\n  more\n\n# c\n[default]\nk=v\n'; } \
+	> "$out/seeds-remote/seed003"
+{ printf '\4'; printf 'refs/pr/1'; } > "$out/seeds-remote/seed004"
 # listings (first byte even) as S3 and Swift write them, and hostile ones;
 # errors (odd: the output's size)
 mkdir -p "$out"/{corpus,seeds}-xml

@@ -44,7 +44,7 @@ static int open_one(struct stfs_model *m, const char *name,
 		    struct stfs_file **f, struct stfs_error *err)
 {
 	struct stfs_source *src;
-	char msg[sizeof(err->msg)];
+	char msg[sizeof(err->msg)], q[QMAX];
 	int rc;
 
 	*f = NULL;
@@ -53,8 +53,8 @@ static int open_one(struct stfs_model *m, const char *name,
 		rc = stfs_file_open_source(src, f, err);
 	if (rc && err && m->sharded) {
 		memcpy(msg, err->msg, sizeof(msg));
-		snprintf(err->msg, sizeof(err->msg), "shard %.200s: %.300s",
-			 name, msg);
+		snprintf(err->msg, sizeof(err->msg), "shard %s: %.300s",
+			 stfs_quote(name, strlen(name), q, QMAX), msg);
 	}
 	return rc;
 }
@@ -208,7 +208,9 @@ int stfs_model_unique(const struct stfs_model *m, struct stfs_error *err)
 	for (size_t i = 1; i < m->nentries; i++) {
 		const struct stfs_entry *a = &m->entries[i - 1];
 		const struct stfs_entry *b = &m->entries[i];
-		char q[QMAX];
+		char q[QMAX], fa[QMAX], fb[QMAX];
+		const char *na = m->file_names[a->file];
+		const char *nb = m->file_names[b->file];
 
 		if (stfs_bytes_cmp(a->t->name, a->t->name_len, b->t->name,
 				   b->t->name_len) == 0)
@@ -217,8 +219,8 @@ int stfs_model_unique(const struct stfs_model *m, struct stfs_error *err)
 					 "and %s",
 					 stfs_quote(a->t->name, a->t->name_len,
 						    q, QMAX),
-					 m->file_names[a->file],
-					 m->file_names[b->file]);
+					 stfs_quote(na, strlen(na), fa, QMAX),
+					 stfs_quote(nb, strlen(nb), fb, QMAX));
 	}
 	return 0;
 }

@@ -102,7 +102,8 @@ static void warn_hidden(const struct stfs_model *m, const struct found *all,
 			void *ctx)
 {
 	size_t hidden = 0, first = 0;
-	char text[512], q[QMAX];
+	char text[512], q[QMAX], qf[QMAX];
+	const char *file;
 
 	for (size_t i = total; i-- > 0;)
 		if (!all[i].used) {
@@ -111,13 +112,14 @@ static void warn_hidden(const struct stfs_model *m, const struct found *all,
 		}
 	if (!hidden || !warn)
 		return;
+	file = m->file_names[all[first].file];
 	snprintf(text, sizeof(text),
 		 "%zu tensor%s in the shards %s not in the index's "
 		 "weight_map and %s hidden (first: \"%s\" in %s)",
 		 hidden, hidden == 1 ? "" : "s", hidden == 1 ? "is" : "are",
 		 hidden == 1 ? "is" : "are",
 		 stfs_quote(all[first].t->name, all[first].t->name_len, q,
-			    QMAX), m->file_names[all[first].file]);
+			    QMAX), stfs_quote(file, strlen(file), qf, QMAX));
 	warn(ctx, text);
 }
 

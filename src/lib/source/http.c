@@ -51,8 +51,9 @@ struct http_src {
 
 int stfs_is_url(const char *arg)
 {
-	return strncmp(arg, "http://", 7) == 0 ||
-	       strncmp(arg, "https://", 8) == 0;
+	enum stfs_scheme k = stfs_url_scheme(arg);
+
+	return k == STFS_SCHEME_HTTP || k == STFS_SCHEME_HTTPS;
 }
 
 char *stfs_source_shown(const char *source)

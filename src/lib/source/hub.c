@@ -39,7 +39,6 @@
 
 #define HUB_DEFAULT "https://huggingface.co"
 #define API_MAX (64u << 20)         /* bytes of one API answer, at most */
-#define PAGES_MAX 10000
 
 struct hf {
 	int dataset;
@@ -177,6 +176,21 @@ static void decode_slashes(char *s)
 	*o = '\0';
 }
 
+/* A revision that is not a git ref name or a commit is refused: it
+ * names a file under the cache's refs/ and goes into the Hub's URLs. */
+static int rev_check(const char *rev, struct stfs_error *err)
+{
+	const char *why;
+	char q[128];
+
+	if (stfs_hub_rev_ok(rev, &why))
+		return 0;
+	return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "not a valid "
+			 "revision: \"%s\": %s (give a branch, a tag, "
+			 "refs/pr/N or a commit)",
+			 stfs_quote(rev, strlen(rev), q, sizeof(q)), why);
+}
+
 static int split_file(struct hf *h);
 
 static int parse(const char *arg, struct hf *h, struct stfs_error *err)
@@ -220,6 +234,8 @@ static int parse(const char *arg, struct hf *h, struct stfs_error *err)
 	} else if (!(h->rev = strdup("main"))) {
 		return nomem(err);
 	}
+	if (rev_check(h->rev, err))
+		return -EINVAL;
 	if (*p == '/')
 		p++;
 	if (!(h->subdir = strdup(p)))
@@ -231,9 +247,6 @@ static int parse(const char *arg, struct hf *h, struct stfs_error *err)
 				 "folder of a repo: %s", h->subdir);
 	if (split_file(h))
 		return nomem(err);
-	for (const char *c = h->rev; *c; c++)
-		if ((unsigned char)*c <= 0x20 || *c == 0x7f)
-			goto bad;
 	return 0;
 bad:
 	return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "not a repo: "
@@ -500,6 +513,26 @@ static int on_file(void *arg, const char *path, const char *etag,
 	return 0;
 }
 
+/* Remember the page at url: 0, or -EIO / -ENOMEM with err saying why
+ * the listing stops (a page seen before: a loop; too many pages). */
+static int new_page(struct stfs_pages *seen, const char *url,
+		    struct stfs_error *err)
+{
+	int rc = stfs_pages_add(seen, url);
+	char q[256];
+
+	if (rc == -ELOOP)
+		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the Hub's "
+				 "file list loops: page %zu links back to a "
+				 "page already listed (%s)", seen->n,
+				 stfs_quote(url, strlen(url), q, sizeof(q)));
+	if (rc == -EFBIG)
+		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the Hub's "
+				 "file list goes on past %d pages",
+				 STFS_PAGES_MAX);
+	return rc ? nomem(err) : 0;
+}
+
 /* A path ending in a file name of one of these suffixes names that one
  * file (a GGUF repo holds one file per quantization): the folder is
  * listed for its ETag and the file picked by name. */
@@ -548,9 +581,10 @@ static int list_online(struct hf *h, struct stfs_auth *auth, int recursive,
 		       struct stfs_error *err)
 {
 	struct lister l = { h, recursive };
+	struct stfs_pages seen = { 0 };
 	char *sub = escape_path(h->subdir), *url = NULL;
 	size_t elen = strlen(h->endpoint);
-	int rc = 0, pages = 0;
+	int rc = 0;
 
 	if (!sub || asprintf(&url, "%s/api/%s/%s/tree/%s%s%s%s", h->endpoint,
 			     h->dataset ? "datasets" : "models", h->repo,
@@ -562,9 +596,11 @@ static int list_online(struct hf *h, struct stfs_auth *auth, int recursive,
 	free(sub);
 	while (url && !rc) {
 		struct stfs_http_resp r;
-		char *body;
+		char *body, q[256];
 		size_t len;
 
+		if ((rc = new_page(&seen, url, err)))
+			break;
 		rc = stfs_http_get(h->net, url, auth, API_MAX, &body, &len,
 				   &r, err);
 		free(url);
@@ -581,16 +617,19 @@ static int list_online(struct hf *h, struct stfs_auth *auth, int recursive,
 		/* the next page, from the Hub itself only: the token goes
 		 * with it */
 		if (strncmp(r.link_next, h->endpoint, elen) != 0 ||
-		    r.link_next[elen] != '/' || ++pages > PAGES_MAX) {
+		    r.link_next[elen] != '/') {
 			rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
 				       "Hub's next page is elsewhere: %s",
-				       r.link_next);
+				       stfs_quote(r.link_next,
+						  strlen(r.link_next), q,
+						  sizeof(q)));
 			break;
 		}
 		if (!(url = strdup(r.link_next)))
 			rc = nomem(err);
 	}
 	free(url);
+	stfs_pages_free(&seen);
 	return rc;
 }
 
@@ -675,7 +714,7 @@ static int list_cached(struct hf *h, const char *snap, int depth,
 
 static int no_weights(struct hf *h, struct stfs_error *err)
 {
-	char dirs[512] = "";
+	char dirs[512] = "", q[128], first[128];
 
 	if (*h->subdir || !h->ndirs)
 		return stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "no "
@@ -684,12 +723,14 @@ static int no_weights(struct hf *h, struct stfs_error *err)
 	for (size_t i = 0; i < h->ndirs; i++) {
 		size_t l = strlen(dirs);
 		snprintf(dirs + l, sizeof(dirs) - l, "%s%s", i ? ", " : "",
-			 h->dirs[i]);
+			 stfs_quote(h->dirs[i], strlen(h->dirs[i]), q,
+				    sizeof(q)));
 	}
+	stfs_quote(h->dirs[0], strlen(h->dirs[0]), first, sizeof(first));
 	return stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "no "
 			 "*.safetensors files at the top of the repo; these "
 			 "folders hold weights, mount one of them "
-			 "(hf://%s/%s): %s", h->repo, h->dirs[0], dirs);
+			 "(hf://%s/%s): %s", h->repo, first, dirs);
 }
 
 int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
@@ -708,6 +749,7 @@ int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 		rc = nomem(err);
 		goto out;
 	}
+	stfs_url_lower_scheme(h.endpoint);
 	while (strlen(h.endpoint) > 8 && h.endpoint[strlen(h.endpoint) - 1]
 	       == '/')
 		h.endpoint[strlen(h.endpoint) - 1] = '\0';
@@ -782,6 +824,7 @@ int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 	}
 	loc->auth = auth;
 	auth = NULL;
+	loc->offline = h.offline;
 	if (h.offline && !loc->local_base)
 		rc = stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "offline, "
 			       "and not in the Hugging Face cache");

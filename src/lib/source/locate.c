@@ -222,11 +222,12 @@ int stfs_location_pick(struct stfs_location *loc, char **all, size_t n,
 		qsort(loc->names, loc->nnames, sizeof(*loc->names), cmp_str);
 	loc->kind = STFS_LOC_DIR;
 	if (nindexes > 1) {
-		char names[400] = "";
+		char names[400] = "", q[128];
 		for (size_t i = 0; i < nindexes; i++) {
 			size_t l = strlen(names);
 			snprintf(names + l, sizeof(names) - l, "%s%s",
-				 i ? ", " : "", indexes[i]);
+				 i ? ", " : "", stfs_quote(indexes[i],
+				 strlen(indexes[i]), q, sizeof(q)));
 		}
 		rc = stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET,
 			       "several index files, give one of them as "
@@ -275,6 +276,7 @@ int stfs_locate(const char *arg, struct stfs_remote *net,
 {
 	struct stfs_location *loc;
 	const char *slash;
+	enum stfs_scheme scheme;
 	struct stat st;
 	int rc;
 
@@ -285,25 +287,28 @@ int stfs_locate(const char *arg, struct stfs_remote *net,
 		return nomem(err);
 	}
 	loc->net = net;
-	if (strncmp(arg, "hf://", 5) == 0 || strncmp(arg, "s3://", 5) == 0) {
+	/* HTTP://, Hf://: the scheme in lower case from here on */
+	stfs_url_lower_scheme(loc->arg);
+	scheme = stfs_url_scheme(loc->arg);
+	if (scheme == STFS_SCHEME_HF || scheme == STFS_SCHEME_S3) {
 		loc->remote = 1;
 		if (!net) {
 			rc = stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET,
 				       "no remote layer to reach it");
 			goto fail;
 		}
-		if (!(loc->canonical = strdup(arg))) {
+		if (!(loc->canonical = strdup(loc->arg))) {
 			rc = nomem(err);
 			goto fail;
 		}
-		rc = arg[0] == 'h' ? stfs_locate_hf(loc, err) :
-				     stfs_locate_s3(loc, err);
+		rc = scheme == STFS_SCHEME_HF ? stfs_locate_hf(loc, err) :
+						stfs_locate_s3(loc, err);
 		if (rc)
 			goto fail;
 		*out = loc;
 		return 0;
 	}
-	if (stfs_is_url(arg)) {
+	if (scheme != STFS_SCHEME_NONE) {
 		loc->http = 1;
 		if ((rc = locate_url(loc, err))) {
 			if (rc == -ENOMEM)
@@ -381,8 +386,29 @@ static void set_origin(const struct stfs_location *loc, const char *name,
 			src->origin[STFS_ORIGIN_ETAG] = loc->etags[i];
 }
 
+/* Offline, a file the snapshot lacks is an error, never a request: a
+ * link whose blob is missing (an interrupted download) or no link. */
+static int not_cached(const struct stfs_location *loc, const char *name,
+		      const char *path, struct stfs_error *err)
+{
+	char target[PATH_MAX], q[256], qt[256];
+	ssize_t n = readlink(path, target, sizeof(target) - 1);
+
+	stfs_quote(name, strlen(name), q, sizeof(q));
+	if (n <= 0)
+		return stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "offline, "
+				 "and %s is not in the Hugging Face cache (%s)",
+				 q, loc->local_base);
+	target[n] = '\0';
+	return stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "offline, and "
+			 "the blob of %s is missing from the Hugging Face "
+			 "cache (%s/%s links to %s)", q, loc->local_base, q,
+			 stfs_quote(target, (size_t)n, qt, sizeof(qt)));
+}
+
 /* The file called name in loc->local_base (the Hugging Face cache's
- * snapshot), if it is there: 0, -ENOENT if not, else -errno. */
+ * snapshot), if it is there: 0, -ENOENT if not (offline: with err
+ * saying so), else -errno. */
 static int open_local(const struct stfs_location *loc, const char *name,
 		      struct stfs_source **out, struct stfs_error *err)
 {
@@ -392,8 +418,9 @@ static int open_local(const struct stfs_location *loc, const char *name,
 	if (asprintf(&path, "%s/%s", loc->local_base, name) < 0)
 		return nomem(err);
 	if (access(path, F_OK) != 0) {
+		rc = loc->offline ? not_cached(loc, name, path, err) : -ENOENT;
 		free(path);
-		return -ENOENT;
+		return rc;
 	}
 	rc = stfs_source_open_file(path, out, err);
 	free(path);
@@ -418,8 +445,8 @@ int stfs_location_open(const struct stfs_location *loc, const char *name,
 		return loc->http ? stfs_source_open_http(loc->net, loc->arg,
 							 loc->auth, out, err) :
 		       stfs_source_open_file(loc->arg, out, err);
-	if (loc->local_base && (rc = open_local(loc, name, out, err)) !=
-	    -ENOENT)
+	if (loc->local_base && ((rc = open_local(loc, name, out, err)) !=
+				-ENOENT || loc->offline))
 		return rc;
 	if (loc->http || loc->remote) {
 		char *esc = curl_easy_escape(NULL, name, 0);

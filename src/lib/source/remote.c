@@ -138,6 +138,8 @@ static int set_cache(struct stfs_remote_opts *o, const char *opt,
 {
 	char *abs = NULL, *cwd;
 
+	if (!*dir)      /* not the working directory */
+		return bad(why, whysz, opt, "a directory (or nocache)");
 	if (dir[0] == '/') {
 		abs = strdup(dir);
 	} else if ((cwd = getcwd(NULL, 0))) {

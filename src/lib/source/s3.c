@@ -7,9 +7,8 @@
  *                          under PREFIX, listed with ListObjectsV2
  *
  * AWS's conventions: keys from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
- * AWS_SESSION_TOKEN, else the profile (AWS_PROFILE, default "default") in
- * ~/.aws/credentials and ~/.aws/config (AWS_SHARED_CREDENTIALS_FILE,
- * AWS_CONFIG_FILE); the region from AWS_REGION, AWS_DEFAULT_REGION or the
+ * AWS_SESSION_TOKEN, else the profile in ~/.aws/credentials and
+ * ~/.aws/config, found as the AWS CLI finds it (awsconf.c); the region from AWS_REGION, AWS_DEFAULT_REGION or the
  * profile (us-east-1 if none); the endpoint from AWS_ENDPOINT_URL_S3,
  * AWS_ENDPOINT_URL or the profile's endpoint_url (AWS's regional endpoint
  * if none).  With keys every request is signed (SigV4, sigv4.c); without,
@@ -30,7 +29,6 @@
 #include "source.h"
 
 #define LIST_MAX (16u << 20)        /* bytes of one listing page */
-#define PAGES_MAX 100000
 
 static int nomem(struct stfs_error *err)
 {
@@ -42,77 +40,6 @@ static const char *env(const char *name)
 	const char *v = getenv(name);
 
 	return v && *v ? v : NULL;
-}
-
-/* ---- ~/.aws/credentials and ~/.aws/config -------------------------------- */
-
-static char *trim(char *s)
-{
-	char *e = s + strlen(s);
-
-	while (isspace((unsigned char)*s))
-		s++;
-	while (e > s && isspace((unsigned char)e[-1]))
-		*--e = '\0';
-	return s;
-}
-
-/* key's value in [section] of the INI file at path, or NULL. */
-static char *ini_get(const char *path, const char *section, const char *key)
-{
-	FILE *f = path ? fopen(path, "re") : NULL;
-	char line[4096], *val = NULL;
-	int in = 0;
-
-	if (!f)
-		return NULL;
-	while (!val && fgets(line, sizeof(line), f)) {
-		char *l = trim(line), *eq;
-
-		if (*l == '#' || *l == ';' || !*l)
-			continue;
-		if (*l == '[') {
-			char *end = strchr(l, ']');
-			if (end) {
-				*end = '\0';
-				in = strcmp(trim(l + 1), section) == 0;
-			}
-			continue;
-		}
-		if (in && (eq = strchr(l, '='))) {
-			*eq = '\0';
-			if (strcmp(trim(l), key) == 0 && *trim(eq + 1))
-				val = strdup(trim(eq + 1));
-		}
-	}
-	fclose(f);
-	return val;
-}
-
-struct aws {
-	char *cred_path, *conf_path;
-	const char *profile;
-	char *conf_section;     /* "default" or "profile NAME" */
-};
-
-static char *home_file(const char *var, const char *name)
-{
-	const char *v = env(var), *home = env("HOME");
-	char *s = NULL;
-
-	if (v)
-		return strdup(v);
-	return asprintf(&s, "%s/.aws/%s", home ? home : "/root", name) < 0 ?
-	       NULL : s;
-}
-
-/* A setting of the profile: the credentials file first for keys, the
- * config file for the rest. */
-static char *profile_get(const struct aws *a, const char *key)
-{
-	char *v = ini_get(a->cred_path, a->profile, key);
-
-	return v ? v : ini_get(a->conf_path, a->conf_section, key);
 }
 
 /* ---- s3://BUCKET/KEY ------------------------------------------------------ */
@@ -214,15 +141,38 @@ static int on_object(void *arg, const char *key, uint64_t size,
 	return 0;
 }
 
+/* Remember the page of token: 0, or -EIO / -ENOMEM with err saying why
+ * the listing stops (a token seen before: a loop; too many pages). */
+static int new_page(struct stfs_pages *seen, const char *token,
+		    struct stfs_error *err)
+{
+	int rc = stfs_pages_add(seen, token);
+	char q[256];
+
+	if (rc == -ELOOP)
+		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
+				 "bucket's listing loops: page %zu gives a "
+				 "continuation token already used (%s)",
+				 seen->n, stfs_quote(token, strlen(token),
+							 q, sizeof(q)));
+	if (rc == -EFBIG)
+		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
+				 "bucket's listing goes on past %d pages",
+				 STFS_PAGES_MAX);
+	return rc ? nomem(err) : 0;
+}
+
 /* The keys directly under s->key (a prefix ending in '/', or ""). */
 static int list(const struct s3 *s, struct stfs_auth *auth, struct names *l,
 		struct stfs_error *err)
 {
+	struct stfs_pages seen = { 0 };
 	char *token = NULL, *root = url_of(s, "");
-	int rc = 0, pages = 0, truncated = 1;
+	int rc = 0, truncated = 1;
 
 	if (!root)
 		return nomem(err);
+	rc = new_page(&seen, "", err);  /* the first page, which has none */
 	while (!rc && truncated) {
 		char *tok = token ? curl_easy_escape(NULL, token, 0) : NULL;
 		char *pre = curl_easy_escape(NULL, s->key, 0), *url = NULL;
@@ -256,12 +206,12 @@ static int list(const struct s3 *s, struct stfs_auth *auth, struct names *l,
 		else if (rc)
 			rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
 				       "bucket's listing does not parse");
-		else if (truncated && ++pages > PAGES_MAX)
-			rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
-				       "listing goes on for too many pages");
+		else if (truncated)
+			rc = new_page(&seen, token, err);
 	}
 	free(token);
 	free(root);
+	stfs_pages_free(&seen);
 	return rc;
 }
 
@@ -269,14 +219,14 @@ static int list(const struct s3 *s, struct stfs_auth *auth, struct names *l,
 
 int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err)
 {
-	struct aws a = { 0 };
+	struct stfs_aws_conf a;
 	struct s3 s = { 0 };
 	struct names l = { 0 };
 	char *access = NULL, *secret = NULL, *token = NULL, *region = NULL;
 	char *ep = NULL, *dir = NULL, *slash;
 	const char *p = loc->arg + 5, *k;
 	enum stfs_s3_style style;
-	int rc = 0, custom;
+	int rc = 0, custom, conf = 0;
 
 	k = strchr(p, '/');
 	if (!bucket_ok(p, k ? (size_t)(k - p) : strlen(p)))
@@ -293,39 +243,24 @@ int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err)
 			goto out;
 		}
 
-	/* the profile */
-	a.profile = env("AWS_PROFILE") ? env("AWS_PROFILE") : "default";
-	if (!(a.cred_path = home_file("AWS_SHARED_CREDENTIALS_FILE",
-				      "credentials")) ||
-	    !(a.conf_path = home_file("AWS_CONFIG_FILE", "config")))
-		goto nomem;
-	if (strcmp(a.profile, "default") == 0)
-		a.conf_section = strdup("default");
-	else if (asprintf(&a.conf_section, "profile %s", a.profile) < 0)
-		a.conf_section = NULL;
-	if (!a.conf_section)
-		goto nomem;
-	if (env("AWS_ACCESS_KEY_ID") && env("AWS_SECRET_ACCESS_KEY")) {
-		access = strdup(env("AWS_ACCESS_KEY_ID"));
-		secret = strdup(env("AWS_SECRET_ACCESS_KEY"));
-		token = env("AWS_SESSION_TOKEN") ?
-			strdup(env("AWS_SESSION_TOKEN")) : NULL;
-	} else {
-		access = profile_get(&a, "aws_access_key_id");
-		secret = profile_get(&a, "aws_secret_access_key");
-		token = profile_get(&a, "aws_session_token");
-	}
+	/* the profile, as the AWS CLI finds it (awsconf.c) */
+	if ((rc = stfs_aws_conf_load(&a, err)))
+		goto out;
+	conf = 1;
+	if ((rc = stfs_aws_conf_keys(&a, &access, &secret, &token, err)))
+		goto out;
 	region = env("AWS_REGION") ? strdup(env("AWS_REGION")) :
 		 env("AWS_DEFAULT_REGION") ? strdup(env("AWS_DEFAULT_REGION")) :
-		 profile_get(&a, "region");
+		 stfs_aws_conf_get(&a, "region");
 	if (!region && !(region = strdup("us-east-1")))
 		goto nomem;
 	ep = env("AWS_ENDPOINT_URL_S3") ? strdup(env("AWS_ENDPOINT_URL_S3")) :
 	     env("AWS_ENDPOINT_URL") ? strdup(env("AWS_ENDPOINT_URL")) :
-	     profile_get(&a, "endpoint_url");
+	     stfs_aws_conf_get(&a, "endpoint_url");
 	custom = ep != NULL;
 	if (!ep && asprintf(&ep, "https://s3.%s.amazonaws.com", region) < 0)
 		goto nomem;
+	stfs_url_lower_scheme(ep);
 	while (strlen(ep) > 8 && ep[strlen(ep) - 1] == '/')
 		ep[strlen(ep) - 1] = '\0';
 	if (!stfs_is_url(ep) || strchr(strstr(ep, "://") + 3, '/') ||
@@ -344,7 +279,7 @@ int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err)
 	/* a private endpoint's CA, as the AWS tools take it */
 	loc->auth->ca_file = env("AWS_CA_BUNDLE") ?
 			     strdup(env("AWS_CA_BUNDLE")) :
-			     profile_get(&a, "ca_bundle");
+			     stfs_aws_conf_get(&a, "ca_bundle");
 	if (env("AWS_CA_BUNDLE") && !loc->auth->ca_file)
 		goto nomem;
 
@@ -400,8 +335,7 @@ out:
 	free(dir);
 	free(s.bucket);
 	free(s.key);
-	free(a.cred_path);
-	free(a.conf_path);
-	free(a.conf_section);
+	if (conf)
+		stfs_aws_conf_free(&a);
 	return rc;
 }

@@ -91,8 +91,24 @@ struct stfs_http_resp {
 void stfs_http_header_line(const char *line, size_t len,
 			   struct stfs_http_resp *r);
 
-/* Is arg an http:// or https:// URL? */
+/* Is arg an http:// or https:// URL (the scheme in any case)? */
 int stfs_is_url(const char *arg);
+
+/* The scheme of a SOURCE argument or endpoint, in any case (scheme.c). */
+enum stfs_scheme {
+	STFS_SCHEME_NONE,       /* not a URL stfs reads: a local path */
+	STFS_SCHEME_HTTP,
+	STFS_SCHEME_HTTPS,
+	STFS_SCHEME_HF,
+	STFS_SCHEME_S3,
+};
+enum stfs_scheme stfs_url_scheme(const char *arg);
+/* Write url's scheme (if it is one of the above) in lower case. */
+void stfs_url_lower_scheme(char *url);
+/* Is rev a revision of a Hugging Face repo stfs accepts (gitref.c): a
+ * git ref name (git check-ref-format's rules, and no '%') or a commit?
+ * 1 or 0; *why says which rule it breaks. */
+int stfs_hub_rev_ok(const char *rev, const char **why);
 
 /* ---- the remote layer of one model (remote.h) ---------------------------- */
 
@@ -160,6 +176,71 @@ int stfs_s3_list_parse(const char *xml, size_t len,
 		       int (*object)(void *arg, const char *key,
 				     uint64_t size, const char *etag),
 		       void *arg, int *truncated, char **next_token);
+
+/* ---- the AWS CLI's files (ini.c, awsconf.c) ------------------------------ */
+
+struct stfs_ini_kv {
+	char *key;              /* lower case */
+	char *value;
+};
+
+struct stfs_ini_section {
+	char *name;
+	struct stfs_ini_kv *kv;
+	size_t n;
+};
+
+struct stfs_ini {
+	struct stfs_ini_section *s;
+	size_t n;
+};
+
+/* Parse len bytes of INI text as the AWS CLI does (ini.c): 0, -ENOMEM, or
+ * -EINVAL with *line (1-based) and *why saying what does not parse.  *out
+ * is freed with stfs_ini_free(). */
+int stfs_ini_parse(const char *text, size_t len, struct stfs_ini *out,
+		   size_t *line, const char **why);
+/* The section called name, or NULL. */
+const struct stfs_ini_section *stfs_ini_section(const struct stfs_ini *ini,
+						const char *name);
+/* key's value in s (NULL: none, or no section). */
+const char *stfs_ini_get(const struct stfs_ini_section *s, const char *key);
+void stfs_ini_free(struct stfs_ini *ini);
+
+/* The AWS profile of the environment, from both files (awsconf.c). */
+struct stfs_aws_conf {
+	char *profile;
+	char *cred_path, *conf_path;
+	struct stfs_ini cred, conf;
+	const struct stfs_ini_section *cs, *fs;  /* its sections, or NULL */
+};
+
+/* Find the profile and read both files: 0, or -errno with err saying why
+ * (a profile named that is in neither file; a file that does not parse). */
+int stfs_aws_conf_load(struct stfs_aws_conf *a, struct stfs_error *err);
+/* A setting of the profile (region, endpoint_url, ...): a copy, or NULL. */
+char *stfs_aws_conf_get(const struct stfs_aws_conf *a, const char *key);
+/* Its keys (the environment's first): 0 with copies (all NULL: none), or
+ * -errno with err saying why (a key id without its secret). */
+int stfs_aws_conf_keys(const struct stfs_aws_conf *a, char **access,
+		       char **secret, char **token, struct stfs_error *err);
+void stfs_aws_conf_free(struct stfs_aws_conf *a);
+
+/* ---- the pages of a listing (pages.c) ------------------------------------ */
+
+/* A listing stops after this many pages (the Hub's are 1,000 files long,
+ * S3's 1,000 keys), or at the first page seen before. */
+#define STFS_PAGES_MAX 10000
+
+struct stfs_pages {
+	uint8_t (*seen)[32];    /* SHA-256 of each page's URL or token */
+	size_t n, cap;
+};
+
+/* Remember the page named by key (its URL, its continuation token): 0,
+ * -ELOOP if it was seen before, -EFBIG past STFS_PAGES_MAX, -ENOMEM. */
+int stfs_pages_add(struct stfs_pages *p, const char *key);
+void stfs_pages_free(struct stfs_pages *p);
 
 /* ---- signing (sigv4.c, with libcrypto's SHA-256 and HMAC) --------------- */
 
@@ -243,6 +324,8 @@ struct stfs_location {
 	int remote;         /* hf:// or s3://: base is a URL prefix */
 	struct stfs_auth *auth;     /* what requests to base carry */
 	char *local_base;   /* hf: the snapshot in the Hugging Face cache */
+	int offline;        /* hf: HF_HUB_OFFLINE or -o offline: files not
+			     * in local_base are errors, never fetched */
 	char *repo, *revision;      /* hf: the repo and its resolved commit */
 	char **etag_names, **etags; /* the service's ETag of each file */
 	size_t netags;
