@@ -13,8 +13,9 @@ Suite *names_suite(void);
 Suite *views_suite(void);
 Suite *model_suite(void);
 Suite *remote_suite(void);
+Suite *resolve_suite(void);
+Suite *table_suite(void);
 Suite *s3xml_suite(void);
 Suite *torch_suite(void);
-Suite *table_suite(void);
 
 #endif

@@ -225,7 +225,7 @@ static int fetch_block(struct stfs_fetcher *f, struct stfs_inflight *me,
 	size_t cut = early ? off & ~(size_t)(TAIL_FIRST - 1) : 0, got;
 	struct stfs_request q = { s->url, s->etag, s->auth, start + cut,
 				  me->len - cut, s->size, 0, &s->closing,
-				  early };
+				  early, 0 };
 	struct stfs_error e = { 0 };
 	int rc;
 
@@ -233,8 +233,7 @@ static int fetch_block(struct stfs_fetcher *f, struct stfs_inflight *me,
 		early->at = off - cut;
 		early->len = len;
 	}
-	rc = stfs_httpc_fetch(&r->http, f->h, &q, me->data + cut, NULL, &got,
-			      NULL, &e);
+	rc = stfs_object_fetch(s, f->h, &q, me->data + cut, &got, NULL, &e);
 	if (!rc && cut) {
 		/* readers of the tail need not wait for the start */
 		pthread_mutex_lock(&r->blocks.mu);
@@ -244,8 +243,8 @@ static int fetch_block(struct stfs_fetcher *f, struct stfs_inflight *me,
 		q.off = start;
 		q.len = cut;
 		q.early = NULL;
-		rc = stfs_httpc_fetch(&r->http, f->h, &q, me->data, NULL, &got,
-				      NULL, &e);
+		rc = stfs_object_fetch(s, f->h, &q, me->data, &got, NULL,
+				       &e);
 	}
 	if (rc)
 		log_failure(s, q.off, q.len, &e);
@@ -327,7 +326,7 @@ static int read_uncached(struct stfs_fetcher *f, struct stfs_object *s,
 	size_t block = r->o.block, got;
 	struct stfs_error e = { 0 };
 	struct stfs_request q = { s->url, s->etag, s->auth, off, 0, s->size,
-				  0, &s->closing, NULL };
+				  0, &s->closing, NULL, 0 };
 	char *run = buf;
 	int rc;
 
@@ -349,8 +348,8 @@ static int read_uncached(struct stfs_fetcher *f, struct stfs_object *s,
 		if (rc && len) {
 			q.len += n;             /* missing: joins the run */
 		} else if (q.len) {             /* a run ends: fetch it */
-			if ((rc = stfs_httpc_fetch(&r->http, f->h, &q, run,
-						   NULL, &got, NULL, &e))) {
+			if ((rc = stfs_object_fetch(s, f->h, &q, run, &got,
+						    NULL, &e))) {
 				log_failure(s, q.off, q.len, &e);
 				return rc == -EACCES ? rc : -EIO;
 			}

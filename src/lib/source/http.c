@@ -36,6 +36,7 @@ struct http_src {
 	struct stfs_object obj;     /* what the block engine reads */
 	char *url;
 	struct stfs_auth *auth;     /* its credentials, or NULL */
+	struct stfs_resolver rv;    /* where its redirect points */
 	char etag[256];
 	char last_modified[256];
 	char *head;                 /* the first block */
@@ -170,6 +171,7 @@ static void http_close(struct stfs_source *src)
 		if (s->fd[k] >= 0)
 			close(s->fd[k]);
 	pthread_rwlock_destroy(&s->fd_lock);
+	stfs_resolver_fini(&s->rv);
 	stfs_auth_unref(s->auth);
 	free(s->head);
 	free(s->url);
@@ -215,14 +217,14 @@ static int open_remote(struct http_src *s, struct stfs_error *err)
 {
 	struct stfs_remote *r = s->obj.r;
 	struct stfs_request q = { s->url, NULL, s->auth, 0, STFS_HTTP_FIRST,
-				  UINT64_MAX, 0, NULL, NULL };
+				  UINT64_MAX, 0, NULL, NULL, 0 };
 	struct stfs_cache *c = stfs_remote_cache(r);
 	struct stfs_http_resp resp;
 	CURL *h = stfs_httpc_handle(&r->http);
 	int rc;
 
-	rc = h ? stfs_httpc_fetch(&r->http, h, &q, s->head, NULL,
-				  &s->head_len, &resp, err) :
+	rc = h ? stfs_object_fetch(&s->obj, h, &q, s->head, &s->head_len,
+				   &resp, err) :
 		 stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET, "out of memory");
 	stfs_httpc_release(&r->http, h);
 	if (!rc && !resp.has_total)
@@ -281,6 +283,9 @@ static struct http_src *http_new(struct stfs_remote *r, const char *url,
 	s->obj.url = s->url;
 	s->obj.etag = s->etag;
 	s->obj.auth = s->auth;
+	stfs_resolver_init(&s->rv);
+	/* a signed request is for its host alone: never redirected */
+	s->obj.rv = auth && auth->sign ? NULL : &s->rv;
 	return s;
 }
 

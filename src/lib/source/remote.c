@@ -338,4 +338,6 @@ void stfs_remote_stats(const struct stfs_remote *r,
 	out->bytes = atomic_load(&r->count.bytes);
 	out->cache_hits = atomic_load(&r->count.hits);
 	out->failed = atomic_load(&r->count.failed);
+	out->resolves = atomic_load(&r->count.resolves);
+	out->rate_limited = atomic_load(&r->count.rate_limited);
 }
