@@ -17,9 +17,10 @@ int main(void)
 	srunner_add_suite(sr, model_suite());
 	srunner_add_suite(sr, remote_suite());
 	srunner_add_suite(sr, answers_suite());
+	srunner_add_suite(sr, resolve_suite());
+	srunner_add_suite(sr, table_suite());
 	srunner_add_suite(sr, s3xml_suite());
 	srunner_add_suite(sr, torch_suite());
-	srunner_add_suite(sr, table_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

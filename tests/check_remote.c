@@ -298,6 +298,51 @@ START_TEST(t_block_size)
 }
 END_TEST
 
+/* Two remote objects of one process: two configurations, two sets of
+ * counters, nothing shared; made and freed without a thread started. */
+START_TEST(t_remote_objects)
+{
+	struct stfs_remote_opts *o1 = stfs_remote_opts_new(),
+				*o2 = stfs_remote_opts_new();
+	struct stfs_remote *r1, *r2;
+	struct stfs_remote_stats st;
+	struct stfs_error err;
+	char why[256];
+
+	ck_assert_int_eq(stfs_remote_opts_set(o1, "block_size=1M", why,
+					      sizeof(why)), 0);
+	ck_assert_int_eq(stfs_remote_opts_set(o1, "offline", why,
+					      sizeof(why)), 0);
+	ck_assert_int_eq(stfs_remote_opts_set(o2, "nocache", why,
+					      sizeof(why)), 0);
+	ck_assert_int_eq(stfs_remote_opts_set(o2, "s3_style=path", why,
+					      sizeof(why)), 0);
+	ck_assert_int_eq(stfs_remote_new(o1, &r1, &err), 0);
+	ck_assert_int_eq(stfs_remote_new(o2, &r2, &err), 0);
+	stfs_remote_opts_free(o1);      /* the objects keep their copies */
+	stfs_remote_opts_free(o2);
+	ck_assert_uint_eq(r1->o.block, 1u << 20);
+	ck_assert_uint_eq(r2->o.block, 4u << 20);
+	ck_assert_int_eq(stfs_remote_offline(r1), 1);
+	ck_assert_int_eq(stfs_remote_offline(r2), 0);
+	ck_assert_int_eq(stfs_remote_s3_style(r1), STFS_S3_AUTO);
+	ck_assert_int_eq(stfs_remote_s3_style(r2), STFS_S3_PATH);
+	ck_assert_ptr_null(stfs_remote_cache(r2));
+	ck_assert_uint_eq(stfs_prefetch_blocks(r1), 32);
+	ck_assert_uint_eq(stfs_prefetch_blocks(r2), 8);
+	r1->count.requests += 3;
+	stfs_remote_stats(r1, &st);
+	ck_assert_uint_eq(st.requests, 3);
+	stfs_remote_stats(r2, &st);
+	ck_assert_uint_eq(st.requests, 0);
+	stfs_remote_stats(NULL, &st);
+	ck_assert_uint_eq(st.requests, 0);
+	stfs_remote_park(r1);
+	stfs_remote_free(r1);
+	stfs_remote_free(r2);
+}
+END_TEST
+
 /* The text of every remote option: what it sets, what it refuses. */
 START_TEST(t_remote_opts)
 {
@@ -424,6 +469,7 @@ Suite *remote_suite(void)
 	tcase_add_test(tc, t_retry_after);
 	tcase_add_test(tc, t_block_size);
 	tcase_add_test(tc, t_remote_opts);
+	tcase_add_test(tc, t_remote_objects);
 	tcase_add_test(tc, t_url_credentials);
 	suite_add_tcase(s, tc);
 	return s;

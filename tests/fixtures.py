@@ -305,16 +305,26 @@ def refused(src, mnt, *want):
 
 class World:
     """The emulator, nginx behind it, and an environment that points at
-    them with a fresh HF_HOME and stfs cache and no token."""
+    them with a fresh HF_HOME and stfs cache and no token.  With
+    lifetime (seconds), nginx checks signed links as a CDN does and the
+    Hub redirects to links signed for that long (style: hubemu.Signer);
+    rate: nginx's limit_rate per connection; cdn_host: where nginx is
+    (another address than the Hub's by default).  The Hub logs every
+    request to d/hub.log."""
 
-    def __init__(self, d):
+    def __init__(self, d, lifetime=None, style="expires", rate=None,
+                 cdn_host="127.0.0.2"):
         self.d = d
         self.files = os.path.join(d, "files")
         os.makedirs(self.files)
         os.makedirs(os.path.join(d, "ngx"))
         self.ngx = Nginx(os.path.join(d, "ngx"), self.files,
-                         host="127.0.0.2")
-        self.hub = hubemu.Hub(self.files, self.ngx.url())
+                         host=cdn_host, extra=hubemu.cdn_conf(rate=rate)
+                         if lifetime else "")
+        self.hub = hubemu.Hub(self.files, self.ngx.url(),
+                              log=os.path.join(d, "hub.log"))
+        if lifetime:
+            self.hub.sign(lifetime, style)
         self.env = env(HF_ENDPOINT=self.hub.url,
                        HF_HOME=os.path.join(d, "hfhome"),
                        HF_HUB_CACHE=None, HF_TOKEN=None,
@@ -331,6 +341,12 @@ class World:
         self.env.__exit__(None, None, None)
         self.hub.stop()
         self.ngx.stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 @contextlib.contextmanager

@@ -21,21 +21,145 @@ A fault mode: with .tree_loop set, the last page of a tree listing links
 back to its first page (Link: next to a page already seen).
 
 push() makes a new commit on a branch (the files nginx serves for every
-commit stay, as the Hub's do).  Every request's path and Authorization
-header is recorded in .seen.
+commit stay, as the Hub's do); a file is bytes, or Big(PATH), a file on
+disk linked into nginx's folder (a 1 GiB model without 1 GiB in memory).
+Every request's path and Authorization header is recorded in .seen, and
+with its method, status and time in .log (and the file log=, one line
+each).
+
+At scale, as huggingface.co is (test_hub_resolve.py):
+- sign(lifetime): /resolve redirects to a signed URL that expires
+  (?md5=SIG&expires=EPOCH), which the nginx of cdn_conf() checks on every
+  request (its secure_link module: a wrong signature is 403, an expired
+  link 410); other styles put the expiry where CloudFront or S3 do, or
+  where no client can read it (Signer); the signer's .bad = N makes the
+  next N signatures wrong;
+- rate_limit(limit, window): /resolve calls are counted in fixed windows
+  of window seconds; past limit, 429 with RateLimit: "resolvers";r=0;t=S,
+  RateLimit-Policy and Retry-After: S (S the seconds left in the window),
+  as the Hub's are; storm=S answers every /resolve so (t=S) until unset.
+  Every /resolve answer carries RateLimit with what remains.
+ShortLinks: a plain http:// server whose /s/NAME redirects (302) to a
+signed URL of NAME on the same nginx (a short link to a presigned
+location), logged the same way.
 """
+import base64
 import hashlib
 import http.server
 import json
 import os
+import shutil
 import ssl
 import threading
+import time
 import urllib.parse
 
 import stfstest as T  # noqa: F401  (the tests' cleanup)
 
 PAGE = 2
 TOKEN = "hf_stfs_test_token"
+SECRET = "stfs-cdn-secret"
+
+
+def cdn_conf(secret=SECRET, rate=None):
+    """The server-block lines that make test_remote.Nginx check the
+    signature and expiry of every request, as a signed CDN does (the
+    expiry in expires= or, opaque, p=); rate: nginx's limit_rate per
+    connection (e.g. "2m")."""
+    return """    location / {
+      secure_link $arg_md5,$arg_expires$arg_p;
+      secure_link_md5 "$secure_link_expires$uri %s";
+      if ($secure_link = "") { return 403; }
+      if ($secure_link = "0") { return 410; }
+%s    }
+""" % (secret, "      limit_rate %s;\n" % rate if rate else "")
+
+
+class Signer:
+    """Signed URLs for the nginx of cdn_conf(): md5 over the expiry, the
+    path and the secret, base64url without padding.  style says where
+    the expiry is: "expires" (expires=EPOCH, as nginx's secure_link
+    links), "Expires" (Expires=EPOCH, as CloudFront's), "amz" (p=EPOCH
+    for nginx, and X-Amz-Date=YYYYMMDDTHHMMSSZ&X-Amz-Expires=SECONDS for
+    the client, as an S3 presigned URL) or "opaque" (p=EPOCH only, which
+    a client cannot read)."""
+
+    def __init__(self, lifetime, secret=SECRET, style="expires"):
+        assert style in ("expires", "Expires", "amz", "opaque")
+        self.lifetime, self.secret, self.style = lifetime, secret, style
+        self.bad = 0            # the next this many are signed wrong
+        self.lock = threading.Lock()
+
+    def sign(self, base, path):
+        """base (scheme://host:port) + path (decoded, /...) signed."""
+        exp = int(time.time()) + self.lifetime
+        secret = self.secret
+        with self.lock:
+            if self.bad > 0:
+                self.bad -= 1
+                secret = "wrong"
+        md5 = base64.urlsafe_b64encode(hashlib.md5(
+            ("%d%s %s" % (exp, path, secret)).encode()).digest()
+        ).decode().rstrip("=")
+        q = "md5=%s&" % md5
+        if self.style in ("expires", "Expires"):
+            q += "%s=%d" % (self.style, exp)
+        else:
+            q += "p=%d" % exp
+        if self.style == "amz":
+            q = "X-Amz-Date=%s&X-Amz-Expires=%d&%s" % (time.strftime(
+                "%Y%m%dT%H%M%SZ", time.gmtime(exp - self.lifetime)),
+                self.lifetime, q)
+        return "%s%s?%s" % (base, urllib.parse.quote(path), q)
+
+
+class Big:
+    """A file on disk pushed as is (linked, not read into memory); its
+    sha256 given, or computed once here."""
+
+    def __init__(self, path, sha256=None):
+        self.path = path
+        self.size = os.path.getsize(path)
+        if sha256 is None:
+            h = hashlib.sha256()
+            with open(path, "rb") as f:
+                for b in iter(lambda: f.read(1 << 20), b""):
+                    h.update(b)
+            sha256 = h.hexdigest()
+        self.sha256 = sha256
+
+
+def _size(data):
+    return data.size if isinstance(data, Big) else len(data)
+
+
+def _sha256(data):
+    return data.sha256 if isinstance(data, Big) else \
+        hashlib.sha256(data).hexdigest()
+
+
+class Log:
+    """Every request a server answered: .entries (dicts of t, method,
+    path (with its query), status, auth) and, with a path, one line each
+    in that file."""
+
+    def __init__(self, path=None):
+        self.entries, self.path = [], path
+        self.lock = threading.Lock()
+
+    def add(self, method, path, status, auth):
+        e = {"t": time.time(), "method": method, "path": path,
+             "status": status, "auth": auth}
+        with self.lock:
+            self.entries.append(e)
+            if self.path:
+                with open(self.path, "a") as f:
+                    f.write("%.3f %s %s %d [%s]\n" % (
+                        e["t"], method, path, status, auth or "-"))
+
+    def count(self, pred=lambda e: True):
+        with self.lock:
+            return sum(1 for e in self.entries if pred(e))
 
 
 class Repo:
@@ -46,14 +170,20 @@ class Repo:
 
 
 class Hub:
-    def __init__(self, files_root, files_url, port=None, tls=None):
+    def __init__(self, files_root, files_url, port=None, tls=None,
+                 log=None):
         """files_root: the folder nginx serves at files_url; with
-        tls=(CERT, KEY), https."""
+        tls=(CERT, KEY), https; log: a file to log requests to."""
         self.root, self.files_url = files_root, files_url.rstrip("/")
         self.repos = {}
         self.seen = []
+        self.log = Log(log)
         self.tree_loop = False      # the fault: the tree's pages loop
         self.lock = threading.Lock()
+        self.signer = None
+        self.limit, self.window = None, 300
+        self.window_start, self.window_calls = 0.0, 0
+        self.storm = None
         hub = self
 
         class H(http.server.BaseHTTPRequestHandler):
@@ -84,6 +214,53 @@ class Hub:
         self.server.shutdown()
         self.server.server_close()
 
+    # ---- at scale ----------------------------------------------------
+
+    def sign(self, lifetime, style="expires", secret=SECRET):
+        """/resolve redirects to URLs signed for lifetime seconds."""
+        self.signer = Signer(lifetime, secret, style)
+        return self.signer
+
+    def rate_limit(self, limit, window=300):
+        """At most limit /resolve calls per window seconds (None: no
+        limit); a new window starts now."""
+        with self.lock:
+            self.limit, self.window = limit, window
+            self.window_start, self.window_calls = time.time(), 0
+
+    def resolves(self, status=None):
+        """How many /resolve requests were answered (with status)."""
+        return self.log.count(lambda e: "/resolve/" in e["path"] and (
+            status is None or e["status"] == status))
+
+    def _throttle(self):
+        """(status, headers) of the rate limit for one /resolve call:
+        (None, headers) when it may go on."""
+        with self.lock:
+            now = time.time()
+            if self.storm is not None:
+                t = self.storm
+                return 429, [("RateLimit", '"resolvers";r=0;t=%d' % t),
+                             ("RateLimit-Policy", '"fixed window";'
+                              '"resolvers";q=%d;w=%d' % (
+                                  self.limit or 0, self.window)),
+                             ("Retry-After", str(t))]
+            if self.limit is None:
+                return None, []
+            if now - self.window_start >= self.window:
+                self.window_start, self.window_calls = now, 0
+            self.window_calls += 1
+            left = self.window_start + self.window - now
+            t = max(1, int(left + 0.999))
+            policy = ("RateLimit-Policy", '"fixed window";"resolvers";'
+                      'q=%d;w=%d' % (self.limit, self.window))
+            r = self.limit - self.window_calls
+            if r < 0:
+                return 429, [("RateLimit", '"resolvers";r=0;t=%d' % t),
+                             policy, ("Retry-After", str(t))]
+            return None, [("RateLimit", '"resolvers";r=%d;t=%d' % (r, t)),
+                          policy]
+
     # ---- the repos ----------------------------------------------------
 
     def repo(self, rid, dataset=False, gated=False):
@@ -105,6 +282,12 @@ class Hub:
         for path, data in base.items():
             p = os.path.join(self.root, repo.id, sha, path)
             os.makedirs(os.path.dirname(p), exist_ok=True)
+            if isinstance(data, Big):
+                try:
+                    os.link(data.path, p)
+                except OSError:
+                    shutil.copyfile(data.path, p)
+                continue
             with open(p, "wb") as f:
                 f.write(data)
         return sha
@@ -115,6 +298,7 @@ class Hub:
         if isinstance(body, (dict, list)):
             body = json.dumps(body).encode()
             headers = list(headers) + [("Content-Type", "application/json")]
+        self.log.add(h.command, h.path, code, h.headers.get("Authorization"))
         h.send_response(code)
         for k, v in headers:
             h.send_header(k, v)
@@ -227,11 +411,13 @@ class Hub:
                     continue
             data = files[p]
             e = {"type": "file", "oid": hashlib.sha1(
-                b"blob %d\0" % len(data) + data).hexdigest(),
-                "size": len(data), "path": p}
+                b"blob %d\0" % _size(data) + (
+                    data.sha256.encode() if isinstance(data, Big)
+                    else data)).hexdigest(),
+                "size": _size(data), "path": p}
             if p.endswith(".safetensors"):
-                e["lfs"] = {"oid": hashlib.sha256(data).hexdigest(),
-                            "size": len(data), "pointerSize": 134}
+                e["lfs"] = {"oid": _sha256(data),
+                            "size": _size(data), "pointerSize": 134}
             entries.append(e)
         if pre and not entries:
             return self._error(h, 404, "EntryNotFound",
@@ -270,20 +456,86 @@ class Hub:
         if path.endswith(".safetensors"):
             data = ("version https://git-lfs.github.com/spec/v1\n"
                     "oid sha256:%s\nsize %d\n" % (
-                        hashlib.sha256(data).hexdigest(), len(data))
-                    ).encode()
+                        _sha256(data), _size(data))).encode()
+        elif isinstance(data, Big):
+            with open(data.path, "rb") as f:
+                data = f.read()
         self._send(h, 200, data, [("X-Repo-Commit", sha)], with_body)
 
     def _resolve(self, h, repo, rest, with_body):
+        status, limits = self._throttle()
+        if status:
+            return self._send(h, status, {
+                "error": "You have been rate-limited; you can retry this "
+                "action in about %s seconds." % dict(limits)["Retry-After"]},
+                limits, with_body)
         sha, path, data = self._file(repo, rest)
         if data is None:
             return self._error(h, 404, "EntryNotFound",
                                "Entry not found", with_body)
-        etag = hashlib.sha256(data).hexdigest()
-        loc = "%s/%s/%s/%s" % (self.files_url, urllib.parse.quote(repo.id),
-                               sha, urllib.parse.quote(path))
-        self._send(h, 302, b"", [
+        etag = _sha256(data)
+        if self.signer:
+            u = urllib.parse.urlsplit(self.files_url)
+            loc = self.signer.sign("%s://%s" % (u.scheme, u.netloc),
+                                   "%s/%s/%s/%s" % (u.path, repo.id, sha,
+                                                    path))
+        else:
+            loc = "%s/%s/%s/%s" % (self.files_url,
+                                   urllib.parse.quote(repo.id), sha,
+                                   urllib.parse.quote(path))
+        self._send(h, 302, b"", limits + [
             ("Location", loc), ("X-Repo-Commit", sha),
             ("X-Linked-Etag", '"%s"' % etag),
-            ("X-Linked-Size", str(len(data))),
+            ("X-Linked-Size", str(_size(data))),
             ("ETag", '"%s"' % etag)], with_body)
+
+
+class ShortLinks:
+    """http://127.0.0.1:PORT/s/NAME: 302 to NAME on the signed CDN at
+    cdn_base (scheme://host:port), signed by signer; nothing else.
+    Requests are logged in .log."""
+
+    def __init__(self, cdn_base, signer, log=None):
+        self.cdn, self.signer = cdn_base.rstrip("/"), signer
+        self.log = Log(log)
+        links = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                links._handle(self)
+
+            do_HEAD = do_GET
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever,
+                                       daemon=True)
+        self.thread.start()
+
+    def url(self, name):
+        return "http://127.0.0.1:%d/s/%s" % (self.port, name)
+
+    def _handle(self, h):
+        path = urllib.parse.urlsplit(h.path).path
+        if not path.startswith("/s/") or len(path) < 4:
+            code, headers = 404, []
+        else:
+            code = 302
+            headers = [("Location", self.signer.sign(
+                self.cdn, "/" + urllib.parse.unquote(path[3:])))]
+        self.log.add(h.command, h.path, code, h.headers.get("Authorization"))
+        h.send_response(code)
+        for k, v in headers:
+            h.send_header(k, v)
+        h.send_header("Content-Length", "0")
+        h.end_headers()
+
+    def hits(self):
+        return self.log.count(lambda e: e["path"].startswith("/s/"))
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()

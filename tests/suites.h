@@ -14,8 +14,9 @@ Suite *views_suite(void);
 Suite *model_suite(void);
 Suite *remote_suite(void);
 Suite *answers_suite(void);
+Suite *resolve_suite(void);
+Suite *table_suite(void);
 Suite *s3xml_suite(void);
 Suite *torch_suite(void);
-Suite *table_suite(void);
 
 #endif

@@ -269,6 +269,9 @@ struct stfs_remote_stats {
 	uint64_t bytes;         /* bytes received */
 	uint64_t cache_hits;    /* reads of blocks served by the cache */
 	uint64_t failed;        /* reads that ended in an error */
+	uint64_t resolves;      /* requests to a URL that redirects (the
+				 * Hub's /resolve), among requests */
+	uint64_t rate_limited;  /* of them, answered 429 */
 };
 /* r's statistics (all 0 for NULL). */
 void stfs_remote_stats(const struct stfs_remote *r,

@@ -375,10 +375,12 @@ int stfs_inspect_main(int argc, char **argv)
 		stfs_remote_stats(stfs_model_remote(m), &st);
 		if (st.requests)
 			fprintf(stderr, "stfs: %s: fetched %llu bytes in %llu "
-				"request%s\n", shown,
+				"request%s (%llu resolve%s)\n", shown,
 				(unsigned long long)st.bytes,
 				(unsigned long long)st.requests,
-				st.requests == 1 ? "" : "s");
+				st.requests == 1 ? "" : "s",
+				(unsigned long long)st.resolves,
+				st.resolves == 1 ? "" : "s");
 	}
 	if (fflush(stdout) != 0)
 		rc = 1;

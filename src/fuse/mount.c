@@ -278,12 +278,15 @@ static void log_remote_stats(const char *src,
 	if (st->requests || st->cache_hits)
 		fuse_log(FUSE_LOG_INFO, "stfs: %s: fetched %llu bytes in %llu "
 			 "requests (%llu retries), %llu blocks read from the "
-			 "cache, %llu reads failed\n", src,
+			 "cache, %llu reads failed; of the requests %llu "
+			 "resolves (%llu rate-limited)\n", src,
 			 (unsigned long long)st->bytes,
 			 (unsigned long long)st->requests,
 			 (unsigned long long)st->retries,
 			 (unsigned long long)st->cache_hits,
-			 (unsigned long long)st->failed);
+			 (unsigned long long)st->failed,
+			 (unsigned long long)st->resolves,
+			 (unsigned long long)st->rate_limited);
 }
 
 /* The options of remote sources together: 0, or -1 after saying what is

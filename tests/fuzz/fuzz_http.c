@@ -3,18 +3,22 @@
  * (httphdr.c).  Servers are untrusted: any header lines, split at '\n',
  * must not crash or read out of bounds, and what is taken from them must
  * be consistent: a range within its object, an ETag, a Last-Modified, a
- * Link's next URL and the Hub's X-Error-* that are terminated and free of
- * control bytes, a Retry-After of at most an hour.  The answer is then
+ * Link's next URL and the Hub's X-Error-*, X-Linked-Etag, X-Repo-Commit
+ * and RateLimit that are terminated and free of control bytes, a
+ * Retry-After and a RateLimit t of at most an hour.  The answer is then
  * checked as a range request's (stfs_http_answer_check()) against the
  * range and version it claims: an ambiguous answer never passes, one that
  * passes says exactly those bytes, with a Content-Length that agrees; and
- * the conditional header made of its validators is one line.
+ * the conditional header made of its validators is one line.  The input
+ * is also a redirect's target URL (resolve.c): when it expires, from its
+ * query.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#include "source.h"
+#include "remote.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -33,7 +37,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct stfs_http_resp r;
 	const char *p = (const char *)data, *end = p + size;
+	char *url = malloc(size + 1);
+	time_t when;
 
+	if (!url)
+		return 0;
+	memcpy(url, data, size);
+	url[size] = '\0';              /* up to its first NUL, as a URL is */
+	(void)stfs_url_expiry(url, &when);
+	free(url);
 	memset(&r, 0, sizeof(r));
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -57,7 +69,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_text(r.encoding, sizeof(r.encoding));
 		if (r.encoding[0] && !r.encoded)
 			abort();
-		if (r.retry_after_s > 3600)
+		check_text(r.linked_etag, sizeof(r.linked_etag));
+		check_text(r.commit, sizeof(r.commit));
+		check_text(r.ratelimit, sizeof(r.ratelimit));
+		check_text(r.location, sizeof(r.location));
+		if (r.retry_after_s > 3600 || r.ratelimit_t > 3600)
 			abort();
 		p = e;
 	}

@@ -1,6 +1,6 @@
 /*
  * fuzz_remote.c: libFuzzer harness for what remote services answer, all
- * untrusted: the Hub's revision and tree answers (hub.c); and a source URL
+ * untrusted: the Hub's revision and tree answers (hubjson.c); and a source URL
  * as a user may give it (locate.c), whose secrets must never show; the
  * AWS CLI's credential and config files (ini.c); a revision of
  * hf://ORG/NAME@REV (gitref.c), which must never climb out of refs/.

@@ -5,8 +5,9 @@
 #   fuzz_header  the header parser and the name mapping, seeded with the
 #                header of every file in tests/data/real and examples/;
 #   fuzz_index   the index.json reader, seeded with every *.index.json there;
-#   fuzz_http    the HTTP response-header parser of remote sources and
-#                the checks of answers to range requests;
+#   fuzz_http    the HTTP response-header parser of remote sources, the
+#                checks of answers to range requests, and when a
+#                redirect's signed target URL expires;
 #   fuzz_remote  the Hub's revision and tree answers (JSON), source URLs
 #                and the secrets in them, the AWS CLI's INI files, hf://
 #                revisions;
@@ -79,16 +80,20 @@ printf 'HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */0\r\n' \
 	> "$out/seeds-http/seed001"
 printf 'HTTP/1.1 429 Too Many Requests\r\nRetry-After: Wed, 21 Oct 2026 07:28:00 GMT\r\nContent-Encoding: gzip\r\n' \
 	> "$out/seeds-http/seed002"
+printf 'HTTP/1.1 302 Found\r\nX-Linked-Etag: "ab12"\r\nX-Linked-Size: 1073741832\r\nX-Repo-Commit: 0123456789abcdef0123456789abcdef01234567\r\nRateLimit: "resolvers";r=0;t=287\r\nRateLimit-Policy: "fixed window";"resolvers";q=3000;w=300\r\n' \
+	> "$out/seeds-http/seed003"
+printf 'https://b.s3.amazonaws.com/k?X-Amz-Date=20240101T000000Z&X-Amz-Expires=3600&Expires=17&X-Goog-Date=20240101T000000Z&X-Goog-Expires=9' \
+	> "$out/seeds-http/seed004"
 # ambiguous answers: two Content-Range, a Content-Length that disagrees,
 # two ETags, two Last-Modified, a folded field, a space before a colon
 printf 'HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-9/100\r\nContent-Range: bytes 10-19/100\r\nETag: "a"\r\n' \
-	> "$out/seeds-http/seed003"
-printf 'HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-9/100\r\nContent-Length: 9\r\nETag: W/"a"\r\n' \
-	> "$out/seeds-http/seed004"
-printf 'HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-9/100\r\nETag: "a"\r\nETag: "b"\r\nLast-Modified: Sun, 22 Nov 2026 08:00:00 GMT\r\nLast-Modified: Sun, 22 Nov 2026 08:00:09 GMT\r\n' \
 	> "$out/seeds-http/seed005"
-printf 'HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-9/100\r\n bytes 10-19/100\r\nETag : "a"\r\nContent-Length: 10\r\nContent-Length: 10\r\n' \
+printf 'HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-9/100\r\nContent-Length: 9\r\nETag: W/"a"\r\n' \
 	> "$out/seeds-http/seed006"
+printf 'HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-9/100\r\nETag: "a"\r\nETag: "b"\r\nLast-Modified: Sun, 22 Nov 2026 08:00:00 GMT\r\nLast-Modified: Sun, 22 Nov 2026 08:00:09 GMT\r\n' \
+	> "$out/seeds-http/seed007"
+printf 'HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-9/100\r\n bytes 10-19/100\r\nETag : "a"\r\nContent-Length: 10\r\nContent-Length: 10\r\n' \
+	> "$out/seeds-http/seed008"
 mkdir -p "$out"/{corpus,seeds}-remote
 { printf '\0'; printf '{"id":"o/n","sha":"0123456789abcdef0123456789abcdef01234567"}'; } \
 	> "$out/seeds-remote/seed000"

@@ -236,8 +236,7 @@ static int fetch_block(struct stfs_fetcher *f, struct stfs_inflight *me,
 		early->at = off - cut;
 		early->len = len;
 	}
-	rc = stfs_httpc_fetch(&r->http, f->h, &q, me->data + cut, NULL, &got,
-			      NULL, &e);
+	rc = stfs_object_fetch(s, f->h, &q, me->data + cut, &got, NULL, &e);
 	if (!rc && cut) {
 		/* readers of the tail need not wait for the start */
 		pthread_mutex_lock(&r->blocks.mu);
@@ -247,8 +246,8 @@ static int fetch_block(struct stfs_fetcher *f, struct stfs_inflight *me,
 		q.off = start;
 		q.len = cut;
 		q.early = NULL;
-		rc = stfs_httpc_fetch(&r->http, f->h, &q, me->data, NULL, &got,
-				      NULL, &e);
+		rc = stfs_object_fetch(s, f->h, &q, me->data, &got, NULL,
+				       &e);
 	}
 	if (rc)
 		log_failure(s, q.off, q.len, &e);
@@ -399,8 +398,8 @@ static int read_uncached(struct stfs_fetcher *f, struct stfs_object *s,
 		if (rc && len) {
 			q.len += n;             /* missing: joins the run */
 		} else if (q.len) {             /* a run ends: fetch it */
-			if ((rc = stfs_httpc_fetch(&r->http, f->h, &q, run,
-						   NULL, &got, NULL, &e))) {
+			if ((rc = stfs_object_fetch(s, f->h, &q, run, &got,
+						    NULL, &e))) {
 				log_failure(s, q.off, q.len, &e);
 				rc = rc == -EACCES ? rc : -EIO;
 				pthread_mutex_lock(&r->blocks.mu);

@@ -39,6 +39,7 @@ struct http_src {
 	struct stfs_object obj;     /* what the block engine reads */
 	char *url;
 	struct stfs_auth *auth;     /* its credentials, or NULL */
+	struct stfs_resolver rv;    /* where its redirect points */
 	char etag[256];
 	char last_modified[256];
 	char *head;                 /* the first block */
@@ -180,6 +181,7 @@ static void http_close(struct stfs_source *src)
 		if (s->fd[k] >= 0)
 			close(s->fd[k]);
 	pthread_rwlock_destroy(&s->fd_lock);
+	stfs_resolver_fini(&s->rv);
 	stfs_auth_unref(s->auth);
 	free(s->head);
 	free(s->url);
@@ -259,8 +261,8 @@ static int open_remote(struct http_src *s, struct stfs_error *err)
 	CURL *h = stfs_httpc_handle(&r->http);
 	int rc;
 
-	rc = h ? stfs_httpc_fetch(&r->http, h, &q, s->head, NULL,
-				  &s->head_len, &resp, err) :
+	rc = h ? stfs_object_fetch(&s->obj, h, &q, s->head, &s->head_len,
+				   &resp, err) :
 		 stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET, "out of memory");
 	stfs_httpc_release(&r->http, h);
 	if (!rc && !resp.has_total)
@@ -317,6 +319,9 @@ static struct http_src *http_new(struct stfs_remote *r, const char *url,
 	s->obj.etag = s->etag;
 	s->obj.last_modified = s->last_modified;
 	s->obj.auth = s->auth;
+	stfs_resolver_init(&s->rv);
+	/* a signed request is for its host alone: never redirected */
+	s->obj.rv = auth && auth->sign ? NULL : &s->rv;
 	return s;
 }
 

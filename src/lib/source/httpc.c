@@ -301,6 +301,25 @@ fail:
 	return NULL;
 }
 
+/* A redirect's Location (loc, in place) made absolute against url, the
+ * URL asked; "" when it is not an http(s) URL then, or too long. */
+static void absolute(const char *url, char *loc, size_t locsz)
+{
+	CURLU *u = curl_url();
+	char *out = NULL;
+
+	if (u && loc[0] &&
+	    curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+	    curl_url_set(u, CURLUPART_URL, loc, 0) == CURLUE_OK &&
+	    curl_url_get(u, CURLUPART_URL, &out, 0) == CURLUE_OK &&
+	    stfs_is_url(out) && strlen(out) < locsz)
+		strcpy(loc, out);
+	else
+		loc[0] = '\0';
+	curl_free(out);
+	curl_url_cleanup(u);
+}
+
 static CURLcode perform(struct stfs_http_client *c, CURL *h, struct xfer *x,
 			long *status, char *errbuf)
 {
@@ -335,9 +354,11 @@ static CURLcode perform(struct stfs_http_client *c, CURL *h, struct xfer *x,
 						o->min_speed : LONG_MAX) : 1));
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
 			 (long)((o->stall_timeout_ms + 999) / 1000));
-	/* a signed request is for its host alone */
+	/* a signed request is for its host alone; resolve.c follows
+	 * redirects itself (NOFOLLOW) */
 	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION,
-			 q->auth && q->auth->sign ? 0L : 1L);
+			 (q->auth && q->auth->sign) ||
+			 (q->flags & STFS_REQ_NOFOLLOW) ? 0L : 1L);
 	curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
@@ -350,22 +371,28 @@ static CURLcode perform(struct stfs_http_client *c, CURL *h, struct xfer *x,
 	rc = stfs_transfer(&c->transfers, h, answer_now, x);
 	*status = 0;
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+	x->r.status = *status;
+	if (*status >= 300 && *status < 400)
+		absolute(q->url, x->r.location, sizeof(x->r.location));
+	else
+		x->r.location[0] = '\0';
 	curl_slist_free_all(hdrs);
 	return rc;
 }
 
-/* Sleep ms, in steps of at most 100 ms, until cancel is set (a Retry-After
- * of 30 s does not hold up an unmount). */
-static void sleep_ms(unsigned ms, const atomic_int *cancel)
+int stfs_nap(unsigned ms, const atomic_int *cancel)
 {
-	while (ms && !(cancel && atomic_load(cancel))) {
+	while (ms) {
 		unsigned step = ms < 100 ? ms : 100;
 		struct timespec t = { 0, (long)step * 1000000L };
 
+		if (cancel && atomic_load(cancel))
+			return -1;
 		while (nanosleep(&t, &t) < 0 && errno == EINTR)
 			;
 		ms -= step;
 	}
+	return 0;
 }
 
 /* Backoff before attempt k (1, 2, ...): 200 ms doubling, at most 5 s,
@@ -467,7 +494,7 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 		int again, code;
 
 		if (k) {
-			sleep_ms(backoff_ms(c, k, retry_after), q->cancel);
+			(void)stfs_nap(backoff_ms(c, k, retry_after), q->cancel);
 			c->count->retries++;
 		}
 		if (q->cancel && atomic_load(q->cancel))
@@ -476,7 +503,17 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 		c->count->requests++;
 		rc = perform(c, h, &x, &status, errbuf);
 		c->count->bytes += x.got;
-		retry_after = x.r.retry_after_s;
+		retry_after = x.r.retry_after_s ? x.r.retry_after_s :
+			      status == 429 ? x.r.ratelimit_t : 0;
+		if (resp)
+			*resp = x.r;
+		if ((q->flags & STFS_REQ_NOFOLLOW) && x.r.location[0] &&
+		    (rc == CURLE_OK || (rc == CURLE_WRITE_ERROR &&
+					x.not_partial))) {
+			if (q->whole)
+				free(x.buf);
+			return STFS_HTTP_REDIRECT;
+		}
 		if (!(code = judge(&x, rc, status, errbuf, &again, err))) {
 			if (q->whole && status == 200) {
 				x.buf[x.got] = '\0';
@@ -485,12 +522,12 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 				free(x.buf);    /* an empty object's 416 */
 			}
 			*got = x.got;
-			if (resp)
-				*resp = x.r;
 			return 0;
 		}
 		if (q->whole)
 			free(x.buf);
+		if (status == 429 && (q->flags & STFS_REQ_NO429))
+			again = 0;
 		if (!again || k >= c->o->retries)
 			return code;
 	}

@@ -5,7 +5,10 @@
  * to wait: seconds, or an HTTP date), Link's rel="next" (the next page of
  * a listing), the Hugging Face Hub's X-Error-Code and X-Error-Message (why
  * a request was refused), and Content-Encoding (stfs asks for none, so a
- * coded body is refused rather than served as the object's bytes).
+ * coded body is refused rather than served as the object's bytes); the
+ * Hub's X-Linked-Etag, X-Linked-Size and X-Repo-Commit (which object a
+ * /resolve redirect points to), RateLimit (its t: how long to wait) and
+ * Location (where a redirect points; made absolute by httpc.c).
  * Servers are untrusted: every number is checked for overflow and every
  * field for its exact syntax; what does not parse is ignored, and the
  * caller then refuses the response.  An answer that says two things of
@@ -169,6 +172,27 @@ static void link_next(const char *s, const char *end,
 	}
 }
 
+/* RateLimit's t parameter: the seconds until the quota is back
+ * ("NAME";r=R;t=T, items of a structured-field list; at most 3600), or 0.
+ * Only a ";t=" that follows a parameter separator counts. */
+static unsigned ratelimit_t(const char *s, const char *end)
+{
+	for (const char *p = s; p + 3 <= end; p++) {
+		uint64_t t;
+		const char *q = skip_ws(p + 1, end);
+
+		if (*p != ';' || end - q < 2 || (q[0] != 't' && q[0] != 'T') ||
+		    q[1] != '=')
+			continue;
+		q += 2;
+		if (digits(&q, end, &t) || (q < end && *q != ';' && *q != ',' &&
+					    *q != ' '))
+			continue;
+		return t > 3600 ? 3600 : (unsigned)t;
+	}
+	return 0;
+}
+
 /* Retry-After as an HTTP date: the seconds until then (1 if it has passed
  * or does not parse, "a while"; at most 3600). */
 static unsigned retry_date(const char *s, const char *end)
@@ -283,6 +307,20 @@ void stfs_http_header_line(const char *line, size_t len,
 			r->encoded = 1;
 			copy_value(r->encoding, sizeof(r->encoding), v, end);
 		}
+	} else if (nlen == 13 && strncasecmp(line, "x-linked-etag", 13) == 0) {
+		copy_value(r->linked_etag, sizeof(r->linked_etag), v, end);
+	} else if (nlen == 13 && strncasecmp(line, "x-linked-size", 13) == 0) {
+		const char *p = v;
+
+		r->has_linked_size = !digits(&p, end, &r->linked_size) &&
+				     p == end;
+	} else if (nlen == 13 && strncasecmp(line, "x-repo-commit", 13) == 0) {
+		copy_value(r->commit, sizeof(r->commit), v, end);
+	} else if (nlen == 8 && strncasecmp(line, "location", 8) == 0) {
+		copy_value(r->location, sizeof(r->location), v, end);
+	} else if (nlen == 9 && strncasecmp(line, "ratelimit", 9) == 0) {
+		copy_value(r->ratelimit, sizeof(r->ratelimit), v, end);
+		r->ratelimit_t = ratelimit_t(v, end);
 	} else if (nlen == 11 && strncasecmp(line, "retry-after", 11) == 0) {
 		uint64_t secs;
 		const char *p = v;

@@ -25,7 +25,6 @@
 #include <curl/curl.h>
 #include <dirent.h>
 #include <errno.h>
-#include <json-c/json.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,36 +34,17 @@
 #include <unistd.h>
 
 #include "format.h"
-#include "source.h"
+#include "hub.h"
 
 #define HUB_DEFAULT "https://huggingface.co"
 #define API_MAX (64u << 20)         /* bytes of one API answer, at most */
-
-struct hf {
-	int dataset;
-	char *repo;             /* ORG/NAME */
-	char *rev;              /* as given (decoded), or "main" */
-	char *subdir;           /* "" or a/b */
-	char *file;             /* a file SUBDIR/FILE.gguf names, or NULL */
-	char *endpoint;         /* no trailing '/' */
-	char *token;            /* or NULL */
-	int offline;
-	struct stfs_remote *net;        /* requests go through it */
-	char *cache;            /* the repo's folder in the HF cache */
-	char sha[41];
-	/* the files of SUBDIR: names, the Hub's ETags */
-	char **names, **etags;
-	size_t n;
-	char **dirs;            /* subfolders with weights (no SUBDIR) */
-	size_t ndirs;
-};
 
 static int nomem(struct stfs_error *err)
 {
 	return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET, "out of memory");
 }
 
-static int push2(struct hf *h, const char *name, const char *etag)
+int stfs_hf_push(struct hf *h, const char *name, const char *etag)
 {
 	char **a = realloc(h->names, (h->n + 1) * sizeof(*a)), **b;
 
@@ -85,7 +65,7 @@ static int push2(struct hf *h, const char *name, const char *etag)
 	return 0;
 }
 
-static int push_dir(struct hf *h, const char *dir, size_t len)
+int stfs_hf_push_dir(struct hf *h, const char *dir, size_t len)
 {
 	char **a;
 
@@ -254,179 +234,6 @@ bad:
 			 "hf://datasets/ORG/NAME...");
 }
 
-/* ---- the Hub's conventions -------------------------------------------- */
-
-static const char *env(const char *name)
-{
-	const char *v = getenv(name);
-
-	return v && *v ? v : NULL;
-}
-
-static char *hf_home(void)
-{
-	const char *v;
-	char *s = NULL;
-
-	if ((v = env("HF_HOME")))
-		return strdup(v);
-	if ((v = env("XDG_CACHE_HOME")))
-		return asprintf(&s, "%s/huggingface", v) < 0 ? NULL : s;
-	return asprintf(&s, "%s/.cache/huggingface", env("HOME") ?
-			env("HOME") : "/root") < 0 ? NULL : s;
-}
-
-/* The first line of a file, trimmed; NULL if none. */
-static char *first_line(const char *path)
-{
-	FILE *f = fopen(path, "re");
-	char buf[4096], *s = NULL;
-	size_t n;
-
-	if (!f)
-		return NULL;
-	if (fgets(buf, sizeof(buf), f)) {
-		n = strlen(buf);
-		while (n && isspace((unsigned char)buf[n - 1]))
-			buf[--n] = '\0';
-		if (n)
-			s = strdup(buf);
-	}
-	fclose(f);
-	return s;
-}
-
-static char *find_token(void)
-{
-	const char *v;
-	char *home, *path = NULL, *t;
-
-	if ((v = env("HF_TOKEN")) || (v = env("HUGGING_FACE_HUB_TOKEN")))
-		return strdup(v);
-	if ((v = env("HF_TOKEN_PATH")))
-		return first_line(v);
-	if (!(home = hf_home()) || asprintf(&path, "%s/token", home) < 0) {
-		free(home);
-		return NULL;
-	}
-	free(home);
-	t = first_line(path);
-	free(path);
-	return t;
-}
-
-static int truthy(const char *v)
-{
-	return v && (!strcmp(v, "1") || !strcasecmp(v, "on") ||
-		     !strcasecmp(v, "yes") || !strcasecmp(v, "true"));
-}
-
-/* The repo's folder in the Hugging Face cache:
- * $HF_HUB_CACHE/models--ORG--NAME (or datasets--...). */
-static char *repo_cache(const struct hf *h)
-{
-	const char *v = env("HF_HUB_CACHE"), *slash = strchr(h->repo, '/');
-	const char *kind = h->dataset ? "datasets" : "models";
-	char *home = NULL, *s = NULL;
-	int n;
-
-	if (!v && !(home = hf_home()))
-		return NULL;
-	n = asprintf(&s, "%s%s/%s--%.*s--%s", v ? v : home, v ? "" : "/hub",
-		     kind, (int)(slash - h->repo), h->repo, slash + 1);
-	free(home);
-	return n < 0 ? NULL : s;
-}
-
-/* ---- the Hub's answers (also fuzzed) ----------------------------------- */
-
-static int is_sha(const char *s)
-{
-	size_t n = 0;
-
-	for (; s[n]; n++)
-		if (!isxdigit((unsigned char)s[n]) || isupper((unsigned char)s[n]))
-			return 0;
-	return n == 40;
-}
-
-int stfs_hub_parse_sha(const char *json, size_t len, char sha[41])
-{
-	json_tokener *tok = json_tokener_new();
-	json_object *j, *v;
-	int rc = -EINVAL;
-
-	if (!tok)
-		return -ENOMEM;
-	j = json_tokener_parse_ex(tok, json, (int)(len > INT_MAX ? INT_MAX :
-						   len));
-	if (j && json_object_is_type(j, json_type_object) &&
-	    json_object_object_get_ex(j, "sha", &v) &&
-	    json_object_is_type(v, json_type_string) &&
-	    is_sha(json_object_get_string(v))) {
-		memcpy(sha, json_object_get_string(v), 41);
-		rc = 0;
-	}
-	json_object_put(j);
-	json_tokener_free(tok);
-	return rc;
-}
-
-int stfs_hub_parse_tree(const char *json, size_t len,
-			int (*file)(void *arg, const char *path,
-				    const char *etag, uint64_t size),
-			void *arg)
-{
-	json_tokener *tok = json_tokener_new();
-	json_object *j;
-	int rc = -EINVAL;
-
-	if (!tok)
-		return -ENOMEM;
-	j = json_tokener_parse_ex(tok, json, (int)(len > INT_MAX ? INT_MAX :
-						   len));
-	if (!j || !json_object_is_type(j, json_type_array))
-		goto out;
-	rc = 0;
-	for (size_t i = 0; !rc && i < json_object_array_length(j); i++) {
-		json_object *e = json_object_array_get_idx(j, i), *t, *p, *o,
-			    *lfs, *sz;
-		const char *etag = NULL;
-		int64_t size = 0;
-
-		if (!json_object_is_type(e, json_type_object) ||
-		    !json_object_object_get_ex(e, "type", &t) ||
-		    !json_object_object_get_ex(e, "path", &p) ||
-		    !json_object_is_type(t, json_type_string) ||
-		    !json_object_is_type(p, json_type_string)) {
-			rc = -EINVAL;
-			break;
-		}
-		if (strcmp(json_object_get_string(t), "file") != 0)
-			continue;
-		/* the Hub's ETag: the LFS object's sha256, else the blob's */
-		if (json_object_object_get_ex(e, "lfs", &lfs) &&
-		    json_object_is_type(lfs, json_type_object) &&
-		    json_object_object_get_ex(lfs, "oid", &o) &&
-		    json_object_is_type(o, json_type_string))
-			etag = json_object_get_string(o);
-		else if (json_object_object_get_ex(e, "oid", &o) &&
-			 json_object_is_type(o, json_type_string))
-			etag = json_object_get_string(o);
-		if (json_object_object_get_ex(e, "size", &sz) &&
-		    json_object_is_type(sz, json_type_int))
-			size = json_object_get_int64(sz);
-		if (etag && (strlen(etag) > 128 || strpbrk(etag, "\"\\")))
-			etag = NULL;
-		rc = file(arg, json_object_get_string(p), etag,
-			  size > 0 ? (uint64_t)size : 0);
-	}
-out:
-	json_object_put(j);
-	json_tokener_free(tok);
-	return rc;
-}
-
 /* ---- online: the API ----------------------------------------------------- */
 
 static char *escape_path(const char *path)
@@ -504,12 +311,12 @@ static int on_file(void *arg, const char *path, const char *etag,
 		name = path + sl + 1;
 	}
 	if (!(slash = strrchr(name, '/')))
-		return push2(h, name, etag);
+		return stfs_hf_push(h, name, etag);
 	/* deeper: a subfolder holding weights? */
 	if (!sl && strstr(slash, ".safetensors") &&
 	    (!strcmp(slash + strlen(slash) - 12, ".safetensors") ||
 	     !strcmp(slash + strlen(slash) - 23, ".safetensors.index.json")))
-		return push_dir(h, name, (size_t)(slash - name));
+		return stfs_hf_push_dir(h, name, (size_t)(slash - name));
 	return 0;
 }
 
@@ -633,83 +440,6 @@ static int list_online(struct hf *h, struct stfs_auth *auth, int recursive,
 	return rc;
 }
 
-/* ---- offline: the Hugging Face cache ------------------------------------ */
-
-static int resolve_cached(struct hf *h, struct stfs_error *err)
-{
-	char *path = NULL, *sha;
-
-	if (is_sha(h->rev)) {
-		memcpy(h->sha, h->rev, 41);
-		return 0;
-	}
-	if (!h->cache || asprintf(&path, "%s/refs/%s", h->cache, h->rev) < 0)
-		return nomem(err);
-	sha = first_line(path);
-	if (!sha || !is_sha(sha)) {
-		stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "offline, and "
-			  "revision %s is not in the Hugging Face cache (%s)",
-			  h->rev, path);
-		free(path);
-		free(sha);
-		return -ENOENT;
-	}
-	memcpy(h->sha, sha, 41);
-	free(sha);
-	free(path);
-	return 0;
-}
-
-/* The ETag of a cached file: the name of the blob its link points to. */
-static void blob_of(const char *path, char *out, size_t outsz)
-{
-	char target[PATH_MAX];
-	ssize_t n = readlink(path, target, sizeof(target) - 1);
-	const char *b;
-
-	out[0] = '\0';
-	if (n <= 0)
-		return;
-	target[n] = '\0';
-	b = strrchr(target, '/');
-	b = b ? b + 1 : target;
-	if (strlen(b) < outsz)
-		memcpy(out, b, strlen(b) + 1);
-}
-
-static int list_cached(struct hf *h, const char *snap, int depth,
-		       const char *rel, struct stfs_error *err)
-{
-	DIR *d = opendir(snap);
-	struct dirent *de;
-	int rc = 0;
-
-	if (!d)
-		return depth ? 0 : stfs_fail(err, -ENOENT, NULL,
-			STFS_NO_OFFSET, "offline, and not in the Hugging "
-			"Face cache: %s", snap);
-	while (!rc && (de = readdir(d))) {
-		char *p = NULL, etag[256];
-		struct stat st;
-
-		if (de->d_name[0] == '.' ||
-		    asprintf(&p, "%s/%s", snap, de->d_name) < 0)
-			continue;
-		if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
-			if (!depth)
-				rc = list_cached(h, p, 1, de->d_name, err);
-		} else if (!depth) {
-			blob_of(p, etag, sizeof(etag));
-			rc = push2(h, de->d_name, etag) ? nomem(err) : 0;
-		} else if (strstr(de->d_name, ".safetensors")) {
-			rc = push_dir(h, rel, strlen(rel)) ? nomem(err) : 0;
-		}
-		free(p);
-	}
-	closedir(d);
-	return rc;
-}
-
 /* ---- the locator ------------------------------------------------------ */
 
 static int no_weights(struct hf *h, struct stfs_error *err)
@@ -737,7 +467,7 @@ int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 {
 	struct hf h = { 0 };
 	struct stfs_auth *auth = NULL;
-	const char *ep = env("HF_ENDPOINT");
+	const char *ep = stfs_hf_env("HF_ENDPOINT");
 	char *snap = NULL, *sub = NULL;
 	struct stat st;
 	int rc;
@@ -745,7 +475,7 @@ int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 	if ((rc = parse(loc->arg, &h, err)))
 		goto out;
 	if (!(h.endpoint = strdup(ep ? ep : HUB_DEFAULT)) ||
-	    !(h.cache = repo_cache(&h))) {
+	    !(h.cache = stfs_hf_repo_cache(&h))) {
 		rc = nomem(err);
 		goto out;
 	}
@@ -758,19 +488,19 @@ int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 			       " is not an http(s) URL: %s", h.endpoint);
 		goto out;
 	}
-	h.token = find_token();
+	h.token = stfs_hf_token();
 	h.net = loc->net;
-	h.offline = truthy(getenv("HF_HUB_OFFLINE")) ||
+	h.offline = stfs_hf_truthy(getenv("HF_HUB_OFFLINE")) ||
 		    stfs_remote_offline(loc->net);
 	if (!(auth = stfs_auth_new(h.token, NULL, NULL, NULL, NULL)) ||
 	    /* the CA bundle the Python tools (requests) trust */
-	    (env("REQUESTS_CA_BUNDLE") &&
-	     !(auth->ca_file = strdup(env("REQUESTS_CA_BUNDLE"))))) {
+	    (stfs_hf_env("REQUESTS_CA_BUNDLE") &&
+	     !(auth->ca_file = strdup(stfs_hf_env("REQUESTS_CA_BUNDLE"))))) {
 		rc = nomem(err);
 		goto out;
 	}
 	if (h.offline) {
-		if ((rc = resolve_cached(&h, err)))
+		if ((rc = stfs_hf_resolve_cached(&h, err)))
 			goto out;
 	} else if ((rc = resolve(&h, auth, err))) {
 		goto out;
@@ -781,7 +511,7 @@ int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 		rc = nomem(err);
 		goto out;
 	}
-	rc = h.offline ? list_cached(&h, snap, 0, "", err) :
+	rc = h.offline ? stfs_hf_list_cached(&h, snap, 0, "", err) :
 			 list_online(&h, auth, 0, err);
 	if (rc)
 		goto out;

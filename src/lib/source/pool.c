@@ -43,6 +43,13 @@ void stfs_pool_init(struct stfs_pool *p)
 	pthread_cond_init(&p->wq_cv, NULL);
 }
 
+void stfs_pool_fini(struct stfs_pool *p)
+{
+	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->work);
+	pthread_cond_destroy(&p->wq_cv);
+}
+
 /* One asynchronous read or prefetch of s is over (under mu). */
 static void job_over(struct stfs_object *s)
 {

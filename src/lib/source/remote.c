@@ -301,9 +301,7 @@ void stfs_remote_free(struct stfs_remote *r)
 	stfs_pool_stop(r);
 	stfs_httpc_fini(&r->http);
 	stfs_blocks_fini(&r->blocks);
-	pthread_mutex_destroy(&r->pool.mu);
-	pthread_cond_destroy(&r->pool.work);
-	pthread_cond_destroy(&r->pool.wq_cv);
+	stfs_pool_fini(&r->pool);
 	if (r->o.cache_dir)
 		stfs_cache_fini(&r->cache);
 	free(r->o.cache_dir);
@@ -343,4 +341,6 @@ void stfs_remote_stats(const struct stfs_remote *r,
 	out->bytes = atomic_load(&r->count.bytes);
 	out->cache_hits = atomic_load(&r->count.hits);
 	out->failed = atomic_load(&r->count.failed);
+	out->resolves = atomic_load(&r->count.resolves);
+	out->rate_limited = atomic_load(&r->count.rate_limited);
 }

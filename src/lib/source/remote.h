@@ -11,6 +11,8 @@
  *                cache writer, reads of an object's bytes by block
  *   pool.c       the worker threads, their queues, the prefetch policy
  *   httpc.c      the HTTP client: one request, its checks, retries
+ *   resolve.c    redirects followed once per object: the target reused
+ *                while valid, resolved again before it expires
  *   transfer.c   the threads that move every request's bytes (libcurl)
  *   cache.c      the cache store on disk
  *   cachedir.c   the cache directory: usable, private, walked without
@@ -198,6 +200,20 @@ struct stfs_request {
 	int whole;
 	const atomic_int *cancel;   /* set: abort */
 	struct stfs_early *early;   /* or NULL */
+	unsigned flags;             /* STFS_REQ_* */
+};
+
+/* A redirect is an answer (stfs_httpc_fetch() returns STFS_HTTP_REDIRECT,
+ * the target in resp->location), not followed by libcurl. */
+#define STFS_REQ_NOFOLLOW 1u
+/* A 429 is not retried here: the caller waits (resolve.c). */
+#define STFS_REQ_NO429 2u
+#define STFS_HTTP_REDIRECT 1
+
+/* What the remote did (stfs_remote_stats()). */
+struct stfs_remote_counters {
+	_Atomic uint64_t requests, retries, bytes, hits, failed;
+	_Atomic uint64_t resolves, rate_limited;
 };
 
 #define STFS_IDLE_MAX 16
@@ -212,15 +228,13 @@ struct stfs_http_client {
 	struct stfs_remote_counters *count;
 };
 
-/* What the remote did (stfs_remote_stats()). */
-struct stfs_remote_counters {
-	_Atomic uint64_t requests, retries, bytes, hits, failed;
-};
-
 void stfs_httpc_init(struct stfs_http_client *c,
 		     const struct stfs_remote_opts *o,
 		     struct stfs_remote_counters *count);
 void stfs_httpc_fini(struct stfs_http_client *c);
+/* Sleep ms, in steps of at most 100 ms, unless cancel is set (a
+ * Retry-After of 30 s does not hold up an unmount): 0, or -1 if it was. */
+int stfs_nap(unsigned ms, const atomic_int *cancel);
 /* An easy handle for a synchronous request, and back when done. */
 CURL *stfs_httpc_handle(struct stfs_http_client *c);
 void stfs_httpc_release(struct stfs_http_client *c, CURL *h);
@@ -230,12 +244,64 @@ void stfs_httpc_release(struct stfs_http_client *c, CURL *h);
  * *body (NUL terminated, at most q->len bytes).  q->want_total is the
  * object's size (UINT64_MAX while opening: then a short answer at the end
  * of the object is fine, and *resp tells the size and version).  0, or
- * -errno with err filled (the server's reason, when it gave one).
+ * -errno with err filled (the server's reason, when it gave one); with
+ * STFS_REQ_NOFOLLOW, STFS_HTTP_REDIRECT for a redirect.  *resp (if
+ * given) is filled by every attempt that got an answer, failed or not.
  */
 int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 		     const struct stfs_request *q, char *buf, char **body,
 		     size_t *got, struct stfs_http_resp *resp,
 		     struct stfs_error *err);
+
+/* ---- redirects resolved once (resolve.c) ------------------------------- */
+
+/* Where the requests for an object's URL go: the target its redirect
+ * points to, while valid.  All under mu. */
+struct stfs_resolver {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int state;                  /* RV_* of resolve.c */
+	int resolving;              /* a thread asks the URL now */
+	char *target;               /* the redirect's target, or NULL */
+	struct stfs_auth *tauth;    /* what requests to target carry */
+	unsigned gen;               /* which target: +1 each resolve */
+	/* wall-clock times in ms (the URLs' expiries are) */
+	int64_t refresh_at;         /* resolve again from then on */
+	int64_t valid_until;        /* the target is used until then */
+	int64_t quiet_until;        /* no resolve before then: */
+	int quiet_code;             /* what a read gets meanwhile */
+	int limited;                /* a 429 episode: its waits spent */
+	int logged;                 /* this episode's 429 was logged */
+	unsigned refused_gen;       /* the last target refused (403...) */
+	atomic_uint worked_gen;     /* the last target that answered */
+	/* the identity the first resolve gave (the Hub's headers) */
+	char linked_etag[256], commit[64];
+	int has_linked_size;
+	uint64_t linked_size;
+};
+
+struct stfs_object;
+
+void stfs_resolver_init(struct stfs_resolver *rv);
+void stfs_resolver_fini(struct stfs_resolver *rv);
+/* When the signed URL url expires, from its query: X-Amz-Date with
+ * X-Amz-Expires (S3, SigV4), X-Goog-Date with X-Goog-Expires (GCS), or
+ * Expires (CloudFront, S3 SigV2, nginx's secure_link; any case), a Unix
+ * time.  0 with *when, or -ENOENT when it does not say. */
+int stfs_url_expiry(const char *url, time_t *when);
+/* Do request q (whose url is o's) as stfs_httpc_fetch() does, but to
+ * the target o's URL redirects to, resolved once and reused: resolved
+ * again shortly before it expires (its query says when, else after
+ * STFS_TARGET_DEFAULT_S), and once more when the target refuses (403,
+ * 410, 404).  Credentials go to o's URL's own origin only.  A 429 while
+ * resolving is waited out as the server says (at most 30 s a wait,
+ * o->r->o.retries waits), logged once.  A resolve that finds another
+ * object (the Hub's X-Linked-Etag, X-Linked-Size or X-Repo-Commit) is
+ * -ESTALE. */
+int stfs_object_fetch(struct stfs_object *o, CURL *h,
+		      const struct stfs_request *q, char *buf, size_t *got,
+		      struct stfs_http_resp *resp, struct stfs_error *err);
+#define STFS_TARGET_DEFAULT_S 600
 
 /* ---- the block engine (blocks.c) and its workers (pool.c) ---------------- */
 
@@ -255,6 +321,7 @@ struct stfs_object {
 	const char *etag;           /* the version seen at open, checked */
 	const char *last_modified;  /* in every answer ("" if none) */
 	const struct stfs_auth *auth;
+	struct stfs_resolver *rv;   /* its redirect, or NULL: url itself */
 	uint64_t size;
 	struct stfs_cache_obj cobj; /* its blocks on disk, if cached */
 	atomic_int closing;         /* abort its transfers and retries */
@@ -341,6 +408,7 @@ struct stfs_inflight **stfs_inflight_later(struct stfs_inflight *me);
 void stfs_blocks_forget(struct stfs_blocks *b, const struct stfs_object *o);
 
 void stfs_pool_init(struct stfs_pool *p);
+void stfs_pool_fini(struct stfs_pool *p);
 /* Stop and join the workers and the writer (it writes what is queued). */
 void stfs_pool_stop(struct stfs_remote *r);
 /* Queue a read of [off, off + len) of o into buf for a worker, done

@@ -72,6 +72,17 @@ struct stfs_http_resp {
 	char error_message[512]; /* X-Error-Message (the Hub), or "" */
 	int encoded;            /* a Content-Encoding other than identity */
 	char encoding[64];      /* its name, or "" if too long to keep */
+	/* the Hub's identity of the object a /resolve redirects to */
+	char linked_etag[256];  /* X-Linked-Etag, or "" */
+	int has_linked_size;
+	uint64_t linked_size;   /* X-Linked-Size */
+	char commit[64];        /* X-Repo-Commit, or "" */
+	/* RateLimit: "NAME";r=REMAINING;t=SECONDS (IETF draft, the Hub's) */
+	char ratelimit[160];    /* the value as sent, or "" */
+	unsigned ratelimit_t;   /* its t (at most 3600), 0 if none */
+	char location[8192];    /* a redirect's target: Location as sent;
+				 * httpc.c makes it absolute (or "") */
+	long status;            /* the answer's HTTP status (httpc.c) */
 	int has_length;         /* Content-Length: length */
 	uint64_t length;
 	/* An answer that says two things (two Content-Range headers, two

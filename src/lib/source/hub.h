@@ -1,0 +1,58 @@
+/*
+ * hub.h: what the hf:// locator's files share (hub.c, the locator and the
+ * Hub's API; hfcache.c, the Hub's conventions and the Hugging Face cache;
+ * hubjson.c, the Hub's JSON answers): the state of one hf:// argument
+ * while it is located.  Private to the source layer.
+ */
+#ifndef STFS_HUB_H
+#define STFS_HUB_H
+
+#include <stdlib.h>
+
+#include "source.h"
+
+struct hf {
+	int dataset;
+	char *repo;             /* ORG/NAME */
+	char *rev;              /* as given (decoded), or "main" */
+	char *subdir;           /* "" or a/b */
+	char *file;             /* a file SUBDIR/FILE.gguf names, or NULL */
+	char *endpoint;         /* no trailing '/' */
+	char *token;            /* or NULL */
+	int offline;
+	struct stfs_remote *net;        /* requests go through it */
+	char *cache;            /* the repo's folder in the HF cache */
+	char sha[41];
+	/* the files of SUBDIR: names, the Hub's ETags */
+	char **names, **etags;
+	size_t n;
+	char **dirs;            /* subfolders with weights (no SUBDIR) */
+	size_t ndirs;
+};
+
+/* An environment variable's value, NULL when unset or empty. */
+static inline const char *stfs_hf_env(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? v : NULL;
+}
+
+/* hub.c: a file of the folder (its Hub ETag), a subfolder with weights;
+ * 0 or -ENOMEM. */
+int stfs_hf_push(struct hf *h, const char *name, const char *etag);
+int stfs_hf_push_dir(struct hf *h, const char *dir, size_t len);
+
+/* hubjson.c: 40 lower-case hex digits */
+int stfs_hf_is_sha(const char *s);
+
+/* hfcache.c: the Hub's conventions and the Hugging Face cache */
+char *stfs_hf_token(void);                 /* the user's token, or NULL */
+int stfs_hf_truthy(const char *v);         /* "1", "on", "yes", "true" */
+char *stfs_hf_repo_cache(const struct hf *h);
+/* Offline: the revision through the cache's refs; the snapshot's files. */
+int stfs_hf_resolve_cached(struct hf *h, struct stfs_error *err);
+int stfs_hf_list_cached(struct hf *h, const char *snap, int depth,
+			const char *rel, struct stfs_error *err);
+
+#endif
