@@ -65,7 +65,7 @@ def test_pkgconfig_program(d):
     shared = os.path.join(d, "stfs-list")
     sh("cc", prog, *pkgconf("--cflags", "--libs", "stfs"), "-o", shared)
     ldd = sh("ldd", shared)
-    assert re.search(r"libstfs\.so\.1 => /\S+", ldd), ldd
+    assert re.search(r"libstfs\.so\.2 => /\S+", ldd), ldd
     static = os.path.join(d, "stfs-list-static")
     libdir = sh("pkg-config", "--variable=libdir", "stfs").strip()
     sh("cc", prog, *pkgconf("--cflags", "stfs"),
