@@ -72,11 +72,13 @@ static int load(const char *path, struct stfs_ini *ini,
 	n = fread(text, 1, CONF_MAX + 1, f);
 	fclose(f);
 	if (n > CONF_MAX) {
+		explicit_bzero(text, CONF_MAX + 1);
 		free(text);
 		return stfs_fail(err, -EFBIG, NULL, STFS_NO_OFFSET, "%s: over "
 				 "1 MiB", path);
 	}
 	rc = stfs_ini_parse(text, n, ini, &line, &why);
+	explicit_bzero(text, n);        /* it may hold secret keys */
 	free(text);
 	if (rc == -EINVAL)
 		return stfs_fail(err, rc, NULL, STFS_NO_OFFSET, "%s line %zu: "

@@ -489,7 +489,7 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 		struct xfer x = { .h = h, .t = &c->transfers, .q = q,
 				  .buf = q->whole ? NULL : buf, .len = q->len,
 				  .whole = q->whole };
-		long status;
+		long status = 0;
 		CURLcode rc;
 		int again, code;
 

@@ -218,7 +218,7 @@ static int mine(const char *line, size_t nlen, const char *v,
 {
 	unsigned f = field_of(line, nlen);
 	struct stfs_http_resp o;
-	uint64_t n;
+	uint64_t n = 0;
 	const char *p = v;
 
 	if (!f)

@@ -296,6 +296,13 @@ struct lister {
 	int recursive;
 };
 
+static int ends_with(const char *s, const char *tail)
+{
+	size_t n = strlen(s), k = strlen(tail);
+
+	return n >= k && !strcmp(s + n - k, tail);
+}
+
 static int on_file(void *arg, const char *path, const char *etag,
 		   uint64_t size)
 {
@@ -313,9 +320,8 @@ static int on_file(void *arg, const char *path, const char *etag,
 	if (!(slash = strrchr(name, '/')))
 		return stfs_hf_push(h, name, etag);
 	/* deeper: a subfolder holding weights? */
-	if (!sl && strstr(slash, ".safetensors") &&
-	    (!strcmp(slash + strlen(slash) - 12, ".safetensors") ||
-	     !strcmp(slash + strlen(slash) - 23, ".safetensors.index.json")))
+	if (!sl && (ends_with(slash, ".safetensors") ||
+		    ends_with(slash, ".safetensors.index.json")))
 		return stfs_hf_push_dir(h, name, (size_t)(slash - name));
 	return 0;
 }

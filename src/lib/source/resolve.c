@@ -539,17 +539,16 @@ int stfs_object_fetch(struct stfs_object *o, CURL *h,
 		      const struct stfs_request *q, char *buf, size_t *got,
 		      struct stfs_http_resp *resp, struct stfs_error *err)
 {
-	struct stfs_http_resp *r = resp ? resp : malloc(sizeof(*r));
+	struct stfs_http_resp *r;
 	unsigned hops = 0, refused = 0;
 	int rc;
 
-	if (!o->rv || !r) {
-		if (o->rv)
-			return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET,
-					 "out of memory");
+	if (!o->rv)             /* a signed source: no redirect to follow */
 		return stfs_httpc_fetch(&o->r->http, h, q, buf, NULL, got,
 					resp, err);
-	}
+	if (!(r = resp ? resp : malloc(sizeof(*r))))
+		return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET,
+				 "out of memory");
 	for (;;) {
 		struct target t = { 0 };
 		struct stfs_request q2 = *q;
