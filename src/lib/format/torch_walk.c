@@ -398,8 +398,10 @@ static int walk_items(struct stfs_torch_walk *w, const struct stfs_pk_val *v,
 			s = buf;
 		} else if (key_seg(v->u.seq.items[i], buf, sizeof(buf), &s,
 				   &n)) {
-			rc = add_object(w, "a dict entry whose key is not "
-					"a string or a number", 52);
+			static const char why[] = "a dict entry whose key "
+				"is not a string or a number";
+
+			rc = add_object(w, why, sizeof(why) - 1);
 			continue;
 		}
 		rc = key_push(w, s, n, &old);
