@@ -15,24 +15,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-
-/* mountinfo writes ' ', '\t', '\n' and '\\' as \ooo. */
-static void unescape(char *s)
-{
-	char *o = s;
-
-	while (*s) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
-		    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
-			*o++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 +
-				      (s[3] - '0'));
-			s += 4;
-		} else {
-			*o++ = *s++;
-		}
-	}
-	*o = '\0';
-}
+#include "mount.h"
 
 /* The absolute path of mnt with every symlink resolved.  A dead FUSE
  * mount (ENOTCONN) and another user's (EACCES, even for root) cannot be
@@ -80,7 +63,7 @@ static int is_stfs_mount(const char *path)
 
 		if (dash && sscanf(line, "%*s %*s %*s %*s %ms", &point) == 1 &&
 		    sscanf(dash + 3, "%ms", &type) == 1) {
-			unescape(point);
+			stfs_mountinfo_unescape(point);
 			if (strcmp(point, path) == 0)   /* the last one is on top */
 				found = strcmp(type, "fuse.stfs") == 0;
 		}

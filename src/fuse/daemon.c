@@ -15,11 +15,12 @@
 #include <unistd.h>
 
 #include "fs.h"
+#include "mount.h"
 
 static FILE *log_fp;
 
 /* mountinfo escapes ' ', '\t', '\n' and '\\' as \ooo. */
-static void unescape_octal(char *s)
+void stfs_mountinfo_unescape(char *s)
 {
 	char *o = s;
 
@@ -61,7 +62,7 @@ int stfs_set_readahead(const char *mnt, unsigned kb, unsigned *cur)
 		char mdev[64], *point = NULL;
 
 		if (sscanf(line, "%*s %*s %63s %*s %ms", mdev, &point) == 2) {
-			unescape_octal(point);
+			stfs_mountinfo_unescape(point);
 			if (strcmp(point, want) == 0 && strstr(line, "fuse.stfs"))
 				strcpy(dev, mdev);   /* the last one wins */
 		}

@@ -13,5 +13,8 @@
 int stfs_mount_main(int argc, char **argv);
 /* The usage text of the stfs command. */
 void stfs_usage(FILE *out);
+/* A mount point as /proc/self/mountinfo writes it (' ', '\t', '\n' and
+ * '\\' as \ooo), decoded in place. */
+void stfs_mountinfo_unescape(char *s);
 
 #endif
