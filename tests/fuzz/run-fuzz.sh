@@ -30,8 +30,9 @@ secs=${1:-60}
 shift || true
 harnesses=${*:-header index http remote xml gguf zip pickle cache}
 out=build-fuzz
-lib=$(ls src/lib/*/*.c)
-incs="-Iinclude -Isrc/lib/format -Isrc/lib/source -Isrc/lib/content -Isrc/lib/model"
+lib=$(find src/lib -name "*.c" | sort)
+# every layer and room of src/lib (the harnesses look inside them all)
+incs="-Iinclude $(find src/lib -type d | sort | sed 's/^/-I/' | tr '\n' ' ')"
 build() {   # harness, extra sources/flags...
 	local h=$1
 	shift
