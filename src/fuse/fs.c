@@ -32,24 +32,20 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
-#include <sys/xattr.h>
 #include <pthread.h>
 
 #include "fs.h"
 
-#define XATTR_PREFIX "user.safetensors."
-#define META_PREFIX XATTR_PREFIX "metadata."
-#define LIST_MAX 65536     /* the kernel's XATTR_LIST_MAX */
 
-static struct stfs_fs *fs_of(fuse_req_t req)
+struct stfs_fs *stfs_fs_of(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
 }
 
 /* The node of ino into *ni: 1, or 0 after replying ENOENT. */
-static int node_of(fuse_req_t req, fuse_ino_t ino, struct stfs_node_info *ni)
+int stfs_fs_node(fuse_req_t req, fuse_ino_t ino, struct stfs_node_info *ni)
 {
-	struct stfs_fs *fs = fs_of(req);
+	struct stfs_fs *fs = stfs_fs_of(req);
 
 	if (ino < FUSE_ROOT_ID || ino - 1 > UINT32_MAX ||
 	    stfs_model_node(fs->model, (uint32_t)(ino - 1), ni) != 0) {
@@ -90,13 +86,13 @@ static int fill_attr(const struct stfs_fs *fs, fuse_ino_t ino,
 static void stfs_ll_lookup(fuse_req_t req, fuse_ino_t parent,
 			   const char *name)
 {
-	struct stfs_fs *fs = fs_of(req);
+	struct stfs_fs *fs = stfs_fs_of(req);
 	struct fuse_entry_param e;
 	struct stfs_node_info ni;
 	int64_t node;
 	int rc;
 
-	if (!node_of(req, parent, &ni))
+	if (!stfs_fs_node(req, parent, &ni))
 		return;
 	memset(&e, 0, sizeof(e));
 	e.attr_timeout = fs->timeout;
@@ -127,12 +123,12 @@ static void stfs_ll_getattr(fuse_req_t req, fuse_ino_t ino,
 	struct stat st;
 	int rc;
 
-	if (!node_of(req, ino, &ni))
+	if (!stfs_fs_node(req, ino, &ni))
 		return;
-	if ((rc = fill_attr(fs_of(req), ino, &ni, &st)))
+	if ((rc = fill_attr(stfs_fs_of(req), ino, &ni, &st)))
 		fuse_reply_err(req, -rc);
 	else
-		fuse_reply_attr(req, &st, fs_of(req)->timeout);
+		fuse_reply_attr(req, &st, stfs_fs_of(req)->timeout);
 }
 
 static void stfs_ll_opendir(fuse_req_t req, fuse_ino_t ino,
@@ -140,7 +136,7 @@ static void stfs_ll_opendir(fuse_req_t req, fuse_ino_t ino,
 {
 	struct stfs_node_info ni;
 
-	if (!node_of(req, ino, &ni))
+	if (!stfs_fs_node(req, ino, &ni))
 		return;
 	if (ni.kind != STFS_NODE_KIND_DIR) {
 		fuse_reply_err(req, ENOTDIR);
@@ -154,12 +150,12 @@ static void stfs_ll_opendir(fuse_req_t req, fuse_ino_t ino,
 static void stfs_ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 			    off_t off, struct fuse_file_info *fi)
 {
-	struct stfs_fs *fs = fs_of(req);
+	struct stfs_fs *fs = stfs_fs_of(req);
 	struct stfs_node_info d;
 	size_t used = 0, total;
 	char *buf;
 
-	if (!node_of(req, ino, &d))
+	if (!stfs_fs_node(req, ino, &d))
 		return;
 	if (d.kind != STFS_NODE_KIND_DIR) {
 		fuse_reply_err(req, ENOTDIR);
@@ -263,7 +259,7 @@ static void stfs_ll_open(fuse_req_t req, fuse_ino_t ino,
 	struct stfs_node_info ni;
 	int rc;
 
-	if (!node_of(req, ino, &ni))
+	if (!stfs_fs_node(req, ino, &ni))
 		return;
 	if (ni.kind == STFS_NODE_KIND_DIR) {
 		fuse_reply_err(req, EISDIR);
@@ -274,10 +270,10 @@ static void stfs_ll_open(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	rc = stfs_model_content(fs_of(req)->model, (uint32_t)(ino - 1), &c);
+	rc = stfs_model_content(stfs_fs_of(req)->model, (uint32_t)(ino - 1), &c);
 	if (rc == -EFBIG)
-		log_refusal(fs_of(req), (uint32_t)(ino - 1), rc);
-	if (rc || !(h = handle_new(fs_of(req), c))) {
+		log_refusal(stfs_fs_of(req), (uint32_t)(ino - 1), rc);
+	if (rc || !(h = handle_new(stfs_fs_of(req), c))) {
 		stfs_content_free(c);
 		fuse_reply_err(req, rc ? -rc : ENOMEM);
 		return;
@@ -285,13 +281,13 @@ static void stfs_ll_open(fuse_req_t req, fuse_ino_t ino,
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fi->keep_cache = 1;
 	if (fuse_reply_open(req, fi) != 0)
-		handle_free(fs_of(req), h);  /* interrupted: no release */
+		handle_free(stfs_fs_of(req), h);  /* interrupted: no release */
 }
 
 static void stfs_ll_release(fuse_req_t req, fuse_ino_t ino,
 			    struct fuse_file_info *fi)
 {
-	handle_free(fs_of(req), (struct stfs_fs_handle *)(uintptr_t)fi->fh);
+	handle_free(stfs_fs_of(req), (struct stfs_fs_handle *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
 
@@ -325,278 +321,9 @@ static void stfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size,
 	stfs_content_read(c, (uint64_t)off, size, read_done, req);
 }
 
-/* ---- extended attributes -------------------------------------------- */
-
-enum { X_DTYPE, X_SHAPE, X_OFFSETS, X_FILE_OFFSET, X_NAME, X_FILE, X_URL,
-       X_ETAG, X_REPO, X_REVISION, X_VIEW, X_SOURCE_DTYPE, X_DATA_START,
-       X_FORMAT, X_GGUF_TYPE, X_PYTORCH_TYPE, X_COUNT };
-
-static const char *const xnames[X_COUNT] = {
-	XATTR_PREFIX "dtype",       XATTR_PREFIX "shape",
-	XATTR_PREFIX "data_offsets", XATTR_PREFIX "file_offset",
-	XATTR_PREFIX "name",        XATTR_PREFIX "file",
-	XATTR_PREFIX "url",         XATTR_PREFIX "etag",
-	XATTR_PREFIX "repo",        XATTR_PREFIX "revision",
-	XATTR_PREFIX "view",        XATTR_PREFIX "source_dtype",
-	XATTR_PREFIX "data_start",
-	/* tensors of other formats (docs/formats.md) */
-	"user.stfs.format",         "user.gguf.type",
-	"user.pytorch.type",
-};
-
-static const struct stfs_source *source_of(const struct stfs_fs *fs,
-					    const struct stfs_node_info *ni)
-{
-	return stfs_file_source(stfs_model_file(fs->model,
-		stfs_model_tensor_file(fs->model, ni->tensor)));
-}
-
-/* The URL of the object a tensor is in, or NULL for a local file. */
-static const char *url_of(const struct stfs_fs *fs,
-			  const struct stfs_node_info *ni)
-{
-	struct stfs_source_info si;
-
-	stfs_source_info(source_of(fs, ni), &si);
-	return si.url;
-}
-
-/* What the service says of a tensor's file (X_ETAG, X_REPO,
- * X_REVISION): the Hub's ETag, else the server's; or NULL. */
-static const char *origin_of(const struct stfs_fs *fs,
-			     const struct stfs_node_info *ni, int which)
-{
-	const struct stfs_source *s = source_of(fs, ni);
-	struct stfs_source_info si;
-	const char *v;
-
-	switch (which) {
-	case X_REPO:
-		return stfs_source_origin(s, STFS_ORIGIN_REPO);
-	case X_REVISION:
-		return stfs_source_origin(s, STFS_ORIGIN_REVISION);
-	default:
-		if ((v = stfs_source_origin(s, STFS_ORIGIN_ETAG)) && *v)
-			return v;
-		stfs_source_info(s, &si);
-		return si.url ? si.etag : NULL;
-	}
-}
-
-/* The xattrs a tensor node has, in listing order, into out; their count.
- * Offsets describe the tensor's own bytes, so views do not have them. */
-static int xattrs_of(const struct stfs_fs *fs, const struct stfs_node_info *ni,
-		     int *out)
-{
-	int k = 0, raw = ni->view == STFS_VIEW_RAW;
-	const struct stfs_tensor *t = stfs_model_tensor(fs->model, ni->tensor);
-	const struct stfs_foreign *f = t->foreign;
-
-	if (stfs_view_dtype(t, ni->view) != STFS_DTYPE_NONE)
-		out[k++] = X_DTYPE;
-	out[k++] = X_SHAPE;
-	if (raw) {
-		out[k++] = X_OFFSETS;
-		out[k++] = X_FILE_OFFSET;
-	}
-	out[k++] = X_NAME;
-	if (stfs_model_sharded(fs->model))
-		out[k++] = X_FILE;
-	if (url_of(fs, ni))
-		out[k++] = X_URL;
-	for (int x = X_ETAG; x <= X_REVISION; x++)
-		if (origin_of(fs, ni, x))
-			out[k++] = x;
-	if (!raw) {
-		out[k++] = X_VIEW;
-		if (t->dtype != STFS_DTYPE_NONE)
-			out[k++] = X_SOURCE_DTYPE;
-		out[k++] = X_DATA_START;
-	}
-	if (f) {
-		out[k++] = X_FORMAT;
-		if (f->type && !strcmp(f->format, "gguf"))
-			out[k++] = X_GGUF_TYPE;
-		if (f->type && !strcmp(f->format, "pytorch"))
-			out[k++] = X_PYTORCH_TYPE;
-	}
-	return k;
-}
-
-/* Reply to a getxattr/listxattr with value v of len bytes. */
-static void reply_value(fuse_req_t req, const char *v, size_t len,
-			size_t size)
-{
-	if (size == 0)
-		fuse_reply_xattr(req, len);
-	else if (size < len)
-		fuse_reply_err(req, ERANGE);
-	else
-		fuse_reply_buf(req, v, len);
-}
-
-static int cmp_meta_name(const void *key, const void *elem)
-{
-	return strcmp(key, ((const struct stfs_fs_meta *)elem)->xname);
-}
-
-static void tensor_xattr(fuse_req_t req, const struct stfs_fs *fs,
-			 const struct stfs_node_info *ni, int which,
-			 size_t size)
-{
-	const struct stfs_model *m = fs->model;
-	const struct stfs_tensor *t = stfs_model_tensor(m, ni->tensor);
-	enum stfs_view v = ni->view;
-	const char *dt = stfs_dtype_name(stfs_view_dtype(t, v)), *file;
-	char small[64], *big = NULL;
-	uint64_t start;
-	size_t n;
-
-	switch (which) {
-	case X_DTYPE:
-		reply_value(req, dt, strlen(dt), size);
-		return;
-	case X_SOURCE_DTYPE:
-		dt = stfs_dtype_name(t->dtype);
-		reply_value(req, dt, strlen(dt), size);
-		return;
-	case X_VIEW:
-		dt = stfs_view_suffix(v) + 1;     /* "npy", "f32", "f32.npy" */
-		reply_value(req, dt, strlen(dt), size);
-		return;
-	case X_FORMAT:
-		reply_value(req, t->foreign->format,
-			    strlen(t->foreign->format), size);
-		return;
-	case X_GGUF_TYPE:
-	case X_PYTORCH_TYPE:
-		reply_value(req, t->foreign->type, strlen(t->foreign->type),
-			    size);
-		return;
-	case X_DATA_START:
-		stfs_view_size(t, v, &start);
-		n = (size_t)snprintf(small, sizeof(small), "%" PRIu64, start);
-		reply_value(req, small, n, size);
-		return;
-	case X_SHAPE:
-		n = stfs_shape_str(t, small, sizeof(small));
-		if (n >= sizeof(small)) {
-			big = malloc(n + 1);
-			if (!big) {
-				fuse_reply_err(req, ENOMEM);
-				return;
-			}
-			stfs_shape_str(t, big, n + 1);
-		}
-		reply_value(req, big ? big : small, n, size);
-		free(big);
-		return;
-	case X_OFFSETS:
-		n = (size_t)snprintf(small, sizeof(small),
-				     "[%" PRIu64 ",%" PRIu64 "]", t->begin,
-				     t->end);
-		reply_value(req, small, n, size);
-		return;
-	case X_FILE_OFFSET:
-		n = (size_t)snprintf(small, sizeof(small), "%" PRIu64,
-				     stfs_model_tensor_offset(m, ni->tensor));
-		reply_value(req, small, n, size);
-		return;
-	case X_NAME:
-		reply_value(req, t->name, t->name_len, size);
-		return;
-	case X_FILE:
-		file = stfs_model_file_name(m, stfs_model_tensor_file(m,
-								ni->tensor));
-		reply_value(req, file, strlen(file), size);
-		return;
-	case X_URL:
-		file = url_of(fs, ni);
-		reply_value(req, file, strlen(file), size);
-		return;
-	case X_ETAG:
-	case X_REPO:
-	case X_REVISION:
-		file = origin_of(fs, ni, which);
-		reply_value(req, file, strlen(file), size);
-		return;
-	}
-}
-
-static void stfs_ll_getxattr(fuse_req_t req, fuse_ino_t ino,
-			     const char *name, size_t size)
-{
-	struct stfs_fs *fs = fs_of(req);
-	struct stfs_node_info ni;
-
-	if (!node_of(req, ino, &ni))
-		return;
-	if (ni.kind == STFS_NODE_KIND_TENSOR) {
-		int xs[X_COUNT], nx = xattrs_of(fs, &ni, xs);
-
-		for (int i = 0; i < nx; i++) {
-			if (strcmp(name, xnames[xs[i]]) == 0) {
-				tensor_xattr(req, fs, &ni, xs[i], size);
-				return;
-			}
-		}
-	} else if (ino == FUSE_ROOT_ID) {
-		const struct stfs_fs_meta *m;
-
-		m = bsearch(name, fs->meta, fs->nmeta, sizeof(*fs->meta),
-			    cmp_meta_name);
-		if (m) {
-			reply_value(req, m->m->value, m->m->value_len, size);
-			return;
-		}
-	}
-	fuse_reply_err(req, ENODATA);
-}
-
-static void stfs_ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
-{
-	struct stfs_fs *fs = fs_of(req);
-	struct stfs_node_info ni;
-	char *buf = NULL;
-	size_t len = 0;
-
-	if (!node_of(req, ino, &ni))
-		return;
-	if (ni.kind == STFS_NODE_KIND_TENSOR) {
-		int xs[X_COUNT], nx = xattrs_of(fs, &ni, xs);
-		char list[512];
-
-		for (int i = 0; i < nx; i++) {
-			size_t n = strlen(xnames[xs[i]]) + 1;
-			memcpy(list + len, xnames[xs[i]], n);
-			len += n;
-		}
-		reply_value(req, list, len, size);
-		return;
-	}
-	if (ino == FUSE_ROOT_ID && fs->nmeta) {
-		buf = malloc(LIST_MAX);
-		if (!buf) {
-			fuse_reply_err(req, ENOMEM);
-			return;
-		}
-		/* Past the kernel's list limit the rest is left out:
-		 * the header file holds everything. */
-		for (size_t i = 0; i < fs->nmeta; i++) {
-			size_t n = strlen(fs->meta[i].xname) + 1;
-			if (len + n > LIST_MAX)
-				break;
-			memcpy(buf + len, fs->meta[i].xname, n);
-			len += n;
-		}
-	}
-	reply_value(req, buf, len, size);
-	free(buf);
-}
-
 static void stfs_ll_statfs(fuse_req_t req, fuse_ino_t ino)
 {
-	struct stfs_fs *fs = fs_of(req);
+	struct stfs_fs *fs = stfs_fs_of(req);
 	struct statvfs sv;
 
 	memset(&sv, 0, sizeof(sv));
@@ -714,8 +441,8 @@ const struct fuse_lowlevel_ops stfs_ll_ops = {
 	.open = stfs_ll_open,
 	.read = stfs_ll_read,
 	.release = stfs_ll_release,
-	.getxattr = stfs_ll_getxattr,
-	.listxattr = stfs_ll_listxattr,
+	.getxattr = stfs_xattr_get,
+	.listxattr = stfs_xattr_list,
 	.statfs = stfs_ll_statfs,
 	.setattr = stfs_ll_setattr,
 	.mknod = stfs_ll_mknod,
@@ -734,21 +461,13 @@ const struct fuse_lowlevel_ops stfs_ll_ops = {
 
 /* ---- setup ----------------------------------------------------------- */
 
-static int cmp_fs_meta(const void *a, const void *b)
-{
-	return strcmp(((const struct stfs_fs_meta *)a)->xname,
-		      ((const struct stfs_fs_meta *)b)->xname);
-}
-
 /*
  * The mount's times (the newest source's), its size for statfs, and the
- * root's xattrs: each shared __metadata__ entry, under its key escaped as
- * a path component.
+ * root's xattrs (xattr.c).
  */
 int stfs_fs_init(struct stfs_fs *fs)
 {
 	const struct stfs_model *m = fs->model;
-	size_t nmeta = stfs_model_meta_count(m);
 
 	for (size_t i = 0; i < stfs_model_tensor_count(m); i++) {
 		const struct stfs_tensor *t = stfs_model_tensor(m, i);
@@ -765,30 +484,12 @@ int stfs_fs_init(struct stfs_fs *fs)
 			fs->mtime.tv_nsec = si.mtime_nsec;
 		}
 	}
-	fs->meta = calloc(nmeta + 1, sizeof(*fs->meta));
-	if (!fs->meta)
-		return -ENOMEM;
-	for (size_t k = 0; k < nmeta; k++) {
-		const struct stfs_meta *e = stfs_model_meta(m, k);
-		char esc[STFS_NAME_MAX + 1];
-
-		stfs_name_component(e->key, e->key_len, 0, esc);
-		if (asprintf(&fs->meta[fs->nmeta].xname, "%s%s", META_PREFIX,
-			     esc) < 0)
-			return -ENOMEM;
-		fs->meta[fs->nmeta++].m = e;
-	}
-	qsort(fs->meta, fs->nmeta, sizeof(*fs->meta), cmp_fs_meta);
-	return 0;
+	return stfs_xattr_init(fs);
 }
 
 void stfs_fs_destroy(struct stfs_fs *fs)
 {
 	while (fs->handles)
 		handle_free(fs, fs->handles);
-	for (size_t i = 0; i < fs->nmeta; i++)
-		free(fs->meta[i].xname);
-	free(fs->meta);
-	fs->meta = NULL;
-	fs->nmeta = 0;
+	stfs_xattr_destroy(fs);
 }

@@ -1,6 +1,7 @@
 /*
  * fs.h: the FUSE side of stfs: the low-level operations over a model
- * (fs.c), the request loop (serve.c) and the daemon's life (daemon.c).
+ * (fs.c) and their xattrs (xattr.c), the request loop (serve.c), the
+ * daemon's life (daemon.c) and the channel to the kernel (io.c).
  * It sees libstfs only through its public header: it knows nothing of
  * JSON, of the format, or of where the bytes come from.
  */
@@ -49,6 +50,19 @@ struct stfs_fs_meta {
 };
 
 extern const struct fuse_lowlevel_ops stfs_ll_ops;
+
+/* fs.c: the mount of a request; the node of ino into *ni: 1, or 0 after
+ * replying ENOENT. */
+struct stfs_fs *stfs_fs_of(fuse_req_t req);
+int stfs_fs_node(fuse_req_t req, fuse_ino_t ino, struct stfs_node_info *ni);
+
+/* xattr.c: getxattr and listxattr; the root's metadata xattrs made from
+ * fs->model (0 or -ENOMEM) and freed. */
+void stfs_xattr_get(fuse_req_t req, fuse_ino_t ino, const char *name,
+		    size_t size);
+void stfs_xattr_list(fuse_req_t req, fuse_ino_t ino, size_t size);
+int stfs_xattr_init(struct stfs_fs *fs);
+void stfs_xattr_destroy(struct stfs_fs *fs);
 
 /* Fill the derived fields of fs from fs->model: 0 or -ENOMEM. */
 int stfs_fs_init(struct stfs_fs *fs);
