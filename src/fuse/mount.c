@@ -432,114 +432,112 @@ static struct fuse_session *session_of_copy(const struct fuse_args *args,
 	return se;
 }
 
-int stfs_mount_main(int argc, char **argv)
+/* Parse the command line into *o: -1 to go on (with *src, the source as
+ * messages show it, and *threads), else the exit status. */
+static int parse_args(struct fuse_args *args, struct stfs_opts *o,
+		      struct stfs_fs *fs, char **src, unsigned *threads)
 {
-	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	struct stfs_opts o = { 0 };
-	struct stfs_fs fs = { .handles_mu = PTHREAD_MUTEX_INITIALIZER };
-	struct fuse_session *se = NULL;
-	struct stfs_error err;
-	struct stfs_model_opts mo = { 0 };
-	struct stfs_remote_stats stats;
-	char *fsname = NULL, *mopts = NULL, *src = NULL;
-	unsigned ra_now = 0, threads = 1;
-	int ret = 1, rc;
-
-	if (!(o.remote = stfs_remote_opts_new())) {
+	if (!(o->remote = stfs_remote_opts_new())) {
 		fprintf(stderr, "stfs: out of memory\n");
-		goto out_args;
+		return 1;
 	}
-	if (fuse_opt_parse(&args, &o, stfs_opt_spec, opt_proc) == -1) {
+	if (fuse_opt_parse(args, o, stfs_opt_spec, opt_proc) == -1) {
 		fprintf(stderr, "stfs: invalid options (see stfs --help)\n");
-		ret = 2;
-		goto out_args;
+		return 2;
 	}
-	if (o.help) {
+	if (o->help) {
 		stfs_usage(stdout);
-		ret = 0;
-		goto out_args;
+		return 0;
 	}
-	if (o.version) {
+	if (o->version) {
 		printf("stfs %s (libfuse %s)\n", STFS_VERSION,
 		       fuse_pkgversion());
-		ret = 0;
-		goto out_args;
+		return 0;
 	}
-	if (o.nonopts != 2) {
-		fprintf(stderr, "stfs: %s\n", o.nonopts < 2 ?
+	if (o->nonopts != 2) {
+		fprintf(stderr, "stfs: %s\n", o->nonopts < 2 ?
 			"a SOURCE and a MOUNTPOINT are needed" :
 			"too many arguments");
 		stfs_usage(stderr);
-		ret = 2;
-		goto out_args;
+		return 2;
 	}
 	/* messages and logs name it without a URL's password */
-	if (!(src = stfs_source_shown(o.source))) {
+	if (!(*src = stfs_source_shown(o->source))) {
 		fprintf(stderr, "stfs: out of memory\n");
-		goto out_args;
+		return 1;
 	}
-	if (number_opts(&o, src, &fs, &threads) || remote_opts(&o, src)) {
-		ret = 2;
-		goto out_args;
-	}
-	if (o.convert && strcmp(o.convert, "f32") != 0) {
+	if (number_opts(o, *src, fs, threads) || remote_opts(o, *src))
+		return 2;
+	if (o->convert && strcmp(o->convert, "f32") != 0) {
 		fprintf(stderr, "stfs: %s: convert=%s: only convert=f32 is "
-			"supported\n", src, o.convert);
-		ret = 2;
-		goto out_args;
+			"supported\n", *src, o->convert);
+		return 2;
 	}
-	/* Options first (libfuse rejects what it does not know here, and
-	 * takes what it knows out of the arguments, so it checks a copy)... */
-	if (!(se = session_of_copy(&args, &fs))) {
-		fprintf(stderr, "stfs: %s: invalid mount options (see stfs "
-			"--help)\n", src);
-		ret = 2;
-		goto out_args;
-	}
-	fuse_session_destroy(se);
-	se = NULL;
-	/* ...then the mountpoint, then the whole source. */
-	if (check_mountpoint(src, o.mountpoint))
-		goto out_session;
-	mo.flags = (o.flat ? STFS_TREE_FLAT : 0) | (o.npy ? STFS_TREE_NPY : 0) |
-		   (o.convert ? STFS_TREE_F32 : 0) |
-		   (o.show_virtual ? STFS_TREE_LIST_VIRTUAL : 0);
-	mo.include = (const char *const *)o.include;
-	mo.ninclude = o.ninclude;
-	mo.exclude = (const char *const *)o.exclude;
-	mo.nexclude = o.nexclude;
+	return -1;
+}
+
+/* Open the whole source as fs->model, with the tree options: 0, or -1
+ * after saying why. */
+static int open_model(struct stfs_opts *o, const char *src,
+		      struct stfs_fs *fs)
+{
+	struct stfs_model_opts mo = { 0 };
+	struct stfs_error err;
+
+	mo.flags = (o->flat ? STFS_TREE_FLAT : 0) |
+		   (o->npy ? STFS_TREE_NPY : 0) |
+		   (o->convert ? STFS_TREE_F32 : 0) |
+		   (o->show_virtual ? STFS_TREE_LIST_VIRTUAL : 0);
+	mo.include = (const char *const *)o->include;
+	mo.ninclude = o->ninclude;
+	mo.exclude = (const char *const *)o->exclude;
+	mo.nexclude = o->nexclude;
 	mo.warn = warn_stderr;
 	mo.ctx = (void *)src;
-	stfs_remote_opts_log(o.remote, log_line, NULL);
-	mo.remote = o.remote;
-	rc = stfs_model_open_opts(o.source, &mo, &fs.model, &err);
-	if (rc) {
+	stfs_remote_opts_log(o->remote, log_line, NULL);
+	mo.remote = o->remote;
+	if (stfs_model_open_opts(o->source, &mo, &fs->model, &err)) {
 		fprintf(stderr, "stfs: %s: %s\n", src, err.msg);
-		goto out_session;
+		return -1;
 	}
+	return 0;
+}
+
+/* Mount fs->model (open) on o->mountpoint and serve it until unmount: the
+ * exit status.  The model is closed and fs destroyed on every path. */
+static int serve_model(struct fuse_args *args, struct stfs_opts *o,
+		       const char *src, struct stfs_fs *fs, unsigned threads)
+{
+	struct fuse_session *se = NULL;
+	struct stfs_remote_stats stats;
+	char *fsname = NULL, *mopts = NULL;
+	unsigned ra_now = 0;
+	int ret = 1, rc;
+
 	/* The mount shows the source as its device, read-only. */
-	if (asprintf(&fsname, "fsname=%s", stfs_model_canonical(fs.model)) < 0 ||
+	if (asprintf(&fsname, "fsname=%s",
+		     stfs_model_canonical(fs->model)) < 0 ||
 	    fuse_opt_add_opt(&mopts, "ro,subtype=stfs") ||
 	    fuse_opt_add_opt_escaped(&mopts, fsname) ||
-	    fuse_opt_add_arg(&args, "-o") || fuse_opt_add_arg(&args, mopts) ||
-	    !(se = fuse_session_new(&args, &stfs_ll_ops, sizeof(stfs_ll_ops),
-				    &fs))) {
+	    fuse_opt_add_arg(args, "-o") || fuse_opt_add_arg(args, mopts) ||
+	    !(se = fuse_session_new(args, &stfs_ll_ops, sizeof(stfs_ll_ops),
+				    fs))) {
 		fprintf(stderr, "stfs: %s: cannot start the FUSE session\n",
 			src);
 		goto out_model;
 	}
-	fs.timeout = 86400.0;
-	request_size(&o, src, &fs);
-	if (o.debug)
+	fs->timeout = 86400.0;
+	request_size(o, src, fs);
+	if (o->debug)
 		fprintf(stderr, "stfs: %s: flat=%d npy=%d convert=%s uid=%u "
 			"gid=%u umask=%03o threads=%u readahead=%u "
 			"max_request=%s log=%s\n",
-			src, o.flat, o.npy, o.convert ? o.convert : "none",
-			(unsigned)fs.uid, (unsigned)fs.gid, (unsigned)fs.umask,
-			threads, fs.readahead_kb,
-			o.max_request ? o.max_request : "default",
-			o.log ? o.log : "syslog");
-	if (stfs_fs_init(&fs)) {
+			src, o->flat, o->npy, o->convert ? o->convert : "none",
+			(unsigned)fs->uid, (unsigned)fs->gid,
+			(unsigned)fs->umask, threads, fs->readahead_kb,
+			o->max_request ? o->max_request : "default",
+			o->log ? o->log : "syslog");
+	if (stfs_fs_init(fs)) {
 		fprintf(stderr, "stfs: %s: out of memory\n", src);
 		goto out_model;
 	}
@@ -547,9 +545,9 @@ int stfs_mount_main(int argc, char **argv)
 		fprintf(stderr, "stfs: %s: cannot set signal handlers\n", src);
 		goto out_model;
 	}
-	if (fuse_session_mount(se, o.mountpoint) != 0) {
+	if (fuse_session_mount(se, o->mountpoint) != 0) {
 		fprintf(stderr, "stfs: %s: cannot mount on %s\n", src,
-			o.mountpoint);
+			o->mountpoint);
 		goto out_signals;
 	}
 	if (stfs_io_install(se) != 0) {
@@ -557,25 +555,25 @@ int stfs_mount_main(int argc, char **argv)
 			src);
 		goto out_unmount;
 	}
-	if (stfs_serve_init(se, &fs.initialized) != 0) {
+	if (stfs_serve_init(se, &fs->initialized) != 0) {
 		fprintf(stderr, "stfs: %s: the FUSE session did not start "
 			"(see above)\n", src);
 		goto out_unmount;
 	}
-	rc = stfs_set_readahead(o.mountpoint, fs.readahead_kb, &ra_now);
-	if (rc < 0 && o.readahead)   /* the default may fall back quietly */
+	rc = stfs_set_readahead(o->mountpoint, fs->readahead_kb, &ra_now);
+	if (rc < 0 && o->readahead)   /* the default may fall back quietly */
 		fprintf(stderr, "stfs: %s: readahead=%u: cannot set it (%s); "
 			"the mount keeps the kernel's %u KiB\n", src,
-			fs.readahead_kb, strerror(-rc), ra_now);
-	if (stfs_daemonize(o.foreground, o.log, src) != 0)
+			fs->readahead_kb, strerror(-rc), ra_now);
+	if (stfs_daemonize(o->foreground, o->log, src) != 0)
 		goto out_unmount;
 	ret = stfs_serve(se, threads) ? 1 : 0;
 	/* Reads still in flight answer on the session's fd, which unmounting
 	 * closes (and the number may then name another file): closing the
 	 * model ends their transfers and waits for their replies first. */
-	stfs_remote_stats(stfs_model_remote(fs.model), &stats);
-	stfs_model_close(fs.model);
-	fs.model = NULL;
+	stfs_remote_stats(stfs_model_remote(fs->model), &stats);
+	stfs_model_close(fs->model);
+	fs->model = NULL;
 	log_remote_stats(src, &stats);
 out_unmount:
 	fuse_session_unmount(se);
@@ -585,34 +583,68 @@ out_model:
 	/* (on the way out of a failed start) the model before the handles:
 	 * closing a remote source waits for its reads in flight, whose
 	 * replies point into the open files' contents */
-	stfs_model_close(fs.model);
-	stfs_fs_destroy(&fs);
-out_session:
+	stfs_model_close(fs->model);
+	fs->model = NULL;
+	stfs_fs_destroy(fs);
 	if (se)
 		fuse_session_destroy(se);
-out_args:
-	free(src);
 	free(fsname);
 	free(mopts);
-	free(o.source);
-	free(o.mountpoint);
-	free(o.log);
-	free(o.convert);
-	for (size_t i = 0; i < o.ninclude; i++)
-		free(o.include[i]);
-	for (size_t i = 0; i < o.nexclude; i++)
-		free(o.exclude[i]);
-	free(o.include);
-	free(o.exclude);
-	free(o.uid);
-	free(o.gid);
-	free(o.umask);
-	free(o.threads);
-	free(o.readahead);
-	free(o.max_request);
-	stfs_remote_opts_free(o.remote);
-	free(o.remote_bad);
-	free(o.max_read);
+	return ret;
+}
+
+static void opts_free(struct stfs_opts *o)
+{
+	free(o->source);
+	free(o->mountpoint);
+	free(o->log);
+	free(o->convert);
+	for (size_t i = 0; i < o->ninclude; i++)
+		free(o->include[i]);
+	for (size_t i = 0; i < o->nexclude; i++)
+		free(o->exclude[i]);
+	free(o->include);
+	free(o->exclude);
+	free(o->uid);
+	free(o->gid);
+	free(o->umask);
+	free(o->threads);
+	free(o->readahead);
+	free(o->max_request);
+	stfs_remote_opts_free(o->remote);
+	free(o->remote_bad);
+	free(o->max_read);
+}
+
+int stfs_mount_main(int argc, char **argv)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct stfs_opts o = { 0 };
+	struct stfs_fs fs = { .handles_mu = PTHREAD_MUTEX_INITIALIZER };
+	struct fuse_session *se;
+	char *src = NULL;
+	unsigned threads = 1;
+	int ret = parse_args(&args, &o, &fs, &src, &threads);
+
+	if (ret >= 0)
+		goto out;
+	/* Options first (libfuse rejects what it does not know here, and
+	 * takes what it knows out of the arguments, so it checks a copy)... */
+	if (!(se = session_of_copy(&args, &fs))) {
+		fprintf(stderr, "stfs: %s: invalid mount options (see stfs "
+			"--help)\n", src);
+		ret = 2;
+		goto out;
+	}
+	fuse_session_destroy(se);
+	/* ...then the mountpoint, then the whole source. */
+	ret = 1;
+	if (check_mountpoint(src, o.mountpoint) == 0 &&
+	    open_model(&o, src, &fs) == 0)
+		ret = serve_model(&args, &o, src, &fs, threads);
+out:
+	free(src);
+	opts_free(&o);
 	fuse_opt_free_args(&args);
 	return ret;
 }
