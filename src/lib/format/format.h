@@ -24,6 +24,14 @@ int stfs_fail(struct stfs_error *err, int code, const char *rule,
 /* The same for a failed system call: "what: strerror(-code)". */
 int stfs_fail_sys(struct stfs_error *err, int code, const char *what);
 
+/* The same for a failed allocation: -ENOMEM, "out of memory". */
+int stfs_nomem(struct stfs_error *err);
+
+/* Small helpers every layer uses (text.c): is the end of s tail; the value
+ * of an environment variable, NULL when unset or empty. */
+int stfs_ends_with(const char *s, const char *tail);
+const char *stfs_env(const char *name);
+
 /* Rule identifiers, as in RULES.md. */
 #define R1 "R1 size-field"
 #define R2 "R2 header-limit"
@@ -155,6 +163,10 @@ int stfs_quant_dequantizes(unsigned q);
  * trap, to parse.  Harmless when refused.
  */
 void stfs_hint_huge(void *p, size_t n, int fill);
+
+/* Make room in the array *p of *cap elements of elem bytes for need of
+ * them, doubling (mem.c): 0, or -ENOMEM (also when the size overflows). */
+int stfs_grow(void **p, size_t *cap, size_t need, size_t elem);
 
 /* 64-bit FNV-1a (text.c): shortened long names in the tree (model/) and
  * the names of cache files (source/cache.c). */

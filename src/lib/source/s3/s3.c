@@ -30,18 +30,6 @@
 
 #define LIST_MAX (16u << 20)        /* bytes of one listing page */
 
-static int nomem(struct stfs_error *err)
-{
-	return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET, "out of memory");
-}
-
-static const char *env(const char *name)
-{
-	const char *v = getenv(name);
-
-	return v && *v ? v : NULL;
-}
-
 /* ---- s3://BUCKET/KEY ------------------------------------------------------ */
 
 static int bucket_ok(const char *b, size_t n)
@@ -159,7 +147,7 @@ static int new_page(struct stfs_pages *seen, const char *token,
 		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
 				 "bucket's listing goes on past %d pages",
 				 STFS_PAGES_MAX);
-	return rc ? nomem(err) : 0;
+	return rc ? stfs_nomem(err) : 0;
 }
 
 /* The keys directly under s->key (a prefix ending in '/', or ""). */
@@ -171,7 +159,7 @@ static int list(const struct s3 *s, struct stfs_auth *auth, struct names *l,
 	int rc = 0, truncated = 1;
 
 	if (!root)
-		return nomem(err);
+		return stfs_nomem(err);
 	rc = new_page(&seen, "", err);  /* the first page, which has none */
 	while (!rc && truncated) {
 		char *tok = token ? curl_easy_escape(NULL, token, 0) : NULL;
@@ -191,7 +179,7 @@ static int list(const struct s3 *s, struct stfs_auth *auth, struct names *l,
 		free(token);
 		token = NULL;
 		if (!url) {
-			rc = nomem(err);
+			rc = stfs_nomem(err);
 			break;
 		}
 		rc = stfs_http_get(s->net, url, auth, LIST_MAX, &body, &len, &r, err);
@@ -202,7 +190,7 @@ static int list(const struct s3 *s, struct stfs_auth *auth, struct names *l,
 					&token);
 		free(body);
 		if (rc == -ENOMEM)
-			rc = nomem(err);
+			rc = stfs_nomem(err);
 		else if (rc)
 			rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
 				       "bucket's listing does not parse");
@@ -249,13 +237,13 @@ int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err)
 	conf = 1;
 	if ((rc = stfs_aws_conf_keys(&a, &access, &secret, &token, err)))
 		goto out;
-	region = env("AWS_REGION") ? strdup(env("AWS_REGION")) :
-		 env("AWS_DEFAULT_REGION") ? strdup(env("AWS_DEFAULT_REGION")) :
+	region = stfs_env("AWS_REGION") ? strdup(stfs_env("AWS_REGION")) :
+		 stfs_env("AWS_DEFAULT_REGION") ? strdup(stfs_env("AWS_DEFAULT_REGION")) :
 		 stfs_aws_conf_get(&a, "region");
 	if (!region && !(region = strdup("us-east-1")))
 		goto nomem;
-	ep = env("AWS_ENDPOINT_URL_S3") ? strdup(env("AWS_ENDPOINT_URL_S3")) :
-	     env("AWS_ENDPOINT_URL") ? strdup(env("AWS_ENDPOINT_URL")) :
+	ep = stfs_env("AWS_ENDPOINT_URL_S3") ? strdup(stfs_env("AWS_ENDPOINT_URL_S3")) :
+	     stfs_env("AWS_ENDPOINT_URL") ? strdup(stfs_env("AWS_ENDPOINT_URL")) :
 	     stfs_aws_conf_get(&a, "endpoint_url");
 	custom = ep != NULL;
 	if (!ep && asprintf(&ep, "https://s3.%s.amazonaws.com", region) < 0)
@@ -277,10 +265,10 @@ int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err)
 	if (!(loc->auth = stfs_auth_new(NULL, access, secret, token, region)))
 		goto nomem;
 	/* a private endpoint's CA, as the AWS tools take it */
-	loc->auth->ca_file = env("AWS_CA_BUNDLE") ?
-			     strdup(env("AWS_CA_BUNDLE")) :
+	loc->auth->ca_file = stfs_env("AWS_CA_BUNDLE") ?
+			     strdup(stfs_env("AWS_CA_BUNDLE")) :
 			     stfs_aws_conf_get(&a, "ca_bundle");
-	if (env("AWS_CA_BUNDLE") && !loc->auth->ca_file)
+	if (stfs_env("AWS_CA_BUNDLE") && !loc->auth->ca_file)
 		goto nomem;
 
 	/* what the key names */
@@ -320,7 +308,7 @@ int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err)
 		goto nomem;
 	goto out;
 nomem:
-	rc = nomem(err);
+	rc = stfs_nomem(err);
 out:
 	for (size_t i = 0; i < l.n; i++)
 		free(l.all[i]);
