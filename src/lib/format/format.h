@@ -27,6 +27,12 @@ int stfs_fail_sys(struct stfs_error *err, int code, const char *what);
 /* The same for a failed allocation: -ENOMEM, "out of memory". */
 int stfs_nomem(struct stfs_error *err);
 
+/* File names (suffix.c): a PyTorch checkpoint's (.bin, .pt, .pth, .ckpt);
+ * a single-file checkpoint's (those and .gguf).  Content decides, never
+ * these: they only pick files. */
+int stfs_name_is_torch(const char *name);
+int stfs_name_is_checkpoint(const char *name);
+
 /* Small helpers every layer uses (text.c): is the end of s tail; the value
  * of an environment variable, NULL when unset or empty. */
 int stfs_ends_with(const char *s, const char *tail);

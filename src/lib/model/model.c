@@ -220,17 +220,21 @@ int stfs_model_unique(const struct stfs_model *m, struct stfs_error *err)
 	return 0;
 }
 
-static const char *const view_suffixes[STFS_TREE_SUFFIX_MAX] = {
-	NULL, ".npy", ".f32", ".f32.npy",
-};
+/* the tree's suffix table is the views' (content/npy.c), raw unsuffixed */
+_Static_assert(STFS_VIEW_COUNT <= STFS_TREE_SUFFIX_MAX,
+	       "a view suffix for every view");
 
 /* The tree over the entries, the header file, and each entry's views. */
 static int build_tree(struct stfs_model *m, unsigned flags,
 		      struct stfs_error *err)
 {
+	const char *view_suffixes[STFS_TREE_SUFFIX_MAX] = { NULL };
 	struct stfs_name *names;
 	struct stfs_tree *t = &m->tree;
 	int rc;
+
+	for (int v = 1; v < STFS_VIEW_COUNT; v++)
+		view_suffixes[v] = stfs_view_suffix((enum stfs_view)v);
 
 	names = calloc(m->nentries + 1, sizeof(*names));
 	if (!names)

@@ -153,14 +153,6 @@ int stfs_location_pick_one(struct stfs_location *loc, char **all, size_t n,
 	return rc;
 }
 
-/* A PyTorch checkpoint's name: pytorch_model-00001-of-00002.bin, .pt,
- * .pth, .ckpt (what is in it is checked by its content, not this). */
-static int torch_name(const char *s)
-{
-	return stfs_ends_with(s, ".bin") || stfs_ends_with(s, ".pt") ||
-	       stfs_ends_with(s, ".pth") || stfs_ends_with(s, ".ckpt");
-}
-
 /*
  * Of a directory's files: the safetensors index, else the safetensors
  * files; a folder with neither (an older Hub repo) gives its PyTorch
@@ -182,7 +174,7 @@ int stfs_location_pick(struct stfs_location *loc, char **all, size_t n,
 			rc = push(&loc->names, &loc->nnames, all[i]);
 		else if (stfs_ends_with(all[i], ".bin.index.json"))
 			rc = push(&tidx, &ntidx, all[i]);
-		else if (torch_name(all[i]))
+		else if (stfs_name_is_torch(all[i]))
 			rc = push(&tnames, &ntnames, all[i]);
 	}
 	if (!rc && !nindexes && !loc->nnames) {   /* PyTorch only */

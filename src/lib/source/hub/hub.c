@@ -334,31 +334,22 @@ static int new_page(struct stfs_pages *seen, const char *url,
 	return rc ? stfs_nomem(err) : 0;
 }
 
-/* A path ending in a file name of one of these suffixes names that one
- * file (a GGUF repo holds one file per quantization): the folder is
- * listed for its ETag and the file picked by name. */
-static const char *const file_suffixes[] = { ".gguf", ".bin", ".pt",
-					     ".pth", ".ckpt" };
-
+/* A path ending in a checkpoint's file name names that one file (a GGUF
+ * repo holds one file per quantization): the folder is listed for its
+ * ETag and the file picked by name. */
 static int split_file(struct hf *h)
 {
 	char *base = strrchr(h->subdir, '/');
 	const char *name = base ? base + 1 : h->subdir;
-	size_t n = strlen(name);
 
-	for (size_t i = 0; i < sizeof(file_suffixes) / sizeof(*file_suffixes);
-	     i++) {
-		size_t k = strlen(file_suffixes[i]);
-		if (n <= k || strcmp(name + n - k, file_suffixes[i]))
-			continue;
-		if (!(h->file = strdup(name)))
-			return -ENOMEM;
-		if (base)
-			*base = '\0';
-		else
-			h->subdir[0] = '\0';
+	if (!stfs_name_is_checkpoint(name))
 		return 0;
-	}
+	if (!(h->file = strdup(name)))
+		return -ENOMEM;
+	if (base)
+		*base = '\0';
+	else
+		h->subdir[0] = '\0';
 	return 0;
 }
 
@@ -457,31 +448,37 @@ static int no_weights(struct hf *h, struct stfs_error *err)
 			 "(hf://%s/%s): %s", h->repo, first, dirs);
 }
 
+/* The Hub's endpoint (HF_ENDPOINT, else the Hub's own) and the repo's
+ * folder in the Hugging Face cache, into h: 0 or -errno. */
+static int endpoint_of(struct hf *h, struct stfs_error *err)
+{
+	const char *ep = stfs_hf_env("HF_ENDPOINT");
+	char *e;
+
+	if (!(e = h->endpoint = strdup(ep ? ep : HUB_DEFAULT)) ||
+	    !(h->cache = stfs_hf_repo_cache(h)))
+		return stfs_nomem(err);
+	stfs_url_lower_scheme(e);
+	while (strlen(e) > 8 && e[strlen(e) - 1] == '/')
+		e[strlen(e) - 1] = '\0';
+	if (!stfs_is_url(e))
+		return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET,
+				 "HF_ENDPOINT is not an http(s) URL: %s", e);
+	return 0;
+}
+
 int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 {
 	struct hf h = { 0 };
 	struct stfs_auth *auth = NULL;
-	const char *ep = stfs_hf_env("HF_ENDPOINT");
 	char *snap = NULL, *sub = NULL;
 	struct stat st;
 	int rc;
 
 	if ((rc = parse(loc->arg, &h, err)))
 		goto out;
-	if (!(h.endpoint = strdup(ep ? ep : HUB_DEFAULT)) ||
-	    !(h.cache = stfs_hf_repo_cache(&h))) {
-		rc = stfs_nomem(err);
+	if ((rc = endpoint_of(&h, err)))
 		goto out;
-	}
-	stfs_url_lower_scheme(h.endpoint);
-	while (strlen(h.endpoint) > 8 && h.endpoint[strlen(h.endpoint) - 1]
-	       == '/')
-		h.endpoint[strlen(h.endpoint) - 1] = '\0';
-	if (!stfs_is_url(h.endpoint)) {
-		rc = stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "HF_ENDPOINT"
-			       " is not an http(s) URL: %s", h.endpoint);
-		goto out;
-	}
 	h.token = stfs_hf_token();
 	h.net = loc->net;
 	h.offline = stfs_hf_truthy(getenv("HF_HUB_OFFLINE")) ||
