@@ -103,6 +103,43 @@ void stfs_reader_mem(struct stfs_reader *r, const void *p, size_t n,
 		     const char *name);
 
 /*
+ * The one seam of every format reader: read a file's header through r
+ * into *out, a struct stfs_header whatever the format, and *header_len the
+ * bytes of header (0 or -errno with err).  A format is found by the first
+ * bytes of a file, never its name (detect.c; formats.md): safetensors
+ * last, since any 8 bytes can begin one.  Its tensors' offsets are
+ * relative to the end of the header (data_relative: safetensors' data
+ * section, after the 8-byte length) or absolute in the file.  A new
+ * format is its reader in its own room and one line in detect.c.
+ */
+typedef int (*stfs_format_read_fn)(const struct stfs_reader *r,
+				   struct stfs_header **out,
+				   uint64_t *header_len,
+				   struct stfs_error *err);
+struct stfs_format {
+	const char *name;          /* "safetensors", "gguf", "pytorch" */
+	int (*detect)(const unsigned char *p, size_t n);   /* n >= 8 */
+	stfs_format_read_fn read;
+	int data_relative;         /* offsets after 8 + header_len */
+};
+/* The format whose file begins with the n >= 8 bytes at p. */
+const struct stfs_format *stfs_format_of(const unsigned char *p, size_t n);
+
+/* The readers, one per room (safetensors/reader.c, gguf/gguf.c,
+ * pytorch/torch_table.c), and the magics the other formats begin with
+ * (gguf/gguf.c, pytorch/detect.c). */
+int stfs_safetensors_read(const struct stfs_reader *r,
+			  struct stfs_header **out, uint64_t *header_len,
+			  struct stfs_error *err);
+int stfs_gguf_read(const struct stfs_reader *r, struct stfs_header **out,
+		   uint64_t *header_len, struct stfs_error *err);
+int stfs_torch_read(const struct stfs_reader *r, struct stfs_header **out,
+		    uint64_t *header_len, struct stfs_error *err);
+int stfs_gguf_detect(const unsigned char *p, size_t n);
+int stfs_torch_zip_detect(const unsigned char *p, size_t n);
+int stfs_torch_legacy_detect(const unsigned char *p, size_t n);
+
+/*
  * The foreign-format table (table.c): a reader adds one record per
  * tensor, and key-values, then stfs_table_finish validates them all and
  * makes a struct stfs_header the model uses as a safetensors file's.
