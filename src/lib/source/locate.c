@@ -18,7 +18,7 @@
 #include <curl/curl.h>
 
 #include "format.h"
-#include "source.h"
+#include "remote.h"
 
 #define REMOTE_INDEX "model.safetensors.index.json"
 
