@@ -172,11 +172,6 @@ void stfs_pages_free(struct stfs_pages *p);
 
 /* ---- the locators of services (locate.c, hub/, s3/) --------------------- */
 
-/* From the file names of a directory-like place (all[n]), pick what to
- * mount: its one index, or its *.safetensors files (kind, name, names).
- * where names the place in the error when there is neither. */
-int stfs_location_pick(struct stfs_location *loc, char **all, size_t n,
-		       const char *where, struct stfs_error *err);
 /* The same, but one *.safetensors file is a file, not a set of shards
  * (a repo or a prefix with its model.safetensors). */
 int stfs_location_pick_one(struct stfs_location *loc, char **all, size_t n,
@@ -267,9 +262,6 @@ int stfs_cache_put(struct stfs_cache *c, const struct stfs_cache_obj *o,
 
 /* ---- the cache directory (cachedir.c) ------------------------------------ */
 
-/* Is the directory fd (shown as shown) owned by us and not writable by
- * group or others?  0, or -errno with why saying what to do. */
-int stfs_cachedir_check(int fd, const char *shown, char *why, size_t whysz);
 /* The cache directory dir, made (0700, as mkdir -p) if need be and
  * create, opened and checked: a descriptor, or -errno with why. */
 int stfs_cachedir_root(const char *dir, int create, char *why, size_t whysz);
@@ -377,11 +369,15 @@ struct stfs_http_client {
 	unsigned nidle;
 	atomic_uint jitter;             /* the backoff's random state */
 	struct stfs_remote_counters *count;
+	/* the environment's trust and credentials, read once at init:
+	 * CURL_CA_BUNDLE (else SSL_CERT_FILE), SSL_CERT_DIR, NETRC; or NULL */
+	char *ca_file, *ca_dir, *netrc;
 };
 
-void stfs_httpc_init(struct stfs_http_client *c,
-		     const struct stfs_remote_opts *o,
-		     struct stfs_remote_counters *count);
+/* 0, or -ENOMEM (then nothing to finish). */
+int stfs_httpc_init(struct stfs_http_client *c,
+		    const struct stfs_remote_opts *o,
+		    struct stfs_remote_counters *count);
 void stfs_httpc_fini(struct stfs_http_client *c);
 /* Sleep ms, in steps of at most 100 ms, unless cancel is set (a
  * Retry-After of 30 s does not hold up an unmount): 0, or -1 if it was. */
