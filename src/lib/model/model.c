@@ -224,10 +224,6 @@ static int stfs_model_unique(const struct stfs_model *m, struct stfs_error *err)
 	return 0;
 }
 
-/* the tree's suffix table is the views' (content/npy.c), raw unsuffixed */
-_Static_assert(STFS_VIEW_COUNT <= STFS_TREE_SUFFIX_MAX,
-	       "a view suffix for every view");
-
 /* The tree over the entries, the header file, and each entry's views. */
 static int build_tree(struct stfs_model *m, unsigned flags,
 		      struct stfs_error *err)
@@ -237,6 +233,8 @@ static int build_tree(struct stfs_model *m, unsigned flags,
 	struct stfs_tree *t = &m->tree;
 	int rc;
 
+	/* the views' suffixes (content/npy.c); raw files have none */
+	_Static_assert(STFS_VIEW_COUNT <= STFS_TREE_SUFFIX_MAX, "views");
 	for (int v = 1; v < STFS_VIEW_COUNT; v++)
 		view_suffixes[v] = stfs_view_suffix((enum stfs_view)v);
 
