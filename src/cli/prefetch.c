@@ -279,7 +279,7 @@ static int finish(const struct pf_args *a, const struct pf_status *st,
 static int follow(const struct pf_args *a, struct pf_status *st)
 {
 	int tty = !a->quiet && !a->json && isatty(2);
-	struct timespec nap = { 0, 200 * 1000000L };
+	struct timespec nap = { 0, 50 * 1000000L };
 	unsigned ticks = 0;
 	int rc;
 
@@ -288,9 +288,9 @@ static int follow(const struct pf_args *a, struct pf_status *st)
 	       strcmp(st->state, "warming") == 0 && !interrupted) {
 		if (tty)
 			progress(stderr, st, 1);
-		else if (a->json && ticks % 5 == 0)
+		else if (a->json && ticks % 20 == 0)
 			printf("%s\n", st->raw), fflush(stdout);
-		else if (!a->quiet && !a->json && ticks % 25 == 0 && ticks)
+		else if (!a->quiet && !a->json && ticks % 100 == 0 && ticks)
 			progress(stdout, st, 0);
 		ticks++;
 		nanosleep(&nap, NULL);

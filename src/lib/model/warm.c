@@ -260,7 +260,7 @@ static void *warm_thread(void *arg)
 		struct warm_block *b = &w->blocks[i];
 
 		pthread_mutex_lock(&w->mu);
-		while (w->inflight >= w->connections && !w->stop)
+		while (w->inflight >= 2 * w->connections && !w->stop)
 			pthread_cond_wait(&w->cv, &w->mu);
 		if (w->stop) {
 			pthread_mutex_unlock(&w->mu);

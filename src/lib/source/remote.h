@@ -359,6 +359,10 @@ struct stfs_blocks {
 
 struct stfs_job;
 
+/* Cache writer threads: a block's write waits for its flush to the disk,
+ * and several flushes at once go faster than one after another. */
+#define STFS_WRITERS 4
+
 struct stfs_pool {
 	pthread_mutex_t mu;
 	pthread_cond_t work;
@@ -376,8 +380,8 @@ struct stfs_pool {
 	pthread_cond_t wq_cv;
 	unsigned writing;               /* blocks the writer writes now */
 	pthread_cond_t written;         /* the writer has nothing to do */
-	pthread_t writer_th;
-	int writer_on;
+	pthread_t writer_th[STFS_WRITERS];
+	unsigned writer_on;             /* writer threads running */
 };
 
 /* blocks ahead a prefetch brings: 32 MiB of them, at least 2 */

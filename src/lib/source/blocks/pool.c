@@ -1,7 +1,7 @@
 /*
  * pool.c: the threads of the block engine and what they are given: a
  * pool of workers (connections= of them), each with one request on the
- * wire at a time, the cache writer thread, and the prefetch policy that
+ * wire at a time, the cache writer threads, and the prefetch policy that
  * queues blocks ahead of a reader.
  *
  * Reads someone waits for come first; prefetches after, at most 2 x
@@ -11,8 +11,8 @@
  * read waits for one block at most.  A worker answers its reader itself, as soon as the
  * reader's bytes are in (blocks.c), then hands the block to the writer
  * thread and takes the next job: a connection never waits for the disk.
- * Past 2 x connections blocks queued for the writer, a worker writes its
- * own.  The threads start on first use, so that they belong to the daemon
+ * Past 2 x connections blocks queued for the writers (STFS_WRITERS
+ * threads: each write waits for its flush), a worker writes its own.  The threads start on first use, so that they belong to the daemon
  * after it has gone to the background; the request loop never waits for
  * the network.
  */
@@ -228,9 +228,10 @@ static int start_workers(struct stfs_remote *r)
 		if (pthread_create(&p->workers[p->nworkers], NULL, worker,
 				   r) == 0)
 			p->nworkers++;
-	if (p->nworkers && !p->writer_on)
-		p->writer_on = pthread_create(&p->writer_th, NULL, writer,
-					      r) == 0;
+	for (unsigned i = 0; p->nworkers && i < STFS_WRITERS; i++)
+		if (p->writer_on == i &&
+		    pthread_create(&p->writer_th[i], NULL, writer, r) == 0)
+			p->writer_on++;
 	return p->nworkers ? 0 : -EAGAIN;
 }
 
@@ -283,12 +284,12 @@ void stfs_pool_stop(struct stfs_remote *r)
 		pthread_join(w[i], NULL);
 	free(w);
 	pthread_mutex_lock(&p->mu);
-	n = p->writer_on && p->pid == getpid();
+	n = p->pid == getpid() ? p->writer_on : 0;
 	p->writer_on = 0;
 	pthread_cond_broadcast(&p->wq_cv);
 	pthread_mutex_unlock(&p->mu);
-	if (n)                          /* it writes what is queued, and ends */
-		pthread_join(p->writer_th, NULL);
+	for (unsigned i = 0; i < n; i++)   /* they write what is queued, */
+		pthread_join(p->writer_th[i], NULL);   /* and end */
 }
 
 /* Queue prefetches of the blocks of [from, to) not queued yet (under mu). */
