@@ -36,14 +36,6 @@ struct pf_status {
 	char raw[2048];
 };
 
-static volatile sig_atomic_t interrupted;
-
-static void on_sigint(int sig)
-{
-	(void)sig;
-	interrupted = 1;
-}
-
 /* A number field of the status JSON (the daemon writes it: flat). */
 static uint64_t field(const char *j, const char *key)
 {
@@ -281,9 +273,13 @@ static int follow(const struct pf_args *a, struct pf_status *st)
 	int tty = !a->quiet && !a->json && isatty(2);
 	struct timespec nap = { 0, 50 * 1000000L };
 	unsigned ticks = 0;
-	int rc;
+	int rc, interrupted = 0;
+	sigset_t set;
 
-	signal(SIGINT, on_sigint);
+	/* SIGINT is waited for between polls (no handler, no global) */
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigprocmask(SIG_BLOCK, &set, NULL);
 	while (!(rc = read_status(a->mnt, st)) &&
 	       strcmp(st->state, "warming") == 0 && !interrupted) {
 		if (tty)
@@ -293,7 +289,7 @@ static int follow(const struct pf_args *a, struct pf_status *st)
 		else if (!a->quiet && !a->json && ticks % 100 == 0 && ticks)
 			progress(stdout, st, 0);
 		ticks++;
-		nanosleep(&nap, NULL);
+		interrupted = sigtimedwait(&set, NULL, &nap) == SIGINT;
 	}
 	if (tty)
 		fputc('\n', stderr);
