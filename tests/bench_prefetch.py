@@ -18,7 +18,9 @@ nginx without a cap.  Each round, in turn:
     8 curls writing the bytes to files beside the cache (the disk's
     share);
   - two ranks: two mounts with caches of their own, each warming half the
-    shards by --include; the bytes nginx sent each counted from its log.
+    shards by --include; the bytes nginx sent each counted from its log;
+  - a program's read of 4 KiB in the middle of the last tensor: on an
+    idle fresh mount, and 1 s into a warm of the whole mount (paced).
 Medians over the rounds; ratios are medians of per-round ratios.
 """
 import json
@@ -127,6 +129,34 @@ def log_lines(ngx):
         return len(f.readlines())
 
 
+def first_read(mnt, path):
+    """Seconds for 4 KiB in the middle of the tensor file path."""
+    fd = os.open(os.path.join(mnt, path), os.O_RDONLY)
+    try:
+        mid = (os.fstat(fd).st_size // 2) & ~4095
+        t = time.perf_counter()
+        os.pread(fd, 4096, mid)
+        return time.perf_counter() - t
+    finally:
+        os.close(fd)
+
+
+def priority(src, mnt, cache, path, r):
+    """A program's read of a block not fetched yet: on an idle mount,
+    and during a warm of the whole mount (which reaches it last)."""
+    fresh(cache)
+    mount(src, mnt, "cache=" + cache)
+    r["read_idle"].append(first_read(mnt, path))
+    T.unmount(mnt)
+    fresh(cache)
+    mount(src, mnt, "cache=" + cache)
+    subprocess.run([T.STFS, "prefetch", "-q", "--background", mnt],
+                   check=True)
+    time.sleep(1)
+    r["read_warming"].append(first_read(mnt, path))
+    T.unmount(mnt)
+
+
 def one_round(w, paced, ngx, paths, sizes, mnt, r):
     cache, src = os.path.join(w, "cache"), paced.url(
         "model.safetensors.index.json")
@@ -173,6 +203,7 @@ def one_round(w, paced, ngx, paths, sizes, mnt, r):
         r["rank%d" % rank].append((got, share))
         T.unmount(mnt)
         fresh(cache + str(rank))
+    priority(src, mnt, cache, paths[-1], r)
     fresh(cache)
     return total
 
@@ -190,7 +221,8 @@ def main():
     paced = Paced(srv, RATE)
     ngx = Nginx(os.path.join(w, "ngx"), srv)
     keys = ["curl8", "prefetch", "cold_read", "warm_read", "local_read",
-            "u_cache", "u_nocache", "u_curl_file", "rank0", "rank1"]
+            "u_cache", "u_nocache", "u_curl_file", "rank0", "rank1",
+            "read_idle", "read_warming"]
     r = {k: [] for k in keys}
     try:
         for i in range(rounds):
@@ -223,6 +255,12 @@ def main():
     for name, k, bname, bk in rows:
         print("| %s | %.0f MB/s | %s %.0f MB/s | %.2fx |" % (
             name, mb / med(k), bname, mb / med(bk), ratio(k, bk)))
+    block_time = 4 * MiB / RATE
+    print("| a program's 4 KiB read during a warm | %.0f ms | idle mount "
+          "%.0f ms | +%.1f block-times (a 4 MiB block: %.0f ms) |" % (
+              1000 * med("read_warming"), 1000 * med("read_idle"),
+              (med("read_warming") - med("read_idle")) / block_time,
+              1000 * block_time))
     for rank in (0, 1):
         got = [g for g, _ in r["rank%d" % rank]]
         share = r["rank%d" % rank][0][1]
