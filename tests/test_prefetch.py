@@ -12,7 +12,8 @@
   warm larger than cache_size and a mount without a cache: refused with
   the numbers and the option, nothing fetched;
 - a server that is gone: exit 1 naming the file, state failed;
-- -o prefetch=all warms at mount, and reads then make no request.
+- -o prefetch=all warms at mount, and reads then make no request;
+- an unmount during a long warm (a paced server) is not held up.
 """
 import json
 import os
@@ -23,7 +24,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
-from fixtures import Nginx, big_file, read, sha  # noqa: E402
+from fixtures import (Nginx, big_file, free_port, read, sha,  # noqa: E402
+                      wait_port)
 
 
 def prefetch(*args):
@@ -283,9 +285,36 @@ def test_mount_option(d, mnt):
         ngx.stop()
 
 
+def test_unmount_while_warming(d, mnt):
+    """A warm that has far to go does not hold up the unmount: its
+    queued blocks are dropped, those on the wire end."""
+    srv = os.path.join(d, "srv")
+    os.mkdir(srv)
+    big_file(srv)
+    port = free_port()
+    paced = subprocess.Popen([sys.executable, os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "pacedhttp.py"), srv,
+        str(port), str(2 * 1000 * 1000)])
+    T._procs.append(paced)
+    try:
+        assert wait_port(port), "pacedhttp.py did not start"
+        p = T.mount_fg("http://127.0.0.1:%d/big.safetensors" % port, mnt,
+                       "-o", "cache=%s/cache" % d)
+        r = prefetch("--background", mnt)
+        assert r.returncode == 0, r.stderr
+        time.sleep(1)
+        assert state(mnt) == "warming"
+        t = time.time()
+        T.stop_fg(p, mnt)
+        assert time.time() - t < 8, "the unmount waited for the warm"
+    finally:
+        paced.kill()
+        paced.wait()
+
+
 TESTS = [test_full_warm, test_include_ranks, test_paths,
          test_status_background, test_local_noop, test_refused,
-         test_server_gone, test_mount_option]
+         test_server_gone, test_mount_option, test_unmount_while_warming]
 
 if __name__ == "__main__":
     sys.exit(T.run_tests(TESTS))

@@ -366,6 +366,9 @@ void stfs_warm_free(struct stfs_warm *w)
 	w->stop = 1;
 	pthread_cond_broadcast(&w->cv);
 	pthread_mutex_unlock(&w->mu);
+	/* the blocks queued go; those on the wire end first */
+	for (size_t f = 0; w->started && f < w->nfiles; f++)
+		stfs_source_warm_cancel(w->files[f].src);
 	if (w->started)
 		pthread_join(w->th, NULL);
 	pthread_mutex_destroy(&w->mu);

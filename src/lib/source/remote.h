@@ -435,6 +435,8 @@ void stfs_pool_hit(struct stfs_object *o, uint64_t off, size_t len,
 int stfs_pool_give_writer(struct stfs_remote *r, struct stfs_inflight *me);
 /* o is closing: drop its prefetches and wait for its reads. */
 void stfs_pool_drain(struct stfs_object *o);
+/* Drop o's warm blocks not started yet (each answered -ECANCELED). */
+void stfs_pool_unwarm(struct stfs_object *o);
 /* Wait until the writer thread has written every block handed to it. */
 void stfs_pool_flush(struct stfs_remote *r);
 /* Bring block b of o into the cache for a warm (`stfs prefetch`), after

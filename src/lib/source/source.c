@@ -85,6 +85,12 @@ void stfs_source_warm_flush(struct stfs_source *s)
 		s->ops->warm_flush(s);
 }
 
+void stfs_source_warm_cancel(struct stfs_source *s)
+{
+	if (s->ops->warm_cancel)
+		s->ops->warm_cancel(s);
+}
+
 int stfs_source_slurp(struct stfs_source *s, uint64_t max, char **out,
 		      size_t *len)
 {

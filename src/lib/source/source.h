@@ -48,8 +48,9 @@ struct stfs_source_ops {
 			 struct stfs_warm_info *wi);
 	void (*warm)(struct stfs_source *s, uint64_t b,
 		     stfs_source_done done, void *arg);
-	/* wait until the blocks warmed are written */
+	/* wait until the blocks warmed are written; drop those queued */
 	void (*warm_flush)(struct stfs_source *s);
+	void (*warm_cancel)(struct stfs_source *s);
 };
 
 /* What every kind of source shares; kinds embed it first. */
@@ -77,6 +78,7 @@ int stfs_source_warm_info(const struct stfs_source *s,
 void stfs_source_warm(struct stfs_source *s, uint64_t b,
 		      stfs_source_done done, void *arg);
 void stfs_source_warm_flush(struct stfs_source *s);
+void stfs_source_warm_cancel(struct stfs_source *s);
 
 /* Read the whole of s (at most max bytes, else -EFBIG) into a new buffer,
  * NUL-terminated: 0 or -errno. */

@@ -445,3 +445,10 @@ void stfs_pool_warm(struct stfs_object *s, uint64_t b, stfs_source_done done,
 	pthread_cond_signal(&p->work);
 	pthread_mutex_unlock(&p->mu);
 }
+
+void stfs_pool_unwarm(struct stfs_object *s)
+{
+	pthread_mutex_lock(&s->r->pool.mu);
+	drop_warms(&s->r->pool, s);
+	pthread_mutex_unlock(&s->r->pool.mu);
+}

@@ -217,6 +217,11 @@ static void http_warm_flush(struct stfs_source *src)
 	stfs_pool_flush(((struct http_src *)src)->obj.r);
 }
 
+static void http_warm_cancel(struct stfs_source *src)
+{
+	stfs_pool_unwarm(&((struct http_src *)src)->obj);
+}
+
 static const struct stfs_source_ops http_ops = {
 	.close = http_close,
 	.read = http_read,
@@ -224,6 +229,7 @@ static const struct stfs_source_ops http_ops = {
 	.warm_info = http_warm_info,
 	.warm = http_warm,
 	.warm_flush = http_warm_flush,
+	.warm_cancel = http_warm_cancel,
 };
 
 /* Open s from the cache alone: its latest version's size and head. */
