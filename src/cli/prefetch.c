@@ -251,14 +251,19 @@ static int parse(int argc, char **argv, struct pf_args *a)
 	return add_paths(a, argv + optind + 1, argc - optind - 1) ? 2 : -1;
 }
 
-/* Report the end of a warm: the exit status. */
+/* Report the end of a warm (tty: a progress line is on the terminal):
+ * the exit status. */
 static int finish(const struct pf_args *a, const struct pf_status *st,
 		  int tty)
 {
-	if (a->json)
+	if (tty) {
+		progress(stderr, st, 1);
+		fputc('\n', stderr);
+	} else if (a->json) {
 		printf("%s\n", st->raw);
-	else if (!a->quiet && strcmp(st->state, "failed"))
-		progress(tty ? stderr : stdout, st, 0);
+	} else if (!a->quiet && strcmp(st->state, "failed")) {
+		progress(stdout, st, 0);
+	}
 	if (strcmp(st->state, "failed") == 0) {
 		fprintf(stderr, "stfs: %s: prefetch failed: %s\n", a->mnt,
 			st->error);
@@ -291,7 +296,7 @@ static int follow(const struct pf_args *a, struct pf_status *st)
 		ticks++;
 		interrupted = sigtimedwait(&set, NULL, &nap) == SIGINT;
 	}
-	if (tty)
+	if (tty && (rc || interrupted))
 		fputc('\n', stderr);
 	if (rc) {
 		fprintf(stderr, "stfs: %s: %s\n", a->mnt, strerror(-rc));
@@ -302,7 +307,7 @@ static int follow(const struct pf_args *a, struct pf_status *st)
 			"daemon (stfs prefetch --status %s)\n", a->mnt, a->mnt);
 		return 130;
 	}
-	return finish(a, st, isatty(2));
+	return finish(a, st, tty);
 }
 
 /* Ask the daemon of mnt for a warm of spec: 0 or an errno. */
