@@ -3,7 +3,7 @@
 curl in the same run (docs/performance.md, "Remote").
 
 The benchmark's file (tests/bench/bench.py makes it) is served on 127.0.0.1
-twice: by tests/bench/pacedhttp.py with every connection capped at 100 MB/s
+twice: by tests/pacedhttp.py with every connection capped at 100 MB/s
 (by the kernel's pacing), as object stores cap a connection, and by nginx
 without a limit.  Each round, in turn:
   - curl of the 1 GiB tensor's range over one connection, and over 8
@@ -114,14 +114,15 @@ asyncio.run(main())
 
 
 class Paced:
-    """tests/bench/pacedhttp.py serving root, each connection capped at rate
+    """tests/pacedhttp.py serving root, each connection capped at rate
     bytes/s (nginx's limit_rate does not cap requests shorter than a
     second's worth of bytes)."""
 
     def __init__(self, root, rate):
         self.port = free_port()
         self.proc = subprocess.Popen([
-            sys.executable, os.path.join(HERE, "pacedhttp.py"),
+            sys.executable,
+            os.path.join(os.path.dirname(HERE), "pacedhttp.py"),
             root, str(self.port), str(rate)])
         T._procs.append(self.proc)
         assert wait_port(self.port), "pacedhttp.py did not start"

@@ -4,11 +4,11 @@ the benchmark's 1 GiB tensor over HTTP through each STFS binary (with
 its -o OPTS), in turn with one `curl` of the same range, for choosing
 defaults (docs/performance.md, "Remote defaults").
 
-nginx serves the file on 127.0.0.1, or with --limit
-tests/bench/pacedhttp.py with every connection capped at 100 MB/s.  Each
-round mounts every variant with an empty cache and reads the tensor from start to end; the first round is a
-warm-up.  Prints each variant's median MB/s and the median of its
-per-round ratios to curl.  Variants can be options of one build
+nginx serves the file on 127.0.0.1, or with --limit tests/pacedhttp.py
+with every connection capped at 100 MB/s.  Each round mounts every
+variant with an empty cache and reads the tensor from start to end; the
+first round is a warm-up.  Prints each variant's median MB/s and the
+median of its per-round ratios to curl.  Variants can be options of one build
 (`stfs,connections=4`) or builds that differ (another block size).
 """
 import os
