@@ -124,7 +124,7 @@ class Swift:
             log.close()
             self.procs.append(p)
         for kind, port in self.ports.items():
-            if not wait_port(port, 30):
+            if not wait_port(port, 120):
                 self.stop()
                 raise AssertionError("%s did not start" % kind)
         self.endpoint = "http://127.0.0.1:%d" % self.ports["proxy"]
