@@ -28,6 +28,7 @@ struct hf {
 	size_t n;
 	char **dirs;            /* subfolders with weights (no SUBDIR) */
 	size_t ndirs;
+	struct stfs_rlist *rl;  /* every file under SUBDIR (%repo/) */
 };
 
 /* An environment variable's value, NULL when unset or empty. */
