@@ -247,6 +247,42 @@ static void log_stderr(void *ctx, const char *line)
 	fprintf(stderr, "%s\n", line);
 }
 
+static int cmp_repo(const void *a, const void *b)
+{
+	return strcmp(((const struct stfs_repo_info *)a)->path,
+		      ((const struct stfs_repo_info *)b)->path);
+}
+
+/* --files: the repository, a line a file in path order: its path, size,
+ * how it is verified, and small (fetched at mount), lazy, or left out
+ * (why), tab-separated. */
+static int print_files(const struct stfs_model *m)
+{
+	size_t n = stfs_model_repo_count(m);
+	struct stfs_repo_info *fi = calloc(n + 1, sizeof(*fi));
+	char q[1100];
+
+	if (!fi) {
+		fprintf(stderr, "stfs: out of memory\n");
+		return 1;
+	}
+	for (size_t i = 0; i < n; i++)
+		stfs_model_repo_info(m, i, &fi[i]);
+	qsort(fi, n, sizeof(*fi), cmp_repo);
+	for (size_t i = 0; i < n; i++) {
+		printf("%s\t%llu\t%s\t%s%s%s\n",
+		       stfs_quote(fi[i].path, strlen(fi[i].path), q, sizeof(q)),
+		       (unsigned long long)fi[i].size,
+		       fi[i].verify ? fi[i].verify : "-",
+		       fi[i].left_out ? "left out: " : fi[i].fault ?
+		       "refused: " : fi[i].small ? "small" : "lazy",
+		       fi[i].left_out ? fi[i].left_out : fi[i].fault ?
+		       fi[i].fault : "", "");
+	}
+	free(fi);
+	return 0;
+}
+
 /* A libstfs warning on stderr; ctx is the SOURCE string. */
 static void warn_stderr(void *ctx, const char *text)
 {
@@ -262,7 +298,7 @@ int stfs_inspect_main(int argc, char **argv)
 	const char *src = NULL, **inc_v = NULL, **exc_v = NULL;
 	char *shown = NULL;
 	size_t ninc = 0, nexc = 0;
-	int json = 0, quiet = 0, rc = 0;
+	int json = 0, quiet = 0, files = 0, rc = 0;
 	unsigned flags = 0;
 	char why[512];
 
@@ -274,6 +310,8 @@ int stfs_inspect_main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--json") == 0) {
 			json = 1;
+		} else if (strcmp(argv[i], "--files") == 0) {
+			files = 1;
 		} else if (strcmp(argv[i], "-q") == 0 ||
 			   strcmp(argv[i], "--quiet") == 0) {
 			quiet = 1;
@@ -331,7 +369,8 @@ int stfs_inspect_main(int argc, char **argv)
 		}
 	}
 	if (!src) {
-		fprintf(stderr, "usage: stfs inspect [--json | -q] [--flat] "
+		fprintf(stderr, "usage: stfs inspect [--json | --files | -q] "
+			"[--flat] "
 			"[--npy] [--convert=f32] [--include=GLOB] "
 			"[--exclude=GLOB] [--offline] [--unvalidated] "
 			"[--s3-style=path|virtual] SOURCE\n");
@@ -365,7 +404,9 @@ int stfs_inspect_main(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
-	if (!quiet)
+	if (!quiet && files)
+		rc = print_files(m);
+	else if (!quiet)
 		rc = json ? print_json(m, !!(flags & (STFS_TREE_NPY |
 						      STFS_TREE_F32))) :
 			    print_table(m);
