@@ -188,7 +188,8 @@ static int walk_one(struct stfs_rlist *l, const char *full, const char *rel,
 	}
 	if (!S_ISREG(st.st_mode))
 		return stfs_rlist_push(l, rel, 0, NULL, "not a regular file");
-	if ((rc = stfs_rlist_push(l, rel, (uint64_t)st.st_size, NULL, NULL)))
+	if ((rc = stfs_rlist_push(l, rel, (uint64_t)st.st_size, NULL,
+				  stfs_repo_path_bad(rel))))
 		return rc;
 	if (asprintf(&l->f[l->n - 1].revision, "%" PRId64 ".%09ld",
 		     (int64_t)st.st_mtim.tv_sec, st.st_mtim.tv_nsec) < 0) {
