@@ -414,6 +414,13 @@ int stfs_repo_build(struct stfs_model *m, const struct stfs_model_opts *o,
 				 "repository's paths clash past %d rounds",
 				 ROUNDS);
 	warn_left_out(o, l);
+	if (m->loc->note && o->warn) {
+		char line[700];
+
+		snprintf(line, sizeof(line), "%.500s (%%repo/ shows every "
+			 "file)", m->loc->note);
+		o->warn(o->ctx, line);
+	}
 	for (size_t i = 0; i < l->n; i++) {
 		struct stfs_source_info si;
 

@@ -338,6 +338,10 @@ int stfs_locate(const char *arg, struct stfs_remote *net,
 		if ((rc = list_dir(loc, err)) &&
 		    (rc != -ENOENT || !loc->files.n))
 			goto fail;
+		if (rc && err && !(loc->note = strdup(err->msg))) {
+			rc = nomem(err);
+			goto fail;
+		}
 		rc = 0;
 		*out = loc;
 		return 0;
@@ -373,6 +377,7 @@ void stfs_location_free(struct stfs_location *loc)
 	free_list(loc->etags, loc->netags);
 	stfs_rlist_free(&loc->files);
 	free(loc->repo_base);
+	free(loc->note);
 	stfs_auth_unref(loc->auth);
 	free(loc->local_base);
 	free(loc->repo);

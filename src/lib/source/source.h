@@ -413,6 +413,7 @@ struct stfs_location {
 	struct stfs_remote *net;    /* the remote layer its sources use */
 	struct stfs_rlist files;    /* every file, for %repo/ (repo.c) */
 	char *repo_base;            /* local: the directory the files are in */
+	char *note;                 /* a warning for the model to give */
 };
 
 /* Find what SOURCE names, its remote sources (and requests) of net

@@ -554,11 +554,14 @@ int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 			goto out;
 		/* nothing here: which folders have weights?  (a repo of
 		 * other files still mounts: %repo/ shows them) */
-		if (!loc->files.n || h.file) {
-			rc = no_weights(&h, err);
+		rc = no_weights(&h, err);
+		if (!loc->files.n || h.file)
+			goto out;
+		loc->kind = STFS_LOC_DIR;
+		if (err && !(loc->note = strdup(err->msg))) {
+			rc = nomem(err);
 			goto out;
 		}
-		loc->kind = STFS_LOC_DIR;
 		rc = 0;
 	}
 	/* what the service says of each file */
