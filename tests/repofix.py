@@ -125,3 +125,35 @@ def tree_of(files):
             dirs.add("/".join(parts[:i]))
         out.append((p, "file", len(b), hashlib.sha256(b).hexdigest()))
     return sorted(out + [(x, "dir", 0, "") for x in dirs])
+
+
+class S3World:
+    """The tests' S3 server (Swift with s3api, tests/s3server.py) with a
+    bucket "repos", and an environment of a signed client of it."""
+
+    def __init__(self, d):
+        import s3server
+        from fixtures import env
+        self.sw = s3server.Swift(os.path.join(d, "swift"))
+        self.sw.bucket("repos")
+        self.env = env(AWS_ENDPOINT_URL=self.sw.endpoint,
+                       AWS_ENDPOINT_URL_S3=None,
+                       AWS_ACCESS_KEY_ID=s3server.ACCESS,
+                       AWS_SECRET_ACCESS_KEY=s3server.SECRET,
+                       AWS_SESSION_TOKEN=None, AWS_REGION=None,
+                       AWS_DEFAULT_REGION=None, AWS_PROFILE=None,
+                       AWS_SHARED_CREDENTIALS_FILE=os.path.join(d, "no"),
+                       AWS_CONFIG_FILE=os.path.join(d, "no"),
+                       XDG_CACHE_HOME=os.path.join(d, "xdg"))
+        self.env.__enter__()
+
+    def put_tree(self, prefix, files):
+        for p, b in sorted(files.items()):
+            self.sw.put("repos", prefix + p, b)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.env.__exit__(None, None, None)
+        self.sw.stop()

@@ -28,8 +28,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
 from fixtures import stfs, world  # noqa: E402
-from repofix import (diffusers_repo, st_model_repo, tree, tree_of,  # noqa
-                     write_tree)
+from repofix import (S3World, diffusers_repo, st_model_repo, tree,  # noqa
+                     tree_of, write_tree)
 
 REV = "user.stfs.revision"
 
@@ -52,6 +52,8 @@ def test_local_diffusers(d, mnt):
     p = T.mount_fg(src, mnt)
     try:
         check_repo(os.path.join(mnt, "%repo"), files)
+        # there by name; listed with the virtual files (show_virtual)
+        assert "%repo" not in os.listdir(mnt)
         st = os.stat(os.path.join(mnt, "%repo", "unet"))
         assert st.st_mode & 0o777 == 0o555
         st = os.stat(os.path.join(mnt, "%repo", "model_index.json"))
@@ -61,6 +63,11 @@ def test_local_diffusers(d, mnt):
             raise AssertionError("a %repo/ file opened for writing")
         except OSError:
             pass
+    finally:
+        T.stop_fg(p, mnt)
+    p = T.mount_fg(src, mnt, "-o", "show_virtual")
+    try:
+        assert "%repo" in os.listdir(mnt)
     finally:
         T.stop_fg(p, mnt)
 
@@ -251,7 +258,33 @@ def test_hub_faults(d, mnt):
         assert "pytorch_model.bin" in err, err
 
 
+def test_s3_layouts(d, mnt):
+    """Both layouts under s3:// prefixes: every object under the prefix,
+    small ones verified against their single-part MD5 ETag."""
+    with S3World(d) as s3:
+        for prefix, files in (("pipe/", diffusers_repo()),
+                              ("st/", st_model_repo())):
+            s3.put_tree(prefix, files)
+            src = "s3://repos/" + prefix
+            p = T.mount_fg(src, mnt)
+            try:
+                root = os.path.join(mnt, "%repo")
+                check_repo(root, files)
+                if prefix == "st/":
+                    torch_checks(root, files)
+            finally:
+                T.stop_fg(p, mnt)
+            r = stfs("inspect", "--files", src)
+            assert r.returncode == 0, r.stderr
+            for line in r.stdout.splitlines():
+                path, size, how, kind = line.split("\t")
+                assert how == "md5:" + hashlib.md5(files[path]).hexdigest()
+                assert kind == ("lazy" if path.endswith(
+                    (".safetensors", ".bin")) else "small"), line
+
+
 if __name__ == "__main__":
     sys.exit(T.run_tests([test_local_diffusers, test_local_st_model,
                           test_repo_root, test_hostile_local,
-                          test_hub_layouts, test_hub_faults]))
+                          test_hub_layouts, test_hub_faults,
+                          test_s3_layouts]))

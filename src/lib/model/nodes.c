@@ -2,7 +2,7 @@
  * nodes.c: the nodes of a mount, numbered for the FUSE side: the tree of
  * tensors (tree.c) with the header file, the virtual files (virtual.c)
  * past its nodes, and the repository (repo.c) past those.  %repo/ is a
- * child of the root; with STFS_TREE_REPO the repository's folder and the
+ * child of the root (listed with the virtual files); with STFS_TREE_REPO the repository's folder and the
  * tensors' root trade numbers, so the repository is the root and the
  * tensors are %tensors/ in it.
  */
@@ -188,6 +188,14 @@ static uint32_t swap(const struct stfs_model *m, uint32_t n)
 	return n == 0 ? rb : n == rb ? 0 : n;
 }
 
+/* %repo/ is in the root's listing with the virtual files (show_virtual):
+ * a walk of the mount (find, du, a backup, os.walk over the tensors)
+ * does not meet every weight twice; it is always there by name. */
+static int repo_listed(const struct stfs_model *m)
+{
+	return m->repo && !repo_root(m) && (m->flags & STFS_TREE_LIST_VIRTUAL);
+}
+
 static int is_repo(const struct stfs_model *m, uint32_t n)
 {
 	uint32_t rb = stfs_repo_base(m);
@@ -228,7 +236,7 @@ int stfs_model_node(const struct stfs_model *m, uint32_t node,
 			out->name = STFS_TENSORS_DIR;
 			out->name_len = strlen(STFS_TENSORS_DIR);
 			out->parent = rb;
-		} else if (n == 0 && m->repo) {
+		} else if (n == 0 && repo_listed(m)) {
 			out->children++;        /* %repo/ */
 			out->subdirs++;
 		}
@@ -263,7 +271,7 @@ int64_t stfs_model_child(const struct stfs_model *m, uint32_t dir,
 			c = 0;
 		else if ((c = stfs_repo_child(m, n - rb, k)) >= 0)
 			c += rb;
-	} else if (n == 0 && m->repo && !repo_root(m)) {
+	} else if (n == 0 && repo_listed(m)) {
 		if (tree_node(m, 0, &ni))
 			return -ENOENT;
 		c = k == ni.children ? rb : tree_child(m, 0, k);
