@@ -27,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
-from fixtures import stfs, world  # noqa: E402
+from fixtures import env, fake_cache, stfs, world  # noqa: E402
 from repofix import (S3World, diffusers_repo, st_model_repo, tree,  # noqa
                      tree_of, write_tree)
 
@@ -258,6 +258,23 @@ def test_hub_faults(d, mnt):
         assert "pytorch_model.bin" in err, err
 
 
+def test_hub_offline(d, mnt):
+    """HF_HUB_OFFLINE=1: %repo/ is the Hugging Face cache's snapshot,
+    every file, with no server at all."""
+    files = st_model_repo()
+    cache = os.path.join(d, "hub")
+    fake_cache(cache, "org/off", files)
+    with env(HF_HUB_OFFLINE="1", HF_HUB_CACHE=cache,
+             HF_ENDPOINT="http://127.0.0.1:9", HF_TOKEN=None):
+        p = T.mount_fg("hf://org/off", mnt)
+        try:
+            root = os.path.join(mnt, "%repo")
+            check_repo(root, files)
+            torch_checks(root, files)
+        finally:
+            T.stop_fg(p, mnt)
+
+
 def test_s3_layouts(d, mnt):
     """Both layouts under s3:// prefixes: every object under the prefix,
     small ones verified against their single-part MD5 ETag."""
@@ -286,5 +303,5 @@ def test_s3_layouts(d, mnt):
 if __name__ == "__main__":
     sys.exit(T.run_tests([test_local_diffusers, test_local_st_model,
                           test_repo_root, test_hostile_local,
-                          test_hub_layouts, test_hub_faults,
+                          test_hub_layouts, test_hub_faults, test_hub_offline,
                           test_s3_layouts]))
