@@ -112,7 +112,8 @@ void stfs_usage(FILE *out)
 	fprintf(out,
 "usage: stfs mount [-f] [-d] [-s] [-o OPT[,OPT...]] SOURCE MOUNTPOINT\n"
 "       stfs SOURCE MOUNTPOINT [-o OPT[,OPT...]]   (mount helper form)\n"
-"       stfs inspect [--json | -q] [--flat] [--npy] [--convert=f32]\n"
+"       stfs inspect [--json | --files | -q] [--flat] [--npy]\n"
+"                    [--convert=f32]\n"
 "                    [--include=GLOB] [--exclude=GLOB] [--offline]\n"
 "                    [--unvalidated]\n"
 "                    [--s3-style=path|virtual] SOURCE\n"
