@@ -92,13 +92,6 @@ const char *stfs_repo_path_bad(const char *path)
 	}
 }
 
-static int ends_with(const char *s, const char *tail)
-{
-	size_t n = strlen(s), k = strlen(tail);
-
-	return n >= k && !strcmp(s + n - k, tail);
-}
-
 /* Weight formats: never small, whatever their size. */
 static const char *const weights[] = {
 	".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".ggml",
@@ -112,7 +105,7 @@ int stfs_repo_is_small(const char *path, uint64_t size)
 	if (size > STFS_REPO_SMALL_MAX)
 		return 0;
 	for (size_t i = 0; i < sizeof(weights) / sizeof(*weights); i++)
-		if (ends_with(path, weights[i]))
+		if (stfs_ends_with(path, weights[i]))
 			return 0;
 	return 1;
 }
