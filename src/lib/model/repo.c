@@ -359,7 +359,8 @@ static int warn_left_out(const struct stfs_model_opts *o,
 	return 0;
 }
 
-/* %repo/'s revision: the commit, else the directory's mtime. */
+/* %repo/'s revision: the commit, else the directory's mtime, else (a
+ * remote listing) a hash of the listing. */
 static int dir_revision(const struct stfs_model *m, struct stfs_repo *r)
 {
 	struct stat st;
@@ -367,7 +368,24 @@ static int dir_revision(const struct stfs_model *m, struct stfs_repo *r)
 
 	if (m->loc->revision)
 		return (r->revision = strdup(m->loc->revision)) ? 0 : -ENOMEM;
-	if (m->loc->http || m->loc->remote || stat(m->loc->canonical, &st))
+	if (m->loc->http || m->loc->remote) {
+		/* no commit: the listing's own, a hash of every path and
+		 * its ETag, which changes when any file does */
+		const struct stfs_rlist *l = &m->loc->files;
+		uint64_t h = 1469598103934665603ull;
+
+		for (size_t i = 0; i < l->n; i++) {
+			const char *v = l->f[i].revision ? l->f[i].revision : "";
+			h = h * 1099511628211ull ^
+			    stfs_hash64(l->f[i].path, strlen(l->f[i].path));
+			h = h * 1099511628211ull ^ stfs_hash64(v, strlen(v));
+		}
+		n = asprintf(&r->revision, "listing-%016" PRIx64, h);
+		if (n < 0)
+			r->revision = NULL;
+		return n < 0 ? -ENOMEM : 0;
+	}
+	if (stat(m->loc->canonical, &st))
 		return 0;
 	n = asprintf(&r->revision, "%" PRId64 ".%09ld",
 		     (int64_t)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);

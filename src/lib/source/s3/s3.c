@@ -130,6 +130,9 @@ static int repo_object(struct stfs_rlist *rl, const char *rel,
 			     stfs_repo_path_bad(rel));
 	if (!rc)
 		rl->f[rl->n - 1].small = stfs_repo_is_small(rel, size);
+	/* its revision (user.stfs.revision): the ETag */
+	if (!rc && etag && !(rl->f[rl->n - 1].revision = strdup(etag)))
+		rc = -ENOMEM;
 	return rc;
 }
 
