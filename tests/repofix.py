@@ -86,6 +86,7 @@ def st_model_repo():
         "model.safetensors": st_bytes(w, {"format": "pt"}),
         "pytorch_model.bin": torch_bin(w),
         "README.md": b"---\nlibrary_name: sentence-transformers\n---\n",
+        "2_Normalize/.gitkeep": b"",
     }
 
 
