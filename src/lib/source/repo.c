@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "format.h"
-#include "source.h"
+#include "remote.h"
 
 #define FETCHERS 16
 #define WALK_DEPTH 64
