@@ -506,12 +506,17 @@ struct stfs_blocks {
 
 struct stfs_job;
 
+/* Cache writer threads: a block's write waits for its flush to the disk,
+ * and several flushes at once go faster than one after another. */
+#define STFS_WRITERS 4
+
 struct stfs_pool {
 	pthread_mutex_t mu;
 	pthread_cond_t work;
 	struct stfs_job *queue, **queue_tail;   /* reads someone waits for */
 	struct stfs_job *pf_queue, **pf_tail;   /* then prefetches */
 	unsigned n_pf_queued;
+	struct stfs_job *warm_queue, **warm_tail; /* then a warm's blocks */
 	pthread_t *workers;
 	unsigned nworkers;
 	pid_t pid;                      /* the process the threads run in */
@@ -520,8 +525,10 @@ struct stfs_pool {
 	struct stfs_inflight *wq, **wq_tail;
 	unsigned nwq;
 	pthread_cond_t wq_cv;
-	pthread_t writer_th;
-	int writer_on;
+	unsigned writing;               /* blocks the writer writes now */
+	pthread_cond_t written;         /* the writer has nothing to do */
+	pthread_t writer_th[STFS_WRITERS];
+	unsigned writer_on;             /* writer threads running */
 };
 
 /* blocks ahead a prefetch brings: 32 MiB of them, at least 2 */
@@ -544,6 +551,10 @@ int stfs_blocks_recent_failure(struct stfs_object *o, uint64_t off,
 /* Bring block b of o into the cache (or memory), for a reader to come. */
 void stfs_blocks_prefetch(struct stfs_fetcher *f, struct stfs_object *o,
 			  uint64_t b);
+/* Bring block b of o into the cache (a warm; written behind, as a
+ * read's): 0, or -errno (-EOPNOTSUPP: no cache). */
+int stfs_blocks_warm(struct stfs_fetcher *f, struct stfs_object *o,
+		     uint64_t b);
 /* The blocks f fetched go to the cache, after their readers have been
  * answered: to the writer thread, or written here. */
 void stfs_blocks_write_behind(struct stfs_fetcher *f);
@@ -571,6 +582,15 @@ void stfs_pool_hit(struct stfs_object *o, uint64_t off, size_t len,
 int stfs_pool_give_writer(struct stfs_remote *r, struct stfs_inflight *me);
 /* o is closing: drop its prefetches and wait for its reads. */
 void stfs_pool_drain(struct stfs_object *o);
+/* Drop o's warm blocks not started yet (each answered -ECANCELED). */
+void stfs_pool_unwarm(struct stfs_object *o);
+/* Wait until the writer thread has written every block handed to it. */
+void stfs_pool_flush(struct stfs_remote *r);
+/* Bring block b of o into the cache for a warm (`stfs prefetch`), after
+ * every read and prefetch queued: done(arg, 0) once it is fetched and
+ * written, or handed to the writer (stfs_pool_flush()); or -errno. */
+void stfs_pool_warm(struct stfs_object *o, uint64_t b, stfs_source_done done,
+		    void *arg);
 
 /* ---- the remote object (remote.c) ---------------------------------------- */
 
