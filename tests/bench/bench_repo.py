@@ -15,7 +15,7 @@ of 16 MiB) with a config.json beside it, then, each round on a fresh mount
 
 Prints the medians of ROUNDS (default 5), MB/s, and the ratio of repo cat
 to tensors cat (the issue's target: >= 0.95).
-Usage: bench_repo.py WORKDIR [SIZE_MIB] [ROUNDS]
+Usage: tests/bench/bench_repo.py WORKDIR [SIZE_MIB] [ROUNDS]
 """
 import json
 import mmap
@@ -25,7 +25,8 @@ import struct
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]   # tests/bench/, tests/
 import stfstest as T  # noqa: E402
 
 
