@@ -242,6 +242,11 @@ struct conv {                   /* a converted range, done at the end */
 	size_t nel;
 };
 
+struct span {                   /* source bytes read, dropped when served */
+	struct stfs_source *src;
+	uint64_t off, len;
+};
+
 struct rd {
 	stfs_read_done done;
 	void *arg;
@@ -251,6 +256,8 @@ struct rd {
 	size_t niov, iovcap;
 	struct conv *conv;
 	size_t nconv, convcap;
+	struct span *span;
+	size_t nspan, spancap;
 	char *buf;                  /* copied and converted bytes */
 	size_t bufcap;
 	char *flat;                 /* IOV_LIMIT fallback */
@@ -282,6 +289,7 @@ static void rd_free(struct rd *r)
 {
 	free(r->iov);
 	free(r->conv);
+	free(r->span);
 	free(r->buf);
 	free(r->flat);
 	free(r);
@@ -357,6 +365,11 @@ static void finish(struct rd *r)
 		r->done(r->arg, NULL, 0, err);
 	else
 		r->done(r->arg, r->iov, (int)r->niov, 0);
+	/* served (done() has handed the bytes on): out of the source's
+	 * page cache */
+	for (size_t i = 0; i < r->nspan; i++)
+		stfs_source_drop(r->span[i].src, r->span[i].off,
+				 r->span[i].len);
 	rd_put(r);
 }
 
@@ -422,6 +435,8 @@ static void read_conv(struct rd *r, const struct stfs_seg *s, uint64_t lo,
 	*at += buf_need(s, lo, n);
 	r->conv[r->nconv++] = (struct conv){ .dtype = s->dtype,
 		.quant = s->quant, .raw = raw, .out = out, .nel = nu };
+	r->span[r->nspan++] = (struct span){ s->u.r.src,
+		s->u.r.off + u0 * s->uin, nu * s->uin };
 	atomic_fetch_add(&r->pending, 1);
 	stfs_source_read_async(s->u.r.src, raw, nu * s->uin,
 			       s->u.r.off + u0 * s->uin, &ext, one_done, r);
@@ -444,6 +459,8 @@ static size_t gather(struct rd *r, const struct stfs_seg *s, uint64_t lo,
 	outn = ((size_t)(g.e1 - g.e0) * es + 7) & ~(size_t)7;
 	span = (g.smax - g.smin + 1) * es;
 	*v = (struct iovec){ out + (lo - g.e0 * es), (size_t)(hi - lo) };
+	r->span[r->nspan++] = (struct span){ s->u.r.src,
+		s->u.r.off + g.smin * es, span };
 	if (map) {
 		if (stfs_gather_map(s, &g, map, out))
 			atomic_compare_exchange_strong(&r->err, &(int){ 0 },
@@ -497,6 +514,8 @@ void stfs_content_read(const struct stfs_content *c, uint64_t off,
 			  sizeof(*r->iov)) ||
 	    reserve((void **)&r->conv, &r->convcap, nconv + 1,
 		    sizeof(*r->conv)) ||
+	    reserve((void **)&r->span, &r->spancap, nseg + 1,
+		    sizeof(*r->span)) ||
 	    reserve((void **)&r->buf, &r->bufcap, need + 8, 1)) {
 		if (r)
 			rd_put(r);
@@ -505,7 +524,7 @@ void stfs_content_read(const struct stfs_content *c, uint64_t off,
 	}
 	r->done = done;
 	r->arg = arg;
-	r->niov = r->nconv = 0;
+	r->niov = r->nconv = r->nspan = 0;
 	atomic_store(&r->err, 0);
 	atomic_store(&r->pending, 1);
 	/* pass 2: the iovecs, and the reads */
@@ -526,6 +545,8 @@ void stfs_content_read(const struct stfs_content *c, uint64_t off,
 			*v = (struct iovec){ (char *)s->u.in.bytes + lo, n };
 			break;
 		case STFS_SEG_RANGE:
+			r->span[r->nspan++] = (struct span){ s->u.r.src,
+				s->u.r.off + lo, n };
 			map = stfs_source_map(s->u.r.src);
 			if (map) {
 				*v = (struct iovec){ (char *)map + s->u.r.off +

@@ -33,6 +33,11 @@ struct stfs_source_ops {
 	void (*read_async)(struct stfs_source *s, void *buf, size_t len,
 			   uint64_t off, const struct stfs_extent *ext,
 			   stfs_source_done done, void *arg);
+	/* The bytes [off, off + len) were served (copied to a reader or
+	 * handed to the kernel): leave none of their pages in the page
+	 * cache, where the mount's own file pages hold them now.  NULL:
+	 * nothing to drop. */
+	void (*drop)(struct stfs_source *s, uint64_t off, uint64_t len);
 };
 
 /* What every kind of source shares; kinds embed it first. */
@@ -49,6 +54,9 @@ struct stfs_source {
 void stfs_source_read_async(struct stfs_source *s, void *buf, size_t len,
 			    uint64_t off, const struct stfs_extent *ext,
 			    stfs_source_done done, void *arg);
+
+/* Call s's drop for [off, off + len), if it has one. */
+void stfs_source_drop(struct stfs_source *s, uint64_t off, uint64_t len);
 
 /* Read the whole of s (at most max bytes, else -EFBIG) into a new buffer,
  * NUL-terminated: 0 or -errno. */
