@@ -15,7 +15,10 @@
  * When every read has completed, the callback gets the iovecs.  Local
  * sources complete at once, so a local read finishes before
  * stfs_content_read() returns; a remote one may finish later, on another
- * thread, and the caller's request loop never waits for it.
+ * thread, and the caller's request loop never waits for it.  Once the
+ * callback has handed the bytes on, every source range the read used is
+ * dropped from the source's page cache (stfs_source_drop): the reader's
+ * page cache holds them now, and a model is then in memory once.
  *
  * The state of a read (its iovecs and buffers) comes from a small pool,
  * so buffers are reused: a fresh megabyte per request costs more in page
