@@ -1,6 +1,7 @@
 /*
- * model.h: the model layer's private declarations, shared by file.c,
- * model.c, shards.c and index_json.c (never installed).
+ * model.h: the model layer's private declarations, shared by its files
+ * (file.c, model.c, shards.c, index_json.c, describe.c, foreign.c,
+ * virtual.c; never installed).
  */
 #ifndef STFS_MODEL_H
 #define STFS_MODEL_H
@@ -15,7 +16,8 @@ struct stfs_file {
 	struct stfs_source *src;
 	const char *format;       /* "safetensors", "gguf", ... (file.c) */
 	uint64_t header_len;      /* N */
-	uint64_t data_start;      /* 8 + N */
+	uint64_t data_start;      /* safetensors: 8 + N; other formats' offsets
+				   * are absolute: 0 */
 	struct stfs_header *header;
 	char *doc;                /* another format's header file, as JSON */
 	size_t doc_len;
@@ -54,21 +56,13 @@ struct stfs_model {
 	struct stfs_vhdr *vlast;
 };
 
-/* Open file `name` of the location and add it to the model; errors name
- * the shard when the model is sharded. */
-int stfs_model_add_file(struct stfs_model *m, const char *name,
-			struct stfs_error *err);
 /* The same for n files, remote ones opened several at a time; on failure
  * the first failing file (in order) is reported. */
 int stfs_model_add_files(struct stfs_model *m, const char *const *names,
 			 size_t n,
 			 struct stfs_error *err);
-/* Make every tensor of every file an entry, sorted by name. */
-int stfs_model_collect(struct stfs_model *m, struct stfs_error *err);
 /* Sort the entries by name (then file). */
 void stfs_model_sort(struct stfs_model *m);
-/* Refuse a name found in two files (entries sorted by name). */
-int stfs_model_unique(const struct stfs_model *m, struct stfs_error *err);
 /* Open the shards an index names (shards.c). */
 int stfs_shards_open_index(struct stfs_model *m,
 			   void (*warn)(void *, const char *), void *ctx,

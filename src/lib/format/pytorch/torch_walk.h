@@ -50,10 +50,5 @@ int stfs_torch_legacy_storages(struct stfs_torch_walk *w,
 			       stfs_read_fn rd, void *ctx, uint64_t size,
 			       const char *name, struct stfs_error *err);
 
-/* A storage type (torch.FloatStorage, or a dtype such as torch.float32):
- * its safetensors dtype (-1: none), torch name and element size; -EINVAL
- * if unknown. */
-int stfs_torch_dtype(const struct stfs_pk_storage *st, int *dtype,
-		     const char **torch_name, unsigned *esize);
 
 #endif

@@ -27,7 +27,8 @@
 #include <sys/stat.h>
 
 #include "format.h"
-#include "source.h"
+#include "remote.h"
+#include "s3.h"
 
 #define CONF_MAX (1u << 20)     /* bytes of one file, at most */
 

@@ -3,15 +3,19 @@
  * S3-compatible store (MinIO, Ceph RGW, OpenStack Swift's s3api).
  *
  *   s3://BUCKET/KEY        one file (or an index: KEY ends .index.json)
- *   s3://BUCKET/PREFIX/    its index, else every *.safetensors directly
- *                          under PREFIX, listed with ListObjectsV2
+ *   s3://BUCKET/PREFIX/    its index, else its *.safetensors files (with
+ *                          none: its PyTorch index or checkpoints)
+ *                          directly under PREFIX, listed with
+ *                          ListObjectsV2; its index by name when the
+ *                          keys may not list
  *
  * AWS's conventions: keys from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
  * AWS_SESSION_TOKEN, else the profile in ~/.aws/credentials and
- * ~/.aws/config, found as the AWS CLI finds it (awsconf.c); the region from AWS_REGION, AWS_DEFAULT_REGION or the
- * profile (us-east-1 if none); the endpoint from AWS_ENDPOINT_URL_S3,
- * AWS_ENDPOINT_URL or the profile's endpoint_url (AWS's regional endpoint
- * if none).  With keys every request is signed (SigV4, sigv4.c); without,
+ * ~/.aws/config, found as the AWS CLI finds it (awsconf.c); the region
+ * from AWS_REGION, AWS_DEFAULT_REGION or the profile (us-east-1 if none);
+ * the endpoint from AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or the
+ * profile's endpoint_url (AWS's regional endpoint if none); a private
+ * endpoint's CA from AWS_CA_BUNDLE or the profile's ca_bundle.  With keys every request is signed (SigV4, sigv4.c); without,
  * requests go unsigned, for public buckets.  Addressing: virtual-hosted
  * (https://BUCKET.s3.REGION.amazonaws.com/KEY) on AWS, path-style
  * (ENDPOINT/BUCKET/KEY) on another endpoint, unless the remote options
@@ -26,7 +30,8 @@
 #include <string.h>
 
 #include "format.h"
-#include "source.h"
+#include "remote.h"
+#include "s3.h"
 
 #define LIST_MAX (16u << 20)        /* bytes of one listing page */
 
