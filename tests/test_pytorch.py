@@ -33,6 +33,8 @@ import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
+import s3server  # noqa: E402
+from fixtures import Nginx  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -295,9 +297,8 @@ def test_hub_bin_only(d, mnt):
 
 def test_s3_bin(d, mnt):
     """s3://BUCKET/PREFIX/ holding .bin shards and their index."""
-    import test_s3
     files, want = bin_repo(d)
-    with test_s3.creds(d) as sw:
+    with s3server.creds(d) as sw:
         for name, data in files.items():
             sw.put("models", "old/" + name, data)
         p = T.mount_fg("s3://models/old/", mnt)
@@ -440,14 +441,13 @@ def test_storage_too_small(d, mnt):
 
 
 def test_http(d, mnt):
-    import test_remote as R
     root = os.path.join(d, "www")
     os.mkdir(root)
     # 64 MiB of storage ahead of the directory: the mount must not
     # fetch it
     path = make_ckpt(d, os.path.join(root, "ck.pt"), False, 64 << 20)
     obj = load(path)
-    ng = R.Nginx(os.path.join(d, "ng"), root)
+    ng = Nginx(os.path.join(d, "ng"), root)
     try:
         p = T.mount_fg(ng.url("ck.pt"), mnt, "-o", "nocache")
         try:
@@ -464,10 +464,17 @@ def test_http(d, mnt):
         ng.stop()
 
 
+def main():
+    try:
+        return T.run_tests([
+            test_zip, test_legacy, test_bare_tensor, test_shards,
+            test_hub_bin_only, test_s3_bin,
+            test_os_system_not_run, test_deep_nesting, test_memo_abuse,
+            test_unknown_opcode, test_truncated_zip, test_compressed,
+            test_storage_too_small, test_http])
+    finally:
+        s3server.stop_shared()
+
+
 if __name__ == "__main__":
-    sys.exit(T.run_tests([
-        test_zip, test_legacy, test_bare_tensor, test_shards,
-        test_hub_bin_only, test_s3_bin,
-        test_os_system_not_run, test_deep_nesting, test_memo_abuse,
-        test_unknown_opcode, test_truncated_zip, test_compressed,
-        test_storage_too_small, test_http]))
+    sys.exit(main())

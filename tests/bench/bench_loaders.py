@@ -42,7 +42,8 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]   # tests/bench/, tests/
 import stfstest as T  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -191,8 +192,8 @@ class Places:
         self.mnts = []
         self.port = free_port()
         self.srv = subprocess.Popen(
-            [sys.executable, os.path.join(os.path.dirname(
-                os.path.abspath(__file__)), "pacedhttp.py"),
+            [sys.executable, os.path.join(os.path.dirname(HERE),
+                                          "pacedhttp.py"),
              os.path.dirname(st), str(self.port), str(1000 * 1000 * 1000)])
         time.sleep(1)
         self.cache = os.path.join(work, "cache")
