@@ -7,7 +7,8 @@
 # OpenStack Swift and memcached for the S3 tests, Node.js and the Hugging
 # Face JavaScript client from tests/hubjs/package-lock.json for the Hub
 # tests, and the GGUF parser @huggingface/gguf from
-# tests/ggufjs/package-lock.json for the GGUF tests).  Quiet when
+# tests/ggufjs/package-lock.json for the GGUF tests; squashfuse and
+# squashfs-tools for the benchmarks' squashfuse_ll baseline).  Quiet when
 # everything is there.
 set -euo pipefail
 base=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
@@ -16,7 +17,7 @@ base=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
 full=(check clang libclang-rt-14-dev python3-torch r-base-core debhelper
       dpkg-dev fakeroot rpm nginx swift swift-proxy swift-account
       swift-container swift-object memcached openssl ca-certificates
-      awscli)
+      awscli squashfuse squashfs-tools)
 case "${1:-test}" in
 demo) pkgs=("${base[@]}") ;;
 test) pkgs=("${base[@]}" "${full[@]}") ;;

@@ -17,7 +17,9 @@
  * source truncated while mounted gives EIO, never SIGBUS (the kernel's
  * copy from the map fails with EFAULT).  Files are opened with
  * keep_cache, since their bytes never change, and never with direct_io,
- * so mmap works.  What a file holds (a tensor, a view, a header) is the
+ * so mmap works and re-reads never reach the daemon; the content drops
+ * the source's pages once served, so the bytes are cached once (see
+ * docs/design.md).  What a file holds (a tensor, a view, a header) is the
  * model's business: a new kind of file changes nothing here.
  *
  * Everything that would write fails with EROFS (the mount is also "ro",

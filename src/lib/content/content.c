@@ -15,7 +15,10 @@
  * When every read has completed, the callback gets the iovecs.  Local
  * sources complete at once, so a local read finishes before
  * stfs_content_read() returns; a remote one may finish later, on another
- * thread, and the caller's request loop never waits for it.
+ * thread, and the caller's request loop never waits for it.  Once the
+ * callback has handed the bytes on, every source range the read used is
+ * dropped from the source's page cache (stfs_source_drop): the reader's
+ * page cache holds them now, and a model is then in memory once.
  *
  * The state of a read (its iovecs and buffers) comes from a small pool,
  * so buffers are reused: a fresh megabyte per request costs more in page
@@ -249,6 +252,11 @@ struct conv {                   /* a converted range, done at the end */
 	size_t nel;
 };
 
+struct span {                   /* source bytes read, dropped when served */
+	struct stfs_source *src;
+	uint64_t off, len;
+};
+
 struct rd {
 	stfs_read_done done;
 	void *arg;
@@ -258,6 +266,8 @@ struct rd {
 	size_t niov, iovcap;
 	struct conv *conv;
 	size_t nconv, convcap;
+	struct span *span;
+	size_t nspan, spancap;
 	char *buf;                  /* copied and converted bytes */
 	size_t bufcap;
 	char *flat;                 /* IOV_LIMIT fallback */
@@ -289,6 +299,7 @@ static void rd_free(struct rd *r)
 {
 	free(r->iov);
 	free(r->conv);
+	free(r->span);
 	free(r->buf);
 	free(r->flat);
 	free(r);
@@ -364,6 +375,11 @@ static void finish(struct rd *r)
 		r->done(r->arg, NULL, 0, err);
 	else
 		r->done(r->arg, r->iov, (int)r->niov, 0);
+	/* served (done() has handed the bytes on): out of the source's
+	 * page cache */
+	for (size_t i = 0; i < r->nspan; i++)
+		stfs_source_drop(r->span[i].src, r->span[i].off,
+				 r->span[i].len);
 	rd_put(r);
 }
 
@@ -429,6 +445,8 @@ static void read_conv(struct rd *r, const struct stfs_seg *s, uint64_t lo,
 	*at += buf_need(s, lo, n);
 	r->conv[r->nconv++] = (struct conv){ .dtype = s->dtype,
 		.quant = s->quant, .raw = raw, .out = out, .nel = nu };
+	r->span[r->nspan++] = (struct span){ s->u.r.src,
+		s->u.r.off + u0 * s->uin, nu * s->uin };
 	atomic_fetch_add(&r->pending, 1);
 	stfs_source_read_async(s->u.r.src, raw, nu * s->uin,
 			       s->u.r.off + u0 * s->uin, &ext, one_done, r);
@@ -451,6 +469,8 @@ static size_t gather(struct rd *r, const struct stfs_seg *s, uint64_t lo,
 	outn = ((size_t)(g.e1 - g.e0) * es + 7) & ~(size_t)7;
 	span = (g.smax - g.smin + 1) * es;
 	*v = (struct iovec){ out + (lo - g.e0 * es), (size_t)(hi - lo) };
+	r->span[r->nspan++] = (struct span){ s->u.r.src,
+		s->u.r.off + g.smin * es, span };
 	if (map) {
 		if (stfs_gather_map(s, &g, map, out))
 			atomic_compare_exchange_strong(&r->err, &(int){ 0 },
@@ -504,6 +524,8 @@ void stfs_content_read(const struct stfs_content *c, uint64_t off,
 			  sizeof(*r->iov)) ||
 	    reserve((void **)&r->conv, &r->convcap, nconv + 1,
 		    sizeof(*r->conv)) ||
+	    reserve((void **)&r->span, &r->spancap, nseg + 1,
+		    sizeof(*r->span)) ||
 	    reserve((void **)&r->buf, &r->bufcap, need + 8, 1)) {
 		if (r)
 			rd_put(r);
@@ -512,7 +534,7 @@ void stfs_content_read(const struct stfs_content *c, uint64_t off,
 	}
 	r->done = done;
 	r->arg = arg;
-	r->niov = r->nconv = 0;
+	r->niov = r->nconv = r->nspan = 0;
 	atomic_store(&r->err, 0);
 	atomic_store(&r->pending, 1);
 	/* pass 2: the iovecs, and the reads */
@@ -533,6 +555,8 @@ void stfs_content_read(const struct stfs_content *c, uint64_t off,
 			*v = (struct iovec){ (char *)s->u.in.bytes + lo, n };
 			break;
 		case STFS_SEG_RANGE:
+			r->span[r->nspan++] = (struct span){ s->u.r.src,
+				s->u.r.off + lo, n };
 			map = stfs_source_map(s->u.r.src);
 			if (map) {
 				*v = (struct iovec){ (char *)map + s->u.r.off +

@@ -43,6 +43,11 @@ struct stfs_source_ops {
 	void (*read_async)(struct stfs_source *s, void *buf, size_t len,
 			   uint64_t off, const struct stfs_extent *ext,
 			   stfs_source_done done, void *arg);
+	/* The bytes [off, off + len) were served (copied to a reader or
+	 * handed to the kernel): leave none of their pages in the page
+	 * cache, where the mount's own file pages hold them now.  NULL:
+	 * nothing to drop. */
+	void (*drop)(struct stfs_source *s, uint64_t off, uint64_t len);
 	/* A warm (`stfs prefetch`): what it needs to know, and block b
 	 * brought into the cache (done called once).  NULL: a local file,
 	 * nothing to warm. */
@@ -70,6 +75,8 @@ void stfs_source_read_async(struct stfs_source *s, void *buf, size_t len,
 			    uint64_t off, const struct stfs_extent *ext,
 			    stfs_source_done done, void *arg);
 
+/* Call s's drop for [off, off + len), if it has one. */
+void stfs_source_drop(struct stfs_source *s, uint64_t off, uint64_t len);
 /* What a warm of s needs: 0 with *wi; -EOPNOTSUPP for a local source
  * (nothing to warm), -ENOSPC for a remote one without a cache (nowhere to
  * warm it into).  Then block b of s into the cache, done(arg, 0 or

@@ -297,6 +297,11 @@ int stfs_cache_pread(int fd, void *buf, size_t len, size_t off)
 			break;
 		got += (size_t)n;
 	}
+	/* the bytes go on to the mount's page cache: out of this one (from
+	 * the 2 MiB folio boundary below, so that shared folios go too) */
+	(void)posix_fadvise(fd, (off_t)(off & ~(size_t)0x1fffff),
+			    (off_t)(off + got - (off & ~(size_t)0x1fffff)),
+			    POSIX_FADV_DONTNEED);
 	return got == len ? 0 : -ENOENT;
 }
 

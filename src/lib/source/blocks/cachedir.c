@@ -316,6 +316,10 @@ int stfs_cachedir_put(int dir, const char *name, const void *buf,
 	rc = write_all(fd, buf, len);
 	if (!rc && durable && fsync(fd) < 0)
 		rc = -errno;
+	/* clean now: its pages leave the page cache (the reader has the
+	 * bytes, and the mount's page cache keeps them) */
+	if (!rc && durable)
+		(void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 	if (!rc && renameat(dir, tmp, dir, name) < 0)
 		rc = -errno;
 	if (rc)
