@@ -19,7 +19,7 @@ static struct stfs_rec rec(const char *name, enum stfs_dtype dt,
 			   uint64_t e)
 {
 	struct stfs_rec r = { name, strlen(name), dt, "t", 0, rank, shape,
-			      NULL, b, e };
+			      NULL, b, e, 0 };
 	return r;
 }
 

@@ -109,6 +109,9 @@ struct stfs_foreign {
 	const uint64_t *strides;  /* a view: rank strides in elements, the
 				   * first element at begin, gathered on
 				   * read; NULL for a contiguous tensor */
+	unsigned elem_bytes;      /* a view's element size in bytes (its
+				   * dtype's, or its own type's: 16 for
+				   * torch.complex128) */
 };
 
 /* One tensor.  Strings are length-counted and may contain NUL bytes. */
