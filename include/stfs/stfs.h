@@ -125,6 +125,11 @@ struct stfs_tensor {
 	const struct stfs_foreign *foreign; /* NULL for safetensors */
 };
 
+/* How a key-value of another format too long to show whole ends (a GGUF
+ * string past 64 KiB): "[... cut by stfs: N bytes in all, at byte OFF of
+ * the file]", within the JSON string. */
+#define STFS_CUT_MARK "[... cut by stfs: "
+
 /* One __metadata__ entry (unescaped, NUL-terminated too). */
 struct stfs_meta {
 	const char *key;
