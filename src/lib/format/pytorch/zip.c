@@ -406,6 +406,7 @@ static int place_one(struct stfs_zip_entry *e, uint64_t next,
 /* Bytes read for local headers: [lo, hi) of the file. */
 struct hwin {
 	unsigned char *b;
+	size_t cap;
 	uint64_t lo, hi;
 };
 
@@ -424,6 +425,14 @@ static int window(struct hwin *w, struct stfs_zip_entry *const *by,
 		if (ends[j] > hi)
 			hi = ends[j];
 	w->lo = w->hi = 0;
+	if (hi - lo > w->cap) {   /* grown as needed, to at most WMAX */
+		unsigned char *b = realloc(w->b, (size_t)(hi - lo));
+
+		if (!b)
+			return stfs_fail_sys(err, -ENOMEM, name);
+		w->b = b;
+		w->cap = (size_t)(hi - lo);
+	}
 	rc = rd_at(rd, ctx, w->b, (size_t)(hi - lo), lo, name, err);
 	if (!rc) {
 		w->lo = lo;
@@ -458,10 +467,10 @@ static int place(struct stfs_zip *z, stfs_read_fn rd, void *ctx,
 	size_t n1 = z->n ? z->n : 1;
 	struct stfs_zip_entry **by = malloc(n1 * sizeof(*by));
 	uint64_t *ends = malloc(n1 * sizeof(*ends));
-	struct hwin w = {malloc(WMAX), 0, 0};
+	struct hwin w = {NULL, 0, 0, 0};
 	int rc = 0;
 
-	if (!by || !ends || !w.b) {
+	if (!by || !ends) {
 		rc = stfs_fail_sys(err, -ENOMEM, name);
 		goto out;
 	}
