@@ -11,7 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "source.h"
+#include "remote.h"
+#include "httphdr.h"
 #include "suites.h"
 
 /* Feed the lines of text (separated by '\n') to a fresh r. */

@@ -15,6 +15,9 @@
 #include <time.h>
 
 #include "remote.h"
+#include "hub.h"
+#include "httphdr.h"
+#include "s3.h"
 #include "suites.h"
 
 #define EMPTY "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b78" \

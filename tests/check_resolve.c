@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "remote.h"
+#include "httphdr.h"
 #include "suites.h"
 
 static long long expiry(const char *url)

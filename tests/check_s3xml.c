@@ -14,7 +14,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "source.h"
+#include "remote.h"
+#include "s3.h"
 #include "suites.h"
 
 #define HEAD "<ListBucketResult><IsTruncated>false</IsTruncated>"

@@ -109,94 +109,97 @@ static void print_left_out(const struct stfs_model *m)
 	}
 }
 
-/* Column widths count bytes; names are quoted so they print safely. */
-static int print_table(const struct stfs_model *m)
-{
-	struct totals all = { 0 }, by[STFS_DTYPE_COUNT + 1] = { { 0 } };
-	size_t wname = 4, wpath = 4, wdt = 5, wshape = 5, wfile = 4;
-	size_t n = stfs_model_tensor_count(m);
-	int sharded = stfs_model_sharded(m), views = 0;
-	uint32_t vn[STFS_VIEW_COUNT];
-	char q[256], shape[128], size[32];
+/* Column widths, in bytes; names are quoted so they print safely. */
+struct widths {
+	size_t name, path, dtype, shape, file;
+	int views;
+};
 
-	count(m, &all, by);
-	for (size_t i = 0; i < n; i++) {
+static void widths_of(const struct stfs_model *m, struct widths *w)
+{
+	uint32_t vn[STFS_VIEW_COUNT];
+	char q[256], shape[128];
+
+	*w = (struct widths){ 4, 4, 5, 5, 4, 0 };
+	for (size_t i = 0; i < stfs_model_tensor_count(m); i++) {
 		const struct stfs_tensor *t = stfs_model_tensor(m, i);
 		const char *file = stfs_model_file_name(m,
 					stfs_model_tensor_file(m, i));
 		char *path = stfs_model_tensor_path(m, i);
 		size_t k;
 
-		views |= stfs_model_tensor_views(m, i, vn) > 0;
+		w->views |= stfs_model_tensor_views(m, i, vn) > 0;
 		stfs_quote(t->name, t->name_len, q, 64);
-		if (strlen(q) > wname)
-			wname = strlen(q);
-		if (path && strlen(path) > wpath)
-			wpath = strlen(path) > 80 ? 80 : strlen(path);
+		if (strlen(q) > w->name)
+			w->name = strlen(q);
+		if (path && strlen(path) > w->path)
+			w->path = strlen(path) > 80 ? 80 : strlen(path);
 		free(path);
-		if (strlen(stfs_tensor_type(t)) > wdt)
-			wdt = strlen(stfs_tensor_type(t));
+		if (strlen(stfs_tensor_type(t)) > w->dtype)
+			w->dtype = strlen(stfs_tensor_type(t));
 		k = stfs_shape_str(t, shape, sizeof(shape));
-		if (k > wshape)
-			wshape = k < sizeof(shape) ? k : sizeof(shape) - 1;
+		if (k > w->shape)
+			w->shape = k < sizeof(shape) ? k : sizeof(shape) - 1;
 		stfs_quote(file, strlen(file), q, sizeof(q));
-		if (strlen(q) > wfile)
-			wfile = strlen(q);
+		if (strlen(q) > w->file)
+			w->file = strlen(q);
 	}
 	/* view paths are one suffix longer than their tensor's */
-	if (views && wpath < 80)
-		wpath = wpath + 8 > 80 ? 80 : wpath + 8;
-	if (views && wname < 14)
-		wname = 14;
-	human_size(all.bytes, size, sizeof(size));
-	printf("%s: %zu file%s, %" PRIu64 " tensors, %" PRIu64
-	       " parameters, %s\n\n", stfs_model_source(m),
-	       stfs_model_file_count(m),
-	       stfs_model_file_count(m) == 1 ? "" : "s", all.tensors,
-	       all.params, size);
-	printf("%-*s  %-*s  %-*s  %-*s  %14s  %14s", (int)wname, "NAME",
-	       (int)wpath, "PATH", (int)wdt, "DTYPE", (int)wshape, "SHAPE",
-	       "BYTES", "OFFSET");
-	if (sharded)
-		printf("  %s", "FILE");
-	putchar('\n');
-	for (size_t i = 0; i < n; i++) {
-		const struct stfs_tensor *t = stfs_model_tensor(m, i);
-		char *path = stfs_model_tensor_path(m, i);
-		size_t nv = stfs_model_tensor_views(m, i, vn);
+	if (w->views && w->path < 80)
+		w->path = w->path + 8 > 80 ? 80 : w->path + 8;
+	if (w->views && w->name < 14)
+		w->name = 14;
+}
 
-		stfs_quote(t->name, t->name_len, q, 64);
-		if (stfs_shape_str(t, shape, sizeof(shape)) >= sizeof(shape))
-			strcpy(shape + sizeof(shape) - 5, "...]");
-		printf("%-*s  %-*s  %-*s  %-*s  %14" PRIu64 "  %14" PRIu64,
-		       (int)wname, q, (int)wpath, path ? path : "?", (int)wdt,
-		       stfs_tensor_type(t), (int)wshape, shape,
-		       stfs_tensor_bytes(t), stfs_model_tensor_offset(m, i));
-		if (sharded) {
-			const char *file = stfs_model_file_name(m,
-						stfs_model_tensor_file(m, i));
+/* Tensor i's row, then a row for each of its views. */
+static void print_row(const struct stfs_model *m, const struct widths *w,
+		      size_t i)
+{
+	const struct stfs_tensor *t = stfs_model_tensor(m, i);
+	char *path = stfs_model_tensor_path(m, i);
+	uint32_t vn[STFS_VIEW_COUNT];
+	size_t nv = stfs_model_tensor_views(m, i, vn);
+	char q[256], shape[128];
 
-			printf("  %s", stfs_quote(file, strlen(file), q,
-						  sizeof(q)));
-		}
-		putchar('\n');
-		free(path);
-		for (size_t k = 0; k < nv; k++) {
-			struct stfs_node_info ni;
-			char *vp = stfs_model_node_path(m, vn[k]);
-			char label[32];
+	stfs_quote(t->name, t->name_len, q, 64);
+	if (stfs_shape_str(t, shape, sizeof(shape)) >= sizeof(shape))
+		strcpy(shape + sizeof(shape) - 5, "...]");
+	printf("%-*s  %-*s  %-*s  %-*s  %14" PRIu64 "  %14" PRIu64,
+	       (int)w->name, q, (int)w->path, path ? path : "?",
+	       (int)w->dtype, stfs_tensor_type(t), (int)w->shape, shape,
+	       stfs_tensor_bytes(t), stfs_model_tensor_offset(m, i));
+	if (stfs_model_sharded(m)) {
+		const char *file = stfs_model_file_name(m,
+					stfs_model_tensor_file(m, i));
 
-			stfs_model_node(m, vn[k], &ni);
-			snprintf(label, sizeof(label), "  + %s view",
-				 stfs_view_suffix(ni.view) + 1);
-			printf("%-*s  %-*s  %-*s  %-*s  %14" PRIu64 "\n",
-			       (int)wname, label, (int)wpath, vp ? vp : "?",
-			       (int)wdt,
-			       stfs_dtype_name(stfs_view_dtype(t, ni.view)),
-			       (int)wshape, shape, ni.size);
-			free(vp);
-		}
+		printf("  %s", stfs_quote(file, strlen(file), q, sizeof(q)));
 	}
+	putchar('\n');
+	free(path);
+	for (size_t k = 0; k < nv; k++) {
+		struct stfs_node_info ni;
+		char *vp = stfs_model_node_path(m, vn[k]);
+		char label[32];
+
+		stfs_model_node(m, vn[k], &ni);
+		snprintf(label, sizeof(label), "  + %s view",
+			 stfs_view_suffix(ni.view) + 1);
+		printf("%-*s  %-*s  %-*s  %-*s  %14" PRIu64 "\n",
+		       (int)w->name, label, (int)w->path, vp ? vp : "?",
+		       (int)w->dtype,
+		       stfs_dtype_name(stfs_view_dtype(t, ni.view)),
+		       (int)w->shape, shape, ni.size);
+		free(vp);
+	}
+}
+
+/* The totals by dtype, then each file's __metadata__ and foreign values. */
+static void print_footer(const struct stfs_model *m,
+			 const struct totals *all, const struct totals *by)
+{
+	int sharded = stfs_model_sharded(m);
+	char q[256], size[32];
+
 	printf("\n%-8s %10s %20s %14s\n", "DTYPE", "TENSORS", "PARAMETERS",
 	       "BYTES");
 	for (int d = 0; d <= STFS_DTYPE_COUNT; d++) {
@@ -208,9 +211,9 @@ static int print_table(const struct stfs_model *m)
 		       stfs_dtype_name((enum stfs_dtype)d), by[d].tensors,
 		       by[d].params, size);
 	}
-	human_size(all.bytes, size, sizeof(size));
+	human_size(all->bytes, size, sizeof(size));
 	printf("%-8s %10" PRIu64 " %20" PRIu64 " %14s\n", "total",
-	       all.tensors, all.params, size);
+	       all->tensors, all->params, size);
 	for (size_t i = 0; i < stfs_model_file_count(m); i++) {
 		const struct stfs_header *h =
 			stfs_file_header(stfs_model_file(m, i));
@@ -229,6 +232,31 @@ static int print_table(const struct stfs_model *m)
 		print_foreign(m, i);
 	}
 	print_left_out(m);
+}
+
+static int print_table(const struct stfs_model *m)
+{
+	struct totals all = { 0 }, by[STFS_DTYPE_COUNT + 1] = { { 0 } };
+	struct widths w;
+	char size[32];
+
+	count(m, &all, by);
+	widths_of(m, &w);
+	human_size(all.bytes, size, sizeof(size));
+	printf("%s: %zu file%s, %" PRIu64 " tensors, %" PRIu64
+	       " parameters, %s\n\n", stfs_model_source(m),
+	       stfs_model_file_count(m),
+	       stfs_model_file_count(m) == 1 ? "" : "s", all.tensors,
+	       all.params, size);
+	printf("%-*s  %-*s  %-*s  %-*s  %14s  %14s", (int)w.name, "NAME",
+	       (int)w.path, "PATH", (int)w.dtype, "DTYPE", (int)w.shape,
+	       "SHAPE", "BYTES", "OFFSET");
+	if (stfs_model_sharded(m))
+		printf("  %s", "FILE");
+	putchar('\n');
+	for (size_t i = 0; i < stfs_model_tensor_count(m); i++)
+		print_row(m, &w, i);
+	print_footer(m, &all, by);
 	return 0;
 }
 
@@ -260,95 +288,126 @@ static void warn_stderr(void *ctx, const char *text)
 	fprintf(stderr, "stfs: %s: warning: %s\n", (const char *)ctx, text);
 }
 
+/* The command line of `stfs inspect`. */
+struct inspect_args {
+	const char *src, **inc_v, **exc_v;
+	size_t ninc, nexc;
+	int json, quiet;
+	unsigned flags;
+};
+
+/* --include=/--exclude= GLOB appended: 0, or -1 (no memory). */
+static int add_glob(struct inspect_args *a, const char *arg)
+{
+	int inc = arg[2] == 'i';
+	const char **p = realloc(inc ? a->inc_v : a->exc_v,
+				 ((inc ? a->ninc : a->nexc) + 1) * sizeof(*p));
+
+	if (!p)
+		return -1;
+	if (inc) {
+		a->inc_v = p;
+		a->inc_v[a->ninc++] = arg + 10;
+	} else {
+		a->exc_v = p;
+		a->exc_v[a->nexc++] = arg + 10;
+	}
+	return 0;
+}
+
+/* Parse argv into *a and ro: -1 to go on, else the exit status. */
+static int parse_inspect(int argc, char **argv, struct inspect_args *a,
+			 struct stfs_remote_opts *ro)
+{
+	char why[512];
+
+	for (int i = 1; i < argc; i++) {
+		const char *o = argv[i];
+
+		if (strcmp(o, "--json") == 0) {
+			a->json = 1;
+		} else if (strcmp(o, "-q") == 0 || strcmp(o, "--quiet") == 0) {
+			a->quiet = 1;
+		} else if (strcmp(o, "--flat") == 0) {
+			a->flags |= STFS_TREE_FLAT;
+		} else if (strcmp(o, "--npy") == 0) {
+			a->flags |= STFS_TREE_NPY;
+		} else if (strcmp(o, "--convert=f32") == 0) {
+			a->flags |= STFS_TREE_F32;
+		} else if (strcmp(o, "--offline") == 0 ||
+			   strcmp(o, "--unvalidated") == 0) {
+			(void)stfs_remote_opts_set(ro, o + 2, why, sizeof(why));
+		} else if (strcmp(o, "--s3-style=path") == 0 ||
+			   strcmp(o, "--s3-style=virtual") == 0) {
+			(void)stfs_remote_opts_set(ro, o[11] == 'p' ?
+						   "s3_style=path" :
+						   "s3_style=virtual", why,
+						   sizeof(why));
+		} else if (strncmp(o, "--include=", 10) == 0 ||
+			   strncmp(o, "--exclude=", 10) == 0) {
+			if (add_glob(a, o)) {
+				fprintf(stderr, "stfs: out of memory\n");
+				return 1;
+			}
+		} else if (strcmp(o, "-h") == 0 || strcmp(o, "--help") == 0) {
+			stfs_usage(stdout);
+			return 0;
+		} else if (o[0] == '-' && o[1]) {
+			fprintf(stderr, "stfs: inspect: unknown option %s\n", o);
+			return 2;
+		} else if (!a->src) {
+			a->src = o;
+		} else {
+			fprintf(stderr, "stfs: inspect: one SOURCE only\n");
+			return 2;
+		}
+	}
+	if (!a->src) {
+		fprintf(stderr, "usage: stfs inspect [--json | -q] [--flat] "
+			"[--npy] [--convert=f32] [--include=GLOB] "
+			"[--exclude=GLOB] [--offline] [--unvalidated] "
+			"[--s3-style=path|virtual] SOURCE\n");
+		return 2;
+	}
+	return -1;
+}
+
+/* What a remote source cost, on stderr. */
+static void print_cost(const struct stfs_model *m, const char *shown)
+{
+	struct stfs_remote_stats st;
+
+	stfs_remote_stats(stfs_model_remote(m), &st);
+	if (st.requests)
+		fprintf(stderr, "stfs: %s: fetched %llu bytes in %llu "
+			"request%s (%llu resolve%s)\n", shown,
+			(unsigned long long)st.bytes,
+			(unsigned long long)st.requests,
+			st.requests == 1 ? "" : "s",
+			(unsigned long long)st.resolves,
+			st.resolves == 1 ? "" : "s");
+}
+
 int stfs_inspect_main(int argc, char **argv)
 {
 	struct stfs_model_opts mo = { 0 };
 	struct stfs_remote_opts *ro = stfs_remote_opts_new();
+	struct inspect_args a = { 0 };
 	struct stfs_model *m = NULL;
 	struct stfs_error err;
-	const char *src = NULL, **inc_v = NULL, **exc_v = NULL;
-	char *shown = NULL;
-	size_t ninc = 0, nexc = 0;
-	int json = 0, quiet = 0, rc = 0;
-	unsigned flags = 0;
-	char why[512];
+	char *shown = NULL, why[512];
+	int rc;
 
 	if (!ro) {
 		fprintf(stderr, "stfs: out of memory\n");
 		return 1;
 	}
-
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--json") == 0) {
-			json = 1;
-		} else if (strcmp(argv[i], "-q") == 0 ||
-			   strcmp(argv[i], "--quiet") == 0) {
-			quiet = 1;
-		} else if (strcmp(argv[i], "--flat") == 0) {
-			flags |= STFS_TREE_FLAT;
-		} else if (strcmp(argv[i], "--npy") == 0) {
-			flags |= STFS_TREE_NPY;
-		} else if (strcmp(argv[i], "--convert=f32") == 0) {
-			flags |= STFS_TREE_F32;
-		} else if (strcmp(argv[i], "--offline") == 0) {
-			(void)stfs_remote_opts_set(ro, "offline", why,
-						   sizeof(why));
-		} else if (strcmp(argv[i], "--unvalidated") == 0) {
-			(void)stfs_remote_opts_set(ro, "unvalidated", why,
-						   sizeof(why));
-		} else if (strcmp(argv[i], "--s3-style=path") == 0 ||
-			   strcmp(argv[i], "--s3-style=virtual") == 0) {
-			(void)stfs_remote_opts_set(ro, argv[i][11] == 'p' ?
-						   "s3_style=path" :
-						   "s3_style=virtual", why,
-						   sizeof(why));
-		} else if (strncmp(argv[i], "--include=", 10) == 0 ||
-			   strncmp(argv[i], "--exclude=", 10) == 0) {
-			int inc = argv[i][2] == 'i';
-			const char **p = realloc(inc ? inc_v : exc_v,
-				((inc ? ninc : nexc) + 1) * sizeof(*p));
-
-			if (!p) {
-				fprintf(stderr, "stfs: out of memory\n");
-				rc = 1;
-				goto out;
-			}
-			if (inc) {
-				inc_v = p;
-				inc_v[ninc++] = argv[i] + 10;
-			} else {
-				exc_v = p;
-				exc_v[nexc++] = argv[i] + 10;
-			}
-		} else if (strcmp(argv[i], "-h") == 0 ||
-			   strcmp(argv[i], "--help") == 0) {
-			stfs_usage(stdout);
-			goto out;
-		} else if (argv[i][0] == '-' && argv[i][1]) {
-			fprintf(stderr, "stfs: inspect: unknown option %s\n",
-				argv[i]);
-			rc = 2;
-			goto out;
-		} else if (!src) {
-			src = argv[i];
-		} else {
-			fprintf(stderr, "stfs: inspect: one SOURCE only\n");
-			rc = 2;
-			goto out;
-		}
-	}
-	if (!src) {
-		fprintf(stderr, "usage: stfs inspect [--json | -q] [--flat] "
-			"[--npy] [--convert=f32] [--include=GLOB] "
-			"[--exclude=GLOB] [--offline] [--unvalidated] "
-			"[--s3-style=path|virtual] SOURCE\n");
-		rc = 2;
+	if ((rc = parse_inspect(argc, argv, &a, ro)) >= 0)
 		goto out;
-	}
+	rc = 1;
 	/* messages name it without a URL's password */
-	if (!(shown = stfs_source_shown(src))) {
+	if (!(shown = stfs_source_shown(a.src))) {
 		fprintf(stderr, "stfs: out of memory\n");
-		rc = 1;
 		goto out;
 	}
 	if (stfs_remote_opts_check(ro, why, sizeof(why))) {
@@ -356,38 +415,27 @@ int stfs_inspect_main(int argc, char **argv)
 		rc = 2;
 		goto out;
 	}
-	mo.flags = flags;
-	mo.include = inc_v;
-	mo.ninclude = ninc;
-	mo.exclude = exc_v;
-	mo.nexclude = nexc;
-	mo.warn = quiet ? NULL : warn_stderr;
-	if (!quiet)
+	mo.flags = a.flags;
+	mo.include = a.inc_v;
+	mo.ninclude = a.ninc;
+	mo.exclude = a.exc_v;
+	mo.nexclude = a.nexc;
+	mo.warn = a.quiet ? NULL : warn_stderr;
+	if (!a.quiet)
 		stfs_remote_opts_log(ro, log_stderr, NULL);
 	mo.remote = ro;
 	mo.ctx = shown;
-	if (stfs_model_open_opts(src, &mo, &m, &err)) {
-		if (!quiet)
+	if (stfs_model_open_opts(a.src, &mo, &m, &err)) {
+		if (!a.quiet)
 			fprintf(stderr, "stfs: %s: %s\n", shown, err.msg);
-		rc = 1;
 		goto out;
 	}
-	if (!quiet)
-		rc = json ? print_json(m, !!(flags & (STFS_TREE_NPY |
-						      STFS_TREE_F32))) :
-			    print_table(m);
-	if (!quiet) {                   /* what a URL cost */
-		struct stfs_remote_stats st;
-
-		stfs_remote_stats(stfs_model_remote(m), &st);
-		if (st.requests)
-			fprintf(stderr, "stfs: %s: fetched %llu bytes in %llu "
-				"request%s (%llu resolve%s)\n", shown,
-				(unsigned long long)st.bytes,
-				(unsigned long long)st.requests,
-				st.requests == 1 ? "" : "s",
-				(unsigned long long)st.resolves,
-				st.resolves == 1 ? "" : "s");
+	rc = 0;
+	if (!a.quiet) {
+		rc = a.json ? print_json(m, !!(a.flags & (STFS_TREE_NPY |
+							  STFS_TREE_F32))) :
+			      print_table(m);
+		print_cost(m, shown);
 	}
 	if (fflush(stdout) != 0)
 		rc = 1;
@@ -395,7 +443,7 @@ out:
 	stfs_model_close(m);
 	stfs_remote_opts_free(ro);
 	free(shown);
-	free(inc_v);
-	free(exc_v);
+	free(a.inc_v);
+	free(a.exc_v);
 	return rc;
 }

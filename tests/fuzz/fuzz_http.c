@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "remote.h"
+#include "httphdr.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

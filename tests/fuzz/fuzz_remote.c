@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "source.h"
+#include "remote.h"
+#include "hub.h"
+#include "s3.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

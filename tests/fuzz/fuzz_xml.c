@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "source.h"
+#include "remote.h"
+#include "s3.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

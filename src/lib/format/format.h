@@ -24,6 +24,20 @@ int stfs_fail(struct stfs_error *err, int code, const char *rule,
 /* The same for a failed system call: "what: strerror(-code)". */
 int stfs_fail_sys(struct stfs_error *err, int code, const char *what);
 
+/* The same for a failed allocation: -ENOMEM, "out of memory". */
+int stfs_nomem(struct stfs_error *err);
+
+/* File names (suffix.c): a PyTorch checkpoint's (.bin, .pt, .pth, .ckpt);
+ * a single-file checkpoint's (those and .gguf).  Content decides, never
+ * these: they only pick files. */
+int stfs_name_is_torch(const char *name);
+int stfs_name_is_checkpoint(const char *name);
+
+/* Small helpers every layer uses (text.c): is the end of s tail; the value
+ * of an environment variable, NULL when unset or empty. */
+int stfs_ends_with(const char *s, const char *tail);
+const char *stfs_env(const char *name);
+
 /* Rule identifiers, as in RULES.md. */
 #define R1 "R1 size-field"
 #define R2 "R2 header-limit"
@@ -87,6 +101,43 @@ struct stfs_reader {
 /* A reader over n bytes of memory at p (ctx is the reader itself). */
 void stfs_reader_mem(struct stfs_reader *r, const void *p, size_t n,
 		     const char *name);
+
+/*
+ * The one seam of every format reader: read a file's header through r
+ * into *out, a struct stfs_header whatever the format, and *header_len the
+ * bytes of header (0 or -errno with err).  A format is found by the first
+ * bytes of a file, never its name (detect.c; formats.md): safetensors
+ * last, since any 8 bytes can begin one.  Its tensors' offsets are
+ * relative to the end of the header (data_relative: safetensors' data
+ * section, after the 8-byte length) or absolute in the file.  A new
+ * format is its reader in its own room and one line in detect.c.
+ */
+typedef int (*stfs_format_read_fn)(const struct stfs_reader *r,
+				   struct stfs_header **out,
+				   uint64_t *header_len,
+				   struct stfs_error *err);
+struct stfs_format {
+	const char *name;          /* "safetensors", "gguf", "pytorch" */
+	int (*detect)(const unsigned char *p, size_t n);   /* n >= 8 */
+	stfs_format_read_fn read;
+	int data_relative;         /* offsets after 8 + header_len */
+};
+/* The format whose file begins with the n >= 8 bytes at p. */
+const struct stfs_format *stfs_format_of(const unsigned char *p, size_t n);
+
+/* The readers, one per room (safetensors/reader.c, gguf/gguf.c,
+ * pytorch/torch_table.c), and the magics the other formats begin with
+ * (gguf/gguf.c, pytorch/detect.c). */
+int stfs_safetensors_read(const struct stfs_reader *r,
+			  struct stfs_header **out, uint64_t *header_len,
+			  struct stfs_error *err);
+int stfs_gguf_read(const struct stfs_reader *r, struct stfs_header **out,
+		   uint64_t *header_len, struct stfs_error *err);
+int stfs_torch_read(const struct stfs_reader *r, struct stfs_header **out,
+		    uint64_t *header_len, struct stfs_error *err);
+int stfs_gguf_detect(const unsigned char *p, size_t n);
+int stfs_torch_zip_detect(const unsigned char *p, size_t n);
+int stfs_torch_legacy_detect(const unsigned char *p, size_t n);
 
 /*
  * The foreign-format table (table.c): a reader adds one record per
@@ -167,6 +218,10 @@ int stfs_quant_dequantizes(unsigned q);
  * trap, to parse.  Harmless when refused.
  */
 void stfs_hint_huge(void *p, size_t n, int fill);
+
+/* Make room in the array *p of *cap elements of elem bytes for need of
+ * them, doubling (mem.c): 0, or -ENOMEM (also when the size overflows). */
+int stfs_grow(void **p, size_t *cap, size_t need, size_t elem);
 
 /* 64-bit FNV-1a (text.c): shortened long names in the tree (model/) and
  * the names of cache files (source/cache.c). */

@@ -1,8 +1,11 @@
 /*
  * mem.c: memory hints for the few large buffers a big header needs (the
- * header text, the unescaped-name arena, the tensor records, the tree).
+ * header text, the unescaped-name arena, the tensor records, the tree),
+ * and the one growing-array helper.
  */
+#include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 
 #include "format.h"
@@ -29,4 +32,28 @@ void stfs_hint_huge(void *p, size_t n, int fill)
 	if (fill && p && b > a && n >= HUGE_PAGE)
 		(void)madvise((void *)a, b - a, MADV_POPULATE_WRITE);
 #endif
+}
+
+int stfs_grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+	size_t ncap;
+	void *np;
+
+	if (need <= *cap)
+		return 0;
+	ncap = *cap ? *cap : 16;
+	while (ncap < need) {
+		if (ncap > SIZE_MAX / 2)
+			return -ENOMEM;
+		ncap *= 2;
+	}
+	if (elem && ncap > SIZE_MAX / elem)
+		return -ENOMEM;
+	np = realloc(*p, ncap * elem);
+	if (!np)
+		return -ENOMEM;
+	stfs_hint_huge((char *)np + *cap * elem, (ncap - *cap) * elem, 0);
+	*p = np;
+	*cap = ncap;
+	return 0;
 }

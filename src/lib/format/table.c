@@ -100,27 +100,6 @@ void stfs_table_free(struct stfs_table *tb)
 	table_free(tb);
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-	size_t c = *cap ? *cap : 16;
-	void *q;
-
-	if (need <= *cap)
-		return 0;
-	while (c < need)
-		c *= 2;
-	if (!(q = realloc(*p, c * elem)))
-		return -ENOMEM;
-	*p = q;
-	*cap = c;
-	return 0;
-}
-
-static int nomem(struct stfs_error *err)
-{
-	return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET, "out of memory");
-}
-
 /* The bytes dtype x shape (or quant's blocks) take: 0 or an error. */
 static int want_bytes(const struct stfs_table *tb, const struct stfs_rec *r,
 		      const char *q, uint64_t nel, uint64_t *out,
@@ -291,11 +270,11 @@ int stfs_table_add(struct stfs_table *tb, const struct stfs_rec *r,
 				 STFS_TABLE_TENSORS_MAX);
 	if ((rc = check_rec(tb, r, file_size, q, err)))
 		return rc;
-	if (grow((void **)&tb->recs, &tb->cap, tb->n + 1, sizeof(*tb->recs)))
-		return nomem(err);
+	if (stfs_grow((void **)&tb->recs, &tb->cap, tb->n + 1, sizeof(*tb->recs)))
+		return stfs_nomem(err);
 	x = calloc(1, sizeof(*x) + nd * 8 + r->name_len + 1);
 	if (!x)
-		return nomem(err);
+		return stfs_nomem(err);
 	memcpy(x->dims, r->shape, r->rank * 8);
 	if (r->strides)
 		memcpy(x->dims + r->rank, r->strides, r->rank * 8);
@@ -323,14 +302,14 @@ int stfs_table_add_kv(struct stfs_table *tb, const char *key, size_t klen,
 	struct stfs_meta *m;
 	char *k, *v;
 
-	if (grow((void **)&tb->kv, &tb->capkv, tb->nkv + 1, sizeof(*tb->kv)))
-		return nomem(err);
+	if (stfs_grow((void **)&tb->kv, &tb->capkv, tb->nkv + 1, sizeof(*tb->kv)))
+		return stfs_nomem(err);
 	k = malloc(klen + 1);
 	v = malloc(jlen + 1);
 	if (!k || !v) {
 		free(k);
 		free(v);
-		return nomem(err);
+		return stfs_nomem(err);
 	}
 	memcpy(k, key, klen);
 	k[klen] = 0;
@@ -346,9 +325,9 @@ int stfs_table_skip(struct stfs_table *tb, const char *line,
 {
 	char *s;
 
-	if (grow((void **)&tb->skipped, &tb->capskipped, tb->nskipped + 1,
+	if (stfs_grow((void **)&tb->skipped, &tb->capskipped, tb->nskipped + 1,
 		 sizeof(*tb->skipped)) || !(s = strdup(line)))
-		return nomem(err);
+		return stfs_nomem(err);
 	tb->skipped[tb->nskipped++] = s;
 	return 0;
 }
@@ -439,7 +418,7 @@ int stfs_table_finish(struct stfs_table *tb, unsigned flags,
 	*out = NULL;
 	if (!h || (tb->n && (!(h->tensors = calloc(tb->n, sizeof(*h->tensors)))
 			     || !(h->by_name = malloc(tb->n * 4))))) {
-		rc = nomem(err);
+		rc = stfs_nomem(err);
 		goto fail;
 	}
 	if (tb->n > 1)

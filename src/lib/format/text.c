@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "stfs/stfs.h"
@@ -127,4 +128,23 @@ int stfs_fail_sys(struct stfs_error *err, int code, const char *what)
 {
 	return stfs_fail(err, code, NULL, STFS_NO_OFFSET, "%s: %s", what,
 			 strerror(-code));
+}
+
+int stfs_nomem(struct stfs_error *err)
+{
+	return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET, "out of memory");
+}
+
+int stfs_ends_with(const char *s, const char *tail)
+{
+	size_t n = strlen(s), k = strlen(tail);
+
+	return n >= k && memcmp(s + n - k, tail, k) == 0;
+}
+
+const char *stfs_env(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? v : NULL;
 }

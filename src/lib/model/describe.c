@@ -103,6 +103,92 @@ static void foreign_tensor(struct stfs_jw *w, const struct stfs_tensor *t)
 	}
 }
 
+/* The "files" array: each file's size, header, format and metadata. */
+static void files(struct stfs_jw *w, const struct stfs_model *m)
+{
+	stfs_jw_key(w, "files", 5);
+	stfs_jw_begin(w, '[');
+	for (size_t i = 0; i < m->nfiles; i++) {
+		const struct stfs_header *h = m->files[i]->header;
+
+		stfs_jw_begin(w, '{');
+		stfs_jw_key(w, "file", 4);
+		stfs_jw_cstr(w, m->file_names[i]);
+		stfs_jw_key(w, "size", 4);
+		stfs_jw_u64(w, stfs_file_size(m->files[i]));
+		stfs_jw_key(w, "header_len", 10);
+		stfs_jw_u64(w, m->files[i]->header_len);
+		stfs_jw_key(w, "format", 6);
+		stfs_jw_cstr(w, m->files[i]->format);
+		if (m->files[i]->doc)
+			foreign_file(w, h);
+		stfs_jw_key(w, "metadata", 8);
+		if (!stfs_header_has_metadata(h)) {
+			stfs_jw_null(w);
+		} else {
+			stfs_jw_begin(w, '{');
+			for (size_t k = 0; k < stfs_header_meta_count(h); k++) {
+				const struct stfs_meta *e =
+					stfs_header_meta(h, k);
+				stfs_jw_key(w, e->key, e->key_len);
+				stfs_jw_str(w, e->value, e->value_len);
+			}
+			stfs_jw_end(w, '}');
+		}
+		stfs_jw_end(w, '}');
+	}
+	stfs_jw_end(w, ']');
+}
+
+/* Entry i of the "tensors" array. */
+static void tensor(struct stfs_jw *w, const struct stfs_model *m, size_t i,
+		   int want_views)
+{
+	const struct stfs_tensor *t = m->entries[i].t;
+	uint64_t off[2] = { t->begin, t->end };
+
+	stfs_jw_begin(w, '{');
+	stfs_jw_key(w, "name", 4);
+	stfs_jw_str(w, t->name, t->name_len);
+	stfs_jw_key(w, "path", 4);
+	path(w, m, m->tree.entry_node[i]);
+	stfs_jw_key(w, "dtype", 5);
+	if (t->dtype == STFS_DTYPE_NONE)
+		stfs_jw_null(w);
+	else
+		stfs_jw_cstr(w, stfs_dtype_name(t->dtype));
+	if (t->foreign)
+		foreign_tensor(w, t);
+	stfs_jw_key(w, "shape", 5);
+	stfs_jw_u64s(w, t->shape, t->rank);
+	stfs_jw_key(w, "bytes", 5);
+	stfs_jw_u64(w, stfs_tensor_bytes(t));
+	stfs_jw_key(w, "data_offsets", 12);
+	stfs_jw_u64s(w, off, 2);
+	stfs_jw_key(w, "file", 4);
+	stfs_jw_cstr(w, m->file_names[m->entries[i].file]);
+	stfs_jw_key(w, "file_offset", 11);
+	stfs_jw_u64(w, stfs_model_tensor_offset(m, i));
+	if (want_views)
+		views(w, m, i);
+	stfs_jw_end(w, '}');
+}
+
+/* Add tensor t to the totals and to its dtype's. */
+static void tally(struct totals *all, struct totals *by,
+		  const struct stfs_tensor *t)
+{
+	uint64_t n = stfs_tensor_elements(t);
+	struct totals *d = &by[t->dtype];
+
+	d->tensors++;
+	d->params = sat_add(d->params, n);
+	d->bytes += stfs_tensor_bytes(t);
+	all->tensors++;
+	all->params = sat_add(all->params, n);
+	all->bytes += stfs_tensor_bytes(t);
+}
+
 char *stfs_model_json(const struct stfs_model *m, int want_views,
 		      size_t *len)
 {
@@ -116,77 +202,12 @@ char *stfs_model_json(const struct stfs_model *m, int want_views,
 	stfs_jw_cstr(&w, m->loc->arg);
 	stfs_jw_key(&w, "sharded", 7);
 	stfs_jw_bool(&w, m->sharded);
-	stfs_jw_key(&w, "files", 5);
-	stfs_jw_begin(&w, '[');
-	for (size_t i = 0; i < m->nfiles; i++) {
-		const struct stfs_header *h = m->files[i]->header;
-
-		stfs_jw_begin(&w, '{');
-		stfs_jw_key(&w, "file", 4);
-		stfs_jw_cstr(&w, m->file_names[i]);
-		stfs_jw_key(&w, "size", 4);
-		stfs_jw_u64(&w, stfs_file_size(m->files[i]));
-		stfs_jw_key(&w, "header_len", 10);
-		stfs_jw_u64(&w, m->files[i]->header_len);
-		stfs_jw_key(&w, "format", 6);
-		stfs_jw_cstr(&w, m->files[i]->format);
-		if (m->files[i]->doc)
-			foreign_file(&w, h);
-		stfs_jw_key(&w, "metadata", 8);
-		if (!stfs_header_has_metadata(h)) {
-			stfs_jw_null(&w);
-		} else {
-			stfs_jw_begin(&w, '{');
-			for (size_t k = 0; k < stfs_header_meta_count(h); k++) {
-				const struct stfs_meta *e =
-					stfs_header_meta(h, k);
-				stfs_jw_key(&w, e->key, e->key_len);
-				stfs_jw_str(&w, e->value, e->value_len);
-			}
-			stfs_jw_end(&w, '}');
-		}
-		stfs_jw_end(&w, '}');
-	}
-	stfs_jw_end(&w, ']');
+	files(&w, m);
 	stfs_jw_key(&w, "tensors", 7);
 	stfs_jw_begin(&w, '[');
 	for (size_t i = 0; i < m->nentries; i++) {
-		const struct stfs_tensor *t = m->entries[i].t;
-		uint64_t off[2] = { t->begin, t->end };
-		uint64_t n = stfs_tensor_elements(t);
-		struct totals *d = &by[t->dtype];
-
-		d->tensors++;
-		d->params = sat_add(d->params, n);
-		d->bytes += stfs_tensor_bytes(t);
-		all.tensors++;
-		all.params = sat_add(all.params, n);
-		all.bytes += stfs_tensor_bytes(t);
-		stfs_jw_begin(&w, '{');
-		stfs_jw_key(&w, "name", 4);
-		stfs_jw_str(&w, t->name, t->name_len);
-		stfs_jw_key(&w, "path", 4);
-		path(&w, m, m->tree.entry_node[i]);
-		stfs_jw_key(&w, "dtype", 5);
-		if (t->dtype == STFS_DTYPE_NONE)
-			stfs_jw_null(&w);
-		else
-			stfs_jw_cstr(&w, stfs_dtype_name(t->dtype));
-		if (t->foreign)
-			foreign_tensor(&w, t);
-		stfs_jw_key(&w, "shape", 5);
-		stfs_jw_u64s(&w, t->shape, t->rank);
-		stfs_jw_key(&w, "bytes", 5);
-		stfs_jw_u64(&w, stfs_tensor_bytes(t));
-		stfs_jw_key(&w, "data_offsets", 12);
-		stfs_jw_u64s(&w, off, 2);
-		stfs_jw_key(&w, "file", 4);
-		stfs_jw_cstr(&w, m->file_names[m->entries[i].file]);
-		stfs_jw_key(&w, "file_offset", 11);
-		stfs_jw_u64(&w, stfs_model_tensor_offset(m, i));
-		if (want_views)
-			views(&w, m, i);
-		stfs_jw_end(&w, '}');
+		tally(&all, by, m->entries[i].t);
+		tensor(&w, m, i, want_views);
 	}
 	stfs_jw_end(&w, ']');
 	stfs_jw_key(&w, "totals", 6);

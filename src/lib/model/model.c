@@ -23,11 +23,6 @@
 
 #define QMAX 160
 
-static int nomem(struct stfs_error *err)
-{
-	return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET, "out of memory");
-}
-
 static int cmp_entry(const void *x, const void *y)
 {
 	const struct stfs_entry *a = x, *b = y;
@@ -75,7 +70,7 @@ static int append(struct stfs_model *m, const char *name, struct stfs_file *f,
 		m->file_names = names;
 	if (!files || !names || !(names[m->nfiles] = strdup(name))) {
 		stfs_file_close(f);
-		return nomem(err);
+		return stfs_nomem(err);
 	}
 	files[m->nfiles++] = f;
 	return 0;
@@ -177,7 +172,7 @@ int stfs_model_collect(struct stfs_model *m, struct stfs_error *err)
 				 "too many tensors (%zu)", n);
 	m->entries = calloc(n ? n : 1, sizeof(*m->entries));
 	if (!m->entries)
-		return nomem(err);
+		return stfs_nomem(err);
 	/* in name order within each file: one file needs no sort */
 	for (size_t i = 0; i < m->nfiles; i++) {
 		const struct stfs_header *h = m->files[i]->header;
@@ -225,21 +220,25 @@ int stfs_model_unique(const struct stfs_model *m, struct stfs_error *err)
 	return 0;
 }
 
-static const char *const view_suffixes[STFS_TREE_SUFFIX_MAX] = {
-	NULL, ".npy", ".f32", ".f32.npy",
-};
+/* the tree's suffix table is the views' (content/npy.c), raw unsuffixed */
+_Static_assert(STFS_VIEW_COUNT <= STFS_TREE_SUFFIX_MAX,
+	       "a view suffix for every view");
 
 /* The tree over the entries, the header file, and each entry's views. */
 static int build_tree(struct stfs_model *m, unsigned flags,
 		      struct stfs_error *err)
 {
+	const char *view_suffixes[STFS_TREE_SUFFIX_MAX] = { NULL };
 	struct stfs_name *names;
 	struct stfs_tree *t = &m->tree;
 	int rc;
 
+	for (int v = 1; v < STFS_VIEW_COUNT; v++)
+		view_suffixes[v] = stfs_view_suffix((enum stfs_view)v);
+
 	names = calloc(m->nentries + 1, sizeof(*names));
 	if (!names)
-		return nomem(err);
+		return stfs_nomem(err);
 	for (size_t i = 0; i < m->nentries; i++) {
 		names[i].s = m->entries[i].t->name;
 		names[i].len = m->entries[i].t->name_len;
@@ -255,7 +254,7 @@ static int build_tree(struct stfs_model *m, unsigned flags,
 		return rc;
 	m->first_view = malloc((m->nentries + 1) * sizeof(*m->first_view));
 	if (!m->first_view)
-		return nomem(err);
+		return stfs_nomem(err);
 	memset(m->first_view, 0xff, (m->nentries + 1) * sizeof(uint32_t));
 	for (uint32_t k = 0; k < t->nnodes; k++)
 		if (t->nodes[k].extra &&
@@ -295,7 +294,7 @@ static int shared_meta(struct stfs_model *m, struct stfs_error *err)
 	h0 = m->files[0]->header;
 	m->meta = calloc(stfs_header_meta_count(h0) + 1, sizeof(*m->meta));
 	if (!m->meta)
-		return nomem(err);
+		return stfs_nomem(err);
 	for (size_t k = 0; k < stfs_header_meta_count(h0); k++) {
 		const struct stfs_meta *e = stfs_header_meta(h0, k);
 		size_t i = 1;
@@ -321,14 +320,14 @@ static int select_entries(struct stfs_model *m,
 	if (!npat)
 		return 0;
 	if (!(hits = calloc(npat, 1)))
-		return nomem(err);
+		return stfs_nomem(err);
 	for (size_t i = 0; i < m->nentries; i++) {
 		const struct stfs_tensor *t = m->entries[i].t;
 		int keep = o->ninclude == 0;
 		char *p = realloc(name, t->name_len + 1);
 
 		if (!p) {
-			rc = nomem(err);
+			rc = stfs_nomem(err);
 			goto out;
 		}
 		name = p;
@@ -386,7 +385,7 @@ int stfs_model_open_opts(const char *source, const struct stfs_model_opts *o,
 	if (err)
 		memset(err, 0, sizeof(*err));
 	if (!(m = calloc(1, sizeof(*m))))
-		return nomem(err);
+		return stfs_nomem(err);
 	m->flags = flags;
 	pthread_mutex_init(&m->vmu, NULL);
 	if ((rc = stfs_remote_new(o->remote, &m->remote, err)) ||

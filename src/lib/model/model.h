@@ -1,6 +1,7 @@
 /*
- * model.h: the model layer's private declarations, shared by file.c,
- * model.c, shards.c and index_json.c (never installed).
+ * model.h: the model layer's private declarations, shared by its files
+ * (file.c, model.c, shards.c, index_json.c, describe.c, foreign.c,
+ * virtual.c; never installed).
  */
 #ifndef STFS_MODEL_H
 #define STFS_MODEL_H
@@ -15,7 +16,8 @@ struct stfs_file {
 	struct stfs_source *src;
 	const char *format;       /* "safetensors", "gguf", ... (file.c) */
 	uint64_t header_len;      /* N */
-	uint64_t data_start;      /* 8 + N */
+	uint64_t data_start;      /* safetensors: 8 + N; other formats' offsets
+				   * are absolute: 0 */
 	struct stfs_header *header;
 	char *doc;                /* another format's header file, as JSON */
 	size_t doc_len;

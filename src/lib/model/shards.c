@@ -61,11 +61,6 @@ static int shard_index(const struct stfs_model *m, const char *name)
 	return p ? (int)(p - m->file_names) : -1;
 }
 
-static int nomem(struct stfs_error *err)
-{
-	return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET, "out of memory");
-}
-
 /* Read and parse the index file. */
 static int read_index(struct stfs_model *m, struct stfs_index *ix,
 		      struct stfs_error *err)
@@ -159,7 +154,7 @@ int stfs_shards_open_index(struct stfs_model *m,
 	all = calloc(total ? total : 1, sizeof(*all));
 	m->entries = calloc(ix.nentries + 1, sizeof(*m->entries));
 	if (!all || !m->entries) {
-		rc = nomem(err);
+		rc = stfs_nomem(err);
 		goto out;
 	}
 	total = 0;

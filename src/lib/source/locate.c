@@ -18,16 +18,9 @@
 #include <curl/curl.h>
 
 #include "format.h"
-#include "source.h"
+#include "remote.h"
 
 #define REMOTE_INDEX "model.safetensors.index.json"
-
-static int ends_with(const char *s, const char *suffix)
-{
-	size_t a = strlen(s), b = strlen(suffix);
-
-	return a >= b && strcmp(s + a - b, suffix) == 0;
-}
 
 /*
  * What a URL carries that is a secret goes to loc->auth and out of
@@ -107,7 +100,7 @@ static int locate_url(struct stfs_location *loc, struct stfs_error *err)
 		loc->kind = STFS_LOC_INDEX;
 		loc->name = strdup(REMOTE_INDEX);
 	} else {
-		loc->kind = ends_with(arg, ".index.json") ? STFS_LOC_INDEX :
+		loc->kind = stfs_ends_with(arg, ".index.json") ? STFS_LOC_INDEX :
 			    STFS_LOC_FILE;
 		loc->name = strdup(slash + 1);
 	}
@@ -122,11 +115,6 @@ static int locate_url(struct stfs_location *loc, struct stfs_error *err)
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static int nomem(struct stfs_error *err)
-{
-	return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET, "out of memory");
 }
 
 static int push(char ***list, size_t *n, const char *s)
@@ -165,14 +153,6 @@ int stfs_location_pick_one(struct stfs_location *loc, char **all, size_t n,
 	return rc;
 }
 
-/* A PyTorch checkpoint's name: pytorch_model-00001-of-00002.bin, .pt,
- * .pth, .ckpt (what is in it is checked by its content, not this). */
-static int torch_name(const char *s)
-{
-	return ends_with(s, ".bin") || ends_with(s, ".pt") ||
-	       ends_with(s, ".pth") || ends_with(s, ".ckpt");
-}
-
 /*
  * Of a directory's files: the safetensors index, else the safetensors
  * files; a folder with neither (an older Hub repo) gives its PyTorch
@@ -188,13 +168,13 @@ int stfs_location_pick(struct stfs_location *loc, char **all, size_t n,
 	for (size_t i = 0; i < n && !rc; i++) {
 		if (all[i][0] == '.')
 			continue;
-		if (ends_with(all[i], ".safetensors.index.json"))
+		if (stfs_ends_with(all[i], ".safetensors.index.json"))
 			rc = push(&indexes, &nindexes, all[i]);
-		else if (ends_with(all[i], ".safetensors"))
+		else if (stfs_ends_with(all[i], ".safetensors"))
 			rc = push(&loc->names, &loc->nnames, all[i]);
-		else if (ends_with(all[i], ".bin.index.json"))
+		else if (stfs_ends_with(all[i], ".bin.index.json"))
 			rc = push(&tidx, &ntidx, all[i]);
-		else if (torch_name(all[i]))
+		else if (stfs_name_is_torch(all[i]))
 			rc = push(&tnames, &ntnames, all[i]);
 	}
 	if (!rc && !nindexes && !loc->nnames) {   /* PyTorch only */
@@ -213,7 +193,7 @@ int stfs_location_pick(struct stfs_location *loc, char **all, size_t n,
 	free_list(tnames, ntnames);
 	free_list(tidx, ntidx);
 	if (rc) {
-		rc = nomem(err);
+		rc = stfs_nomem(err);
 		goto out;
 	}
 	if (nindexes > 1)
@@ -263,7 +243,7 @@ static int list_dir(struct stfs_location *loc, struct stfs_error *err)
 		if (push(&all, &n, de->d_name)) {
 			closedir(d);
 			free_list(all, n);
-			return nomem(err);
+			return stfs_nomem(err);
 		}
 	closedir(d);
 	rc = stfs_location_pick(loc, all, n, "this directory", err);
@@ -284,7 +264,7 @@ int stfs_locate(const char *arg, struct stfs_remote *net,
 	loc = calloc(1, sizeof(*loc));
 	if (!loc || !(loc->arg = strdup(arg))) {
 		free(loc);
-		return nomem(err);
+		return stfs_nomem(err);
 	}
 	loc->net = net;
 	/* HTTP://, Hf://: the scheme in lower case from here on */
@@ -298,7 +278,7 @@ int stfs_locate(const char *arg, struct stfs_remote *net,
 			goto fail;
 		}
 		if (!(loc->canonical = strdup(loc->arg))) {
-			rc = nomem(err);
+			rc = stfs_nomem(err);
 			goto fail;
 		}
 		rc = scheme == STFS_SCHEME_HF ? stfs_locate_hf(loc, err) :
@@ -312,7 +292,7 @@ int stfs_locate(const char *arg, struct stfs_remote *net,
 		loc->http = 1;
 		if ((rc = locate_url(loc, err))) {
 			if (rc == -ENOMEM)
-				nomem(err);
+				stfs_nomem(err);
 			goto fail;
 		}
 		*out = loc;
@@ -327,7 +307,7 @@ int stfs_locate(const char *arg, struct stfs_remote *net,
 	if (stat(loc->canonical, &st) == 0 && S_ISDIR(st.st_mode)) {
 		loc->kind = STFS_LOC_DIR;
 		if (!(loc->base = strdup(arg))) {
-			rc = nomem(err);
+			rc = stfs_nomem(err);
 			goto fail;
 		}
 		if ((rc = list_dir(loc, err)))
@@ -336,7 +316,7 @@ int stfs_locate(const char *arg, struct stfs_remote *net,
 		return 0;
 	}
 	/* a file: its directory as given, and its name */
-	loc->kind = ends_with(arg, ".index.json") ? STFS_LOC_INDEX :
+	loc->kind = stfs_ends_with(arg, ".index.json") ? STFS_LOC_INDEX :
 		    STFS_LOC_FILE;
 	slash = strrchr(arg, '/');
 	if (!slash)
@@ -347,7 +327,7 @@ int stfs_locate(const char *arg, struct stfs_remote *net,
 		loc->base = strndup(arg, (size_t)(slash - arg));
 	loc->name = strdup(slash ? slash + 1 : arg);
 	if (!loc->base || !loc->name) {
-		rc = nomem(err);
+		rc = stfs_nomem(err);
 		goto fail;
 	}
 	*out = loc;
@@ -416,7 +396,7 @@ static int open_local(const struct stfs_location *loc, const char *name,
 	int rc;
 
 	if (asprintf(&path, "%s/%s", loc->local_base, name) < 0)
-		return nomem(err);
+		return stfs_nomem(err);
 	if (access(path, F_OK) != 0) {
 		rc = loc->offline ? not_cached(loc, name, path, err) : -ENOENT;
 		free(path);
@@ -452,7 +432,7 @@ int stfs_location_open(const struct stfs_location *loc, const char *name,
 		char *esc = curl_easy_escape(NULL, name, 0);
 		if (!esc || asprintf(&path, "%s/%s", loc->base, esc) < 0) {
 			curl_free(esc);
-			return nomem(err);
+			return stfs_nomem(err);
 		}
 		curl_free(esc);
 		rc = stfs_source_open_http(loc->net, path, loc->auth, out,
@@ -463,8 +443,8 @@ int stfs_location_open(const struct stfs_location *loc, const char *name,
 		return rc;
 	}
 	if (asprintf(&path, "%s%s%s", loc->base,
-		     ends_with(loc->base, "/") ? "" : "/", name) < 0)
-		return nomem(err);
+		     stfs_ends_with(loc->base, "/") ? "" : "/", name) < 0)
+		return stfs_nomem(err);
 	rc = stfs_source_open_file(path, out, err);
 	free(path);
 	return rc;

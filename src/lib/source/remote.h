@@ -1,22 +1,26 @@
 /*
- * remote.h: the remote layer of one mount, inside the source layer (never
- * installed, and for src/lib/source alone): the remote object that every
- * http(s)://, hf:// and s3:// source of a model belongs to, and the
- * interfaces between the files that make it up.
+ * remote.h: what the rooms of the source layer share (never installed,
+ * and for src/lib/source alone): URLs and schemes, the remote object that
+ * every http(s)://, hf:// and s3:// source of a model belongs to, an HTTP
+ * answer, what requests carry, listings' pages, the services' locators,
+ * and the interfaces between the files of the remote layer:
  *
- *   remote.c     the options (parsed from key=value text) and the object
- *   http.c       the source of one object behind a URL (it names an
- *                object; hub.c and s3.c find the URLs)
- *   blocks.c     the block engine: blocks in flight, the write-behind
- *                cache writer, reads of an object's bytes by block
- *   pool.c       the worker threads, their queues, the prefetch policy
- *   httpc.c      the HTTP client: one request, its checks, retries
- *   resolve.c    redirects followed once per object: the target reused
- *                while valid, resolved again before it expires
- *   transfer.c   the threads that move every request's bytes (libcurl)
- *   cache.c      the cache store on disk
- *   cachedir.c   the cache directory: usable, private, walked without
- *                following a link
+ *   remote.c           the options (parsed from key=value text), the object
+ *   http/http.c        the source of one object behind a URL (it names an
+ *                      object; hub/ and s3/ find the URLs)
+ *   http/httpc.c       the HTTP client: one request, its checks, retries
+ *   http/resolve.c     redirects followed once per object: the target
+ *                      reused while valid, resolved again before it expires
+ *   http/transfer.c    the threads that move every request's bytes
+ *   blocks/blocks.c    the block engine: blocks in flight, the write-behind
+ *                      cache writer, reads of an object's bytes by block
+ *   blocks/pool.c      the worker threads, their queues, the prefetch policy
+ *   blocks/cache.c     the cache store on disk
+ *   blocks/cachedir.c  the cache directory: usable, private, walked without
+ *                      following a link
+ *
+ * What one room keeps to itself is in its own header: http/httphdr.h,
+ * hub/hub.h, s3/s3.h.
  *
  * Everything here is state of one struct stfs_remote, made when a model
  * is opened and freed with it: two models in one process can have two
@@ -33,6 +37,153 @@
 
 #include "source.h"
 
+struct stfs_http_resp;
+
+/* ---- URLs and schemes (scheme.c; stfs_is_url in httpc.c) ---------------- */
+
+/* Is arg an http:// or https:// URL (the scheme in any case)? */
+int stfs_is_url(const char *arg);
+
+/* The scheme of a SOURCE argument or endpoint, in any case (scheme.c). */
+enum stfs_scheme {
+	STFS_SCHEME_NONE,       /* not a URL stfs reads: a local path */
+	STFS_SCHEME_HTTP,
+	STFS_SCHEME_HTTPS,
+	STFS_SCHEME_HF,
+	STFS_SCHEME_S3,
+};
+enum stfs_scheme stfs_url_scheme(const char *arg);
+/* Write url's scheme (if it is one of the above) in lower case. */
+void stfs_url_lower_scheme(char *url);
+/* ---- the remote object, seen by the rooms (remote.c, http.c, httpc.c) ---- */
+
+/* -o offline: no network, the cache only. */
+int stfs_remote_offline(const struct stfs_remote *r);
+enum stfs_s3_style stfs_remote_s3_style(const struct stfs_remote *r);
+
+/* A byte source for the object at url, of r: fetches its first block,
+ * which gives its size and version (ETag, Last-Modified): 0, or -errno
+ * with err saying why (HTTP status, connection error, a server that
+ * ignores ranges). */
+int stfs_source_open_http(struct stfs_remote *r, const char *url,
+			  struct stfs_auth *auth, struct stfs_source **out,
+			  struct stfs_error *err);
+/* GET url whole (an API call or a listing, 200 expected) with auth (or
+ * NULL), with the same timeouts and retries as reads: 0 with *body (NUL
+ * terminated, malloc'd; at most max bytes, else -EFBIG), *len and *resp;
+ * or -errno with err saying why (the server's own reason if it gave one). */
+int stfs_http_get(struct stfs_remote *r, const char *url,
+		  const struct stfs_auth *auth, size_t max, char **body,
+		  size_t *len, struct stfs_http_resp *resp,
+		  struct stfs_error *err);
+
+/* ---- an HTTP answer (httphdr.c), as the client and the locators see it -- */
+
+/* What stfs takes from a response's header lines. */
+struct stfs_http_resp {
+	int has_range;          /* Content-Range: bytes FIRST-LAST/TOTAL */
+	int has_total;          /* ... or bytes * /TOTAL */
+	uint64_t range_first, range_last, total;
+	char etag[256];         /* "" if none (or unusable) */
+	char last_modified[64];
+	unsigned retry_after_s; /* 0 if none */
+	char link_next[2048];   /* Link: <URL>; rel="next", or "" */
+	char error_code[128];   /* X-Error-Code (the Hub), or "" */
+	char error_message[512]; /* X-Error-Message (the Hub), or "" */
+	int encoded;            /* a Content-Encoding other than identity */
+	char encoding[64];      /* its name, or "" if too long to keep */
+	/* the Hub's identity of the object a /resolve redirects to */
+	char linked_etag[256];  /* X-Linked-Etag, or "" */
+	int has_linked_size;
+	uint64_t linked_size;   /* X-Linked-Size */
+	char commit[64];        /* X-Repo-Commit, or "" */
+	/* RateLimit: "NAME";r=REMAINING;t=SECONDS (IETF draft, the Hub's) */
+	char ratelimit[160];    /* the value as sent, or "" */
+	unsigned ratelimit_t;   /* its t (at most 3600), 0 if none */
+	char location[8192];    /* a redirect's target: Location as sent;
+				 * httpc.c makes it absolute (or "") */
+	long status;            /* the answer's HTTP status (httpc.c) */
+	int has_length;         /* Content-Length: length */
+	uint64_t length;
+	/* An answer that says two things (two Content-Range headers, two
+	 * different ETags, Last-Modified or Content-Length values, a field of
+	 * ours folded over two lines or with a space before its colon): it
+	 * is refused whatever else it says.  ambiguity says why. */
+	int ambiguous;
+	char ambiguity[80];
+	unsigned seen;          /* the fields of ours seen (parser state) */
+	int last_field;         /* the last field's, for a folded line */
+};
+
+/* ---- what requests carry (sigv4.c) ------------------------------------- */
+
+/* What a remote source's requests carry, shared by the sources of one
+ * location (reference counted): a bearer token (the Hugging Face Hub) or
+ * a user and password (from an http(s) URL), both sent by libcurl to the
+ * URL's own host only, never on to the host of a redirect; or AWS keys,
+ * with which every request is signed (and redirects are not followed). */
+struct stfs_auth {
+	atomic_uint refs;
+	char *bearer;
+	char *user, *password;          /* HTTP basic authentication */
+	char *query;                    /* added to every request's URL (a
+					 * presigned URL's signature) */
+	int sign;                       /* access_key and secret_key set */
+	char *access_key, *secret_key, *token, *region;
+	char *ca_file;                  /* CA certificates for its hosts, or
+					 * NULL: those of the environment */
+};
+
+struct stfs_auth *stfs_auth_new(const char *bearer, const char *access_key,
+				const char *secret_key, const char *token,
+				const char *region);
+struct stfs_auth *stfs_auth_ref(struct stfs_auth *a);
+void stfs_auth_unref(struct stfs_auth *a);
+struct curl_slist;
+/* Append to list the headers that sign a GET of url now (x-amz-date,
+ * x-amz-content-sha256, x-amz-security-token, Authorization); *ok is 0
+ * if that failed.  Returns the list. */
+struct curl_slist *stfs_auth_headers(const struct stfs_auth *a,
+				     const char *url, struct curl_slist *list,
+				     int *ok);
+
+/* An S3 error document (s3xml.c), for the client's messages. */
+/* An S3 error document's "Code: Message" into out (cut to fit, control
+ * characters made spaces): 0, or -EINVAL when xml is not one.  Only the
+ * start of the document may be at hand: a Code complete before the cut
+ * is enough. */
+int stfs_s3_error_parse(const char *xml, size_t len, char *out,
+			size_t outsz);
+/* ---- the pages of a listing (pages.c) ------------------------------------ */
+
+/* A listing stops after this many pages (the Hub's are 1,000 files long,
+ * S3's 1,000 keys), or at the first page seen before. */
+#define STFS_PAGES_MAX 10000
+
+struct stfs_pages {
+	uint8_t (*seen)[32];    /* SHA-256 of each page's URL or token */
+	size_t n, cap;
+};
+
+/* Remember the page named by key (its URL, its continuation token): 0,
+ * -ELOOP if it was seen before, -EFBIG past STFS_PAGES_MAX, -ENOMEM. */
+int stfs_pages_add(struct stfs_pages *p, const char *key);
+void stfs_pages_free(struct stfs_pages *p);
+
+/* ---- the locators of services (locate.c, hub/, s3/) --------------------- */
+
+/* From the file names of a directory-like place (all[n]), pick what to
+ * mount: its one index, or its *.safetensors files (kind, name, names).
+ * where names the place in the error when there is neither. */
+int stfs_location_pick(struct stfs_location *loc, char **all, size_t n,
+		       const char *where, struct stfs_error *err);
+/* The same, but one *.safetensors file is a file, not a set of shards
+ * (a repo or a prefix with its model.safetensors). */
+int stfs_location_pick_one(struct stfs_location *loc, char **all, size_t n,
+			   const char *where, struct stfs_error *err);
+/* The locators of hf:// (hub.c) and s3:// (s3.c): loc->arg is set. */
+int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err);
+int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err);
 /* ---- the options (remote.c) ------------------------------------------- */
 
 struct stfs_remote_opts {

@@ -10,7 +10,7 @@
 #include <strings.h>
 
 #include "format.h"
-#include "source.h"
+#include "remote.h"
 
 static const struct {
 	const char *prefix;

@@ -33,11 +33,7 @@ const struct stfs_ggml_type *stfs_ggml_type(uint32_t id);
 #define STFS_GGUF_DEPTH_MAX 8               /* arrays in arrays */
 #define STFS_GGUF_DIMS_MAX 4                /* GGML_MAX_DIMS */
 
-/* 1 if the first n bytes of a file (n >= 4) are a GGUF's. */
-int stfs_gguf_detect(const unsigned char *p, size_t n);
-/* Read a GGUF file's header through r into a table (format "gguf");
- * *header_len gets the data section's offset. */
-int stfs_gguf_read(const struct stfs_reader *r, struct stfs_header **out,
-		   uint64_t *header_len, struct stfs_error *err);
+/* stfs_gguf_detect() and stfs_gguf_read(), the format's entry points,
+ * are declared in format.h (*header_len: the data section's offset). */
 
 #endif

@@ -228,11 +228,7 @@ int stfs_torch_open(stfs_read_fn rd, void *ctx, uint64_t size,
 		    struct stfs_torch **out, struct stfs_error *err);
 void stfs_torch_free(struct stfs_torch *t);
 
-/* The checkpoint behind r as a foreign-format table (torch_table.c):
- * the model's reader for the "pytorch" format. */
-struct stfs_header;
-struct stfs_reader;
-int stfs_torch_read(const struct stfs_reader *r, struct stfs_header **out,
-		    uint64_t *header_len, struct stfs_error *err);
+/* stfs_torch_read() (torch_table.c), the checkpoint as a foreign-format
+ * table, and the two magics (detect.c) are declared in format.h. */
 
 #endif

@@ -35,375 +35,7 @@
 
 #include "stfs/stfs.h"
 #include "format.h"
-
-
-/* A tensor while parsing: shape is an index into dims until the end. */
-struct rec {
-	struct stfs_tensor t;
-	size_t dim0;
-	uint64_t off;      /* file offset of the key, for messages */
-	size_t order;      /* position in the header, for last-wins; then
-			      the rank of the name among the survivors */
-};
-
-struct mrec {
-	struct stfs_meta m;
-	size_t order;
-};
-
-struct parser {
-	const char *buf;
-	size_t len, pos;
-	uint64_t base;
-	struct stfs_error *err;
-	char *arena;
-	size_t used;
-	struct rec *recs;
-	size_t nrecs, caprecs;
-	struct mrec *metas;
-	size_t nmetas, capmetas;
-	uint64_t *dims;
-	size_t ndims, capdims;
-	int seen_meta;
-	int has_meta;
-};
-
-#define QUOTE_MAX 160
-
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-	size_t ncap;
-	void *np;
-
-	if (need <= *cap)
-		return 0;
-	ncap = *cap ? *cap * 2 : 16;
-	while (ncap < need)
-		ncap *= 2;
-	np = realloc(*p, ncap * elem);
-	if (!np)
-		return -ENOMEM;
-	stfs_hint_huge((char *)np + *cap * elem, (ncap - *cap) * elem, 0);
-	*p = np;
-	*cap = ncap;
-	return 0;
-}
-
-static uint64_t at(const struct parser *P)
-{
-	return P->base + P->pos;
-}
-
-static int syntax(struct parser *P, const char *what)
-{
-	if (P->pos >= P->len)
-		return stfs_fail(P->err, -EINVAL, R5, at(P),
-				 "header byte %" PRIu64 ": unexpected end of "
-				 "header, expected %s", at(P), what);
-	return stfs_fail(P->err, -EINVAL, R5, at(P),
-			 "header byte %" PRIu64 ": expected %s", at(P), what);
-}
-
-static void skip_ws(struct parser *P)
-{
-	while (P->pos < P->len) {
-		char c = P->buf[P->pos];
-		if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
-			break;
-		P->pos++;
-	}
-}
-
-static int peek(const struct parser *P)
-{
-	return P->pos < P->len ? (unsigned char)P->buf[P->pos] : -1;
-}
-
-static int expect(struct parser *P, char c, const char *what)
-{
-	skip_ws(P);
-	if (peek(P) != (unsigned char)c)
-		return syntax(P, what);
-	P->pos++;
-	return 0;
-}
-
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-static int read_u4(struct parser *P, unsigned *out)
-{
-	unsigned v = 0;
-
-	if (P->len - P->pos < 4)
-		return syntax(P, "4 hex digits after \\u");
-	for (int i = 0; i < 4; i++) {
-		int h = hexval((unsigned char)P->buf[P->pos + i]);
-		if (h < 0)
-			return syntax(P, "4 hex digits after \\u");
-		v = v * 16 + (unsigned)h;
-	}
-	P->pos += 4;
-	*out = v;
-	return 0;
-}
-
-/*
- * Parse the string at P->pos (which must be '"'), unescaped and
- * NUL-terminated in the arena.  The caller may give the bytes back with
- * P->used = mark when it does not keep them.
- */
-static int parse_string(struct parser *P, const char **s, size_t *slen)
-{
-	char *o;
-	size_t start;
-	int rc;
-
-	skip_ws(P);
-	if (peek(P) != '"')
-		return syntax(P, "a string");
-	start = at(P);
-	P->pos++;
-	o = P->arena + P->used;
-	for (;;) {
-		unsigned char c;
-
-		if (P->pos >= P->len)
-			return stfs_fail(P->err, -EINVAL, R5, start,
-					 "header byte %" PRIu64 ": string "
-					 "never ends", (uint64_t)start);
-		c = (unsigned char)P->buf[P->pos];
-		if (c == '"') {
-			P->pos++;
-			break;
-		}
-		if (c < 0x20)
-			return stfs_fail(P->err, -EINVAL, R5, at(P),
-					 "header byte %" PRIu64 ": raw control "
-					 "byte 0x%02x in a string", at(P), c);
-		if (c != '\\') {
-			*o++ = (char)c;
-			P->pos++;
-			continue;
-		}
-		P->pos++;
-		if (P->pos >= P->len)
-			return syntax(P, "an escape");
-		c = (unsigned char)P->buf[P->pos++];
-		switch (c) {
-		case '"': *o++ = '"'; break;
-		case '\\': *o++ = '\\'; break;
-		case '/': *o++ = '/'; break;
-		case 'b': *o++ = '\b'; break;
-		case 'f': *o++ = '\f'; break;
-		case 'n': *o++ = '\n'; break;
-		case 'r': *o++ = '\r'; break;
-		case 't': *o++ = '\t'; break;
-		case 'u': {
-			unsigned cp, lo;
-
-			if ((rc = read_u4(P, &cp)))
-				return rc;
-			if (cp >= 0xdc00 && cp <= 0xdfff)
-				return stfs_fail(P->err, -EINVAL, R5, at(P),
-						 "header byte %" PRIu64 ": lone "
-						 "low surrogate escape", at(P));
-			if (cp >= 0xd800 && cp <= 0xdbff) {
-				if (P->len - P->pos < 2 ||
-				    P->buf[P->pos] != '\\' ||
-				    P->buf[P->pos + 1] != 'u')
-					return stfs_fail(P->err, -EINVAL, R5,
-							 at(P), "header byte %"
-							 PRIu64 ": lone high "
-							 "surrogate escape",
-							 at(P));
-				P->pos += 2;
-				if ((rc = read_u4(P, &lo)))
-					return rc;
-				if (lo < 0xdc00 || lo > 0xdfff)
-					return stfs_fail(P->err, -EINVAL, R5,
-							 at(P), "header byte %"
-							 PRIu64 ": unpaired "
-							 "surrogate escape",
-							 at(P));
-				cp = 0x10000 + ((cp - 0xd800) << 10) +
-				     (lo - 0xdc00);
-			}
-			if (cp < 0x80) {
-				*o++ = (char)cp;
-			} else if (cp < 0x800) {
-				*o++ = (char)(0xc0 | (cp >> 6));
-				*o++ = (char)(0x80 | (cp & 0x3f));
-			} else if (cp < 0x10000) {
-				*o++ = (char)(0xe0 | (cp >> 12));
-				*o++ = (char)(0x80 | ((cp >> 6) & 0x3f));
-				*o++ = (char)(0x80 | (cp & 0x3f));
-			} else {
-				*o++ = (char)(0xf0 | (cp >> 18));
-				*o++ = (char)(0x80 | ((cp >> 12) & 0x3f));
-				*o++ = (char)(0x80 | ((cp >> 6) & 0x3f));
-				*o++ = (char)(0x80 | (cp & 0x3f));
-			}
-			break;
-		}
-		default:
-			P->pos--;
-			return syntax(P, "a valid escape");
-		}
-	}
-	*o = '\0';
-	*s = P->arena + P->used;
-	*slen = (size_t)(o - *s);
-	P->used += *slen + 1;
-	return 0;
-}
-
-/* Any JSON number: syntax, then a finite double as serde_json requires. */
-static int skip_number(struct parser *P)
-{
-	size_t s = P->pos;
-	char small[64], *tmp = small;
-	double d;
-
-	if (peek(P) == '-')
-		P->pos++;
-	if (peek(P) == '0') {
-		P->pos++;
-	} else if (peek(P) >= '1' && peek(P) <= '9') {
-		while (peek(P) >= '0' && peek(P) <= '9')
-			P->pos++;
-	} else {
-		return syntax(P, "a digit");
-	}
-	if (peek(P) == '.') {
-		P->pos++;
-		if (!(peek(P) >= '0' && peek(P) <= '9'))
-			return syntax(P, "a digit after '.'");
-		while (peek(P) >= '0' && peek(P) <= '9')
-			P->pos++;
-	}
-	if (peek(P) == 'e' || peek(P) == 'E') {
-		P->pos++;
-		if (peek(P) == '+' || peek(P) == '-')
-			P->pos++;
-		if (!(peek(P) >= '0' && peek(P) <= '9'))
-			return syntax(P, "a digit in the exponent");
-		while (peek(P) >= '0' && peek(P) <= '9')
-			P->pos++;
-	}
-	if (P->pos - s >= sizeof(small)) {
-		tmp = malloc(P->pos - s + 1);
-		if (!tmp)
-			return -ENOMEM;
-	}
-	memcpy(tmp, P->buf + s, P->pos - s);
-	tmp[P->pos - s] = '\0';
-	d = strtod(tmp, NULL);
-	if (tmp != small)
-		free(tmp);
-	if (isinf(d))
-		return stfs_fail(P->err, -EINVAL, R5, P->base + s,
-				 "header byte %" PRIu64 ": number out of "
-				 "range", P->base + s);
-	return 0;
-}
-
-static int skip_literal(struct parser *P, const char *lit)
-{
-	size_t n = strlen(lit);
-
-	if (P->len - P->pos < n || memcmp(P->buf + P->pos, lit, n) != 0)
-		return syntax(P, "a JSON value");
-	P->pos += n;
-	return 0;
-}
-
-static int enter(struct parser *P, int depth)
-{
-	if (depth > STFS_JSON_DEPTH_MAX)
-		return stfs_fail(P->err, -EINVAL, R8, at(P),
-				 "header byte %" PRIu64 ": JSON nested deeper "
-				 "than %d levels", at(P), STFS_JSON_DEPTH_MAX);
-	return 0;
-}
-
-/* Check and skip any value; depth is the depth a container here gets. */
-static int skip_value(struct parser *P, int depth)
-{
-	size_t mark = P->used;
-	const char *s;
-	size_t n;
-	int rc;
-
-	skip_ws(P);
-	switch (peek(P)) {
-	case '"':
-		rc = parse_string(P, &s, &n);
-		P->used = mark;
-		return rc;
-	case '{':
-		if ((rc = enter(P, depth)))
-			return rc;
-		P->pos++;
-		skip_ws(P);
-		if (peek(P) == '}') {
-			P->pos++;
-			return 0;
-		}
-		for (;;) {
-			if ((rc = parse_string(P, &s, &n)))
-				return rc;
-			P->used = mark;
-			if ((rc = expect(P, ':', "':'")))
-				return rc;
-			if ((rc = skip_value(P, depth + 1)))
-				return rc;
-			skip_ws(P);
-			if (peek(P) == ',') {
-				P->pos++;
-				continue;
-			}
-			return expect(P, '}', "',' or '}'");
-		}
-	case '[':
-		if ((rc = enter(P, depth)))
-			return rc;
-		P->pos++;
-		skip_ws(P);
-		if (peek(P) == ']') {
-			P->pos++;
-			return 0;
-		}
-		for (;;) {
-			if ((rc = skip_value(P, depth + 1)))
-				return rc;
-			skip_ws(P);
-			if (peek(P) == ',') {
-				P->pos++;
-				continue;
-			}
-			return expect(P, ']', "',' or ']'");
-		}
-	case 't':
-		return skip_literal(P, "true");
-	case 'f':
-		return skip_literal(P, "false");
-	case 'n':
-		return skip_literal(P, "null");
-	default:
-		if (peek(P) == '-' || (peek(P) >= '0' && peek(P) <= '9'))
-			return skip_number(P);
-		return syntax(P, "a JSON value");
-	}
-}
+#include "parse.h"
 
 static const char *qname(const struct stfs_tensor *t, char *buf)
 {
@@ -418,22 +50,22 @@ static int parse_u64(struct parser *P, const char *rule, const char *field,
 	uint64_t s;
 	int rc;
 
-	skip_ws(P);
-	s = at(P);
-	if (peek(P) == '-' || !(peek(P) >= '0' && peek(P) <= '9'))
+	stfs_jp_skip_ws(P);
+	s = stfs_jp_at(P);
+	if (stfs_jp_peek(P) == '-' || !(stfs_jp_peek(P) >= '0' && stfs_jp_peek(P) <= '9'))
 		return stfs_fail(P->err, -EINVAL, rule, s,
 				 "tensor \"%s\": %s must hold integers in "
 				 "0..2^64-1 (header byte %" PRIu64 ")",
 				 name, field, s);
-	if (peek(P) == '0') {
+	if (stfs_jp_peek(P) == '0') {
 		P->pos++;
-		if (peek(P) >= '0' && peek(P) <= '9')
-			return syntax(P, "no leading zero");
+		if (stfs_jp_peek(P) >= '0' && stfs_jp_peek(P) <= '9')
+			return stfs_jp_syntax(P, "no leading zero");
 	} else {
-		while (peek(P) >= '0' && peek(P) <= '9') {
-			unsigned d = (unsigned)(peek(P) - '0');
+		while (stfs_jp_peek(P) >= '0' && stfs_jp_peek(P) <= '9') {
+			unsigned d = (unsigned)(stfs_jp_peek(P) - '0');
 			if (v > (UINT64_MAX - d) / 10) {
-				if ((rc = skip_number(P)))
+				if ((rc = stfs_jp_number(P)))
 					return rc;
 				return stfs_fail(P->err, -EINVAL, rule, s,
 						 "tensor \"%s\": %s value at "
@@ -445,9 +77,9 @@ static int parse_u64(struct parser *P, const char *rule, const char *field,
 			P->pos++;
 		}
 	}
-	if (peek(P) == '.' || peek(P) == 'e' || peek(P) == 'E') {
+	if (stfs_jp_peek(P) == '.' || stfs_jp_peek(P) == 'e' || stfs_jp_peek(P) == 'E') {
 		P->pos = (size_t)(s - P->base);
-		if ((rc = skip_number(P)))
+		if ((rc = stfs_jp_number(P)))
 			return rc;
 		return stfs_fail(P->err, -EINVAL, rule, s,
 				 "tensor \"%s\": %s value at header byte %"
@@ -461,9 +93,9 @@ static int parse_dims(struct parser *P, const char *name, struct rec *r)
 {
 	int rc;
 
-	skip_ws(P);
-	if (peek(P) != '[') {
-		if ((rc = skip_value(P, 3)))
+	stfs_jp_skip_ws(P);
+	if (stfs_jp_peek(P) != '[') {
+		if ((rc = stfs_jp_skip_value(P, 3)))
 			return rc;
 		return stfs_fail(P->err, -EINVAL, R12, r->off,
 				 "tensor \"%s\": shape must be an array of "
@@ -472,8 +104,8 @@ static int parse_dims(struct parser *P, const char *name, struct rec *r)
 	P->pos++;
 	r->dim0 = P->ndims;
 	r->t.rank = 0;
-	skip_ws(P);
-	if (peek(P) == ']') {
+	stfs_jp_skip_ws(P);
+	if (stfs_jp_peek(P) == ']') {
 		P->pos++;
 		return 0;
 	}
@@ -482,17 +114,17 @@ static int parse_dims(struct parser *P, const char *name, struct rec *r)
 
 		if ((rc = parse_u64(P, R12, "shape", name, &v)))
 			return rc;
-		if ((rc = grow((void **)&P->dims, &P->capdims, P->ndims + 1,
+		if ((rc = stfs_grow((void **)&P->dims, &P->capdims, P->ndims + 1,
 			       sizeof(uint64_t))))
 			return rc;
 		P->dims[P->ndims++] = v;
 		r->t.rank++;
-		skip_ws(P);
-		if (peek(P) == ',') {
+		stfs_jp_skip_ws(P);
+		if (stfs_jp_peek(P) == ',') {
 			P->pos++;
 			continue;
 		}
-		return expect(P, ']', "',' or ']'");
+		return stfs_jp_expect(P, ']', "',' or ']'");
 	}
 }
 
@@ -501,9 +133,9 @@ static int parse_offsets(struct parser *P, const char *name, struct rec *r)
 	uint64_t v[2];
 	int rc;
 
-	skip_ws(P);
-	if (peek(P) != '[') {
-		if ((rc = skip_value(P, 3)))
+	stfs_jp_skip_ws(P);
+	if (stfs_jp_peek(P) != '[') {
+		if ((rc = stfs_jp_skip_value(P, 3)))
 			return rc;
 		return stfs_fail(P->err, -EINVAL, R13, r->off,
 				 "tensor \"%s\": data_offsets must be an "
@@ -511,20 +143,20 @@ static int parse_offsets(struct parser *P, const char *name, struct rec *r)
 	}
 	P->pos++;
 	for (int i = 0; i < 3; i++) {
-		skip_ws(P);
-		if (peek(P) == ']') {
+		stfs_jp_skip_ws(P);
+		if (stfs_jp_peek(P) == ']') {
 			if (i == 2)
 				break;
-			return stfs_fail(P->err, -EINVAL, R13, at(P),
+			return stfs_fail(P->err, -EINVAL, R13, stfs_jp_at(P),
 					 "tensor \"%s\": data_offsets has %d "
 					 "element%s, not 2", name, i,
 					 i == 1 ? "" : "s");
 		}
 		if (i == 2)
-			return stfs_fail(P->err, -EINVAL, R13, at(P),
+			return stfs_fail(P->err, -EINVAL, R13, stfs_jp_at(P),
 					 "tensor \"%s\": data_offsets has more "
 					 "than 2 elements", name);
-		if (i > 0 && (rc = expect(P, ',', "',' or ']'")))
+		if (i > 0 && (rc = stfs_jp_expect(P, ',', "',' or ']'")))
 			return rc;
 		if ((rc = parse_u64(P, R13, "data_offsets", name, &v[i])))
 			return rc;
@@ -544,19 +176,19 @@ static int parse_tensor(struct parser *P, struct rec *r)
 	int rc;
 
 	qname(&r->t, name);
-	skip_ws(P);
-	if (peek(P) != '{') {
-		if ((rc = skip_value(P, 2)))
+	stfs_jp_skip_ws(P);
+	if (stfs_jp_peek(P) != '{') {
+		if ((rc = stfs_jp_skip_value(P, 2)))
 			return rc;
 		return stfs_fail(P->err, -EINVAL, R10, r->off,
 				 "tensor \"%s\": value must be an object "
 				 "with dtype, shape and data_offsets", name);
 	}
-	if ((rc = enter(P, 2)))
+	if ((rc = stfs_jp_enter(P, 2)))
 		return rc;
 	P->pos++;
-	skip_ws(P);
-	if (peek(P) == '}') {
+	stfs_jp_skip_ws(P);
+	if (stfs_jp_peek(P) == '}') {
 		P->pos++;
 		goto done;
 	}
@@ -567,9 +199,9 @@ static int parse_tensor(struct parser *P, struct rec *r)
 		size_t klen;
 		unsigned f = 0;
 
-		skip_ws(P);
-		koff = at(P);
-		if ((rc = parse_string(P, &k, &klen)))
+		stfs_jp_skip_ws(P);
+		koff = stfs_jp_at(P);
+		if ((rc = stfs_jp_string(P, &k, &klen)))
 			return rc;
 		if (klen == 5 && memcmp(k, "dtype", 5) == 0)
 			f = F_DTYPE;
@@ -586,23 +218,23 @@ static int parse_tensor(struct parser *P, struct rec *r)
 					 f == F_SHAPE ? "shape" :
 					 "data_offsets", koff);
 		have |= f;
-		if ((rc = expect(P, ':', "':'")))
+		if ((rc = stfs_jp_expect(P, ':', "':'")))
 			return rc;
 		if (f == F_DTYPE) {
 			const char *v;
 			size_t vlen;
 			char q[QUOTE_MAX];
 
-			skip_ws(P);
-			if (peek(P) != '"') {
-				uint64_t voff = at(P);
-				if ((rc = skip_value(P, 3)))
+			stfs_jp_skip_ws(P);
+			if (stfs_jp_peek(P) != '"') {
+				uint64_t voff = stfs_jp_at(P);
+				if ((rc = stfs_jp_skip_value(P, 3)))
 					return rc;
 				return stfs_fail(P->err, -EINVAL, R11, voff,
 						 "tensor \"%s\": dtype must be "
 						 "a string", name);
 			}
-			if ((rc = parse_string(P, &v, &vlen)))
+			if ((rc = stfs_jp_string(P, &v, &vlen)))
 				return rc;
 			P->used = mark;
 			if (stfs_dtype_from_name(v, vlen, &r->t.dtype))
@@ -617,15 +249,15 @@ static int parse_tensor(struct parser *P, struct rec *r)
 		} else if (f == F_OFFSETS) {
 			if ((rc = parse_offsets(P, name, r)))
 				return rc;
-		} else if ((rc = skip_value(P, 3))) {
+		} else if ((rc = stfs_jp_skip_value(P, 3))) {
 			return rc;
 		}
-		skip_ws(P);
-		if (peek(P) == ',') {
+		stfs_jp_skip_ws(P);
+		if (stfs_jp_peek(P) == ',') {
 			P->pos++;
 			continue;
 		}
-		if ((rc = expect(P, '}', "',' or '}'")))
+		if ((rc = stfs_jp_expect(P, '}', "',' or '}'")))
 			return rc;
 		break;
 	}
@@ -647,23 +279,23 @@ static int parse_metadata(struct parser *P, uint64_t koff)
 				 "duplicate \"__metadata__\" at header byte %"
 				 PRIu64, koff);
 	P->seen_meta = 1;
-	skip_ws(P);
-	if (peek(P) == 'n')
-		return skip_literal(P, "null");
-	if (peek(P) != '{') {
-		uint64_t voff = at(P);
-		if ((rc = skip_value(P, 2)))
+	stfs_jp_skip_ws(P);
+	if (stfs_jp_peek(P) == 'n')
+		return stfs_jp_literal(P, "null");
+	if (stfs_jp_peek(P) != '{') {
+		uint64_t voff = stfs_jp_at(P);
+		if ((rc = stfs_jp_skip_value(P, 2)))
 			return rc;
 		return stfs_fail(P->err, -EINVAL, R9, voff,
 				 "__metadata__ must be an object of strings "
 				 "or null (header byte %" PRIu64 ")", voff);
 	}
-	if ((rc = enter(P, 2)))
+	if ((rc = stfs_jp_enter(P, 2)))
 		return rc;
 	P->has_meta = 1;
 	P->pos++;
-	skip_ws(P);
-	if (peek(P) == '}') {
+	stfs_jp_skip_ws(P);
+	if (stfs_jp_peek(P) == '}') {
 		P->pos++;
 		return 0;
 	}
@@ -671,19 +303,19 @@ static int parse_metadata(struct parser *P, uint64_t koff)
 		struct mrec *m;
 		uint64_t voff;
 
-		if ((rc = grow((void **)&P->metas, &P->capmetas,
+		if ((rc = stfs_grow((void **)&P->metas, &P->capmetas,
 			       P->nmetas + 1, sizeof(*P->metas))))
 			return rc;
 		m = &P->metas[P->nmetas];
-		if ((rc = parse_string(P, &m->m.key, &m->m.key_len)))
+		if ((rc = stfs_jp_string(P, &m->m.key, &m->m.key_len)))
 			return rc;
-		if ((rc = expect(P, ':', "':'")))
+		if ((rc = stfs_jp_expect(P, ':', "':'")))
 			return rc;
-		skip_ws(P);
-		voff = at(P);
-		if (peek(P) != '"') {
+		stfs_jp_skip_ws(P);
+		voff = stfs_jp_at(P);
+		if (stfs_jp_peek(P) != '"') {
 			char q[QUOTE_MAX];
-			if ((rc = skip_value(P, 3)))
+			if ((rc = stfs_jp_skip_value(P, 3)))
 				return rc;
 			return stfs_fail(P->err, -EINVAL, R9, voff,
 					 "__metadata__ \"%s\": value must be "
@@ -691,15 +323,15 @@ static int parse_metadata(struct parser *P, uint64_t koff)
 					 stfs_quote(m->m.key, m->m.key_len, q,
 						    sizeof(q)), voff);
 		}
-		if ((rc = parse_string(P, &m->m.value, &m->m.value_len)))
+		if ((rc = stfs_jp_string(P, &m->m.value, &m->m.value_len)))
 			return rc;
 		m->order = P->nmetas++;
-		skip_ws(P);
-		if (peek(P) == ',') {
+		stfs_jp_skip_ws(P);
+		if (stfs_jp_peek(P) == ',') {
 			P->pos++;
 			continue;
 		}
-		return expect(P, '}', "',' or '}'");
+		return stfs_jp_expect(P, '}', "',' or '}'");
 	}
 }
 
@@ -707,19 +339,19 @@ static int parse_top(struct parser *P)
 {
 	int rc;
 
-	skip_ws(P);
+	stfs_jp_skip_ws(P);
 	if (P->pos >= P->len)
-		return syntax(P, "a JSON object");
-	if (peek(P) != '{') {
-		uint64_t s = at(P);
-		if ((rc = skip_value(P, 1)))
+		return stfs_jp_syntax(P, "a JSON object");
+	if (stfs_jp_peek(P) != '{') {
+		uint64_t s = stfs_jp_at(P);
+		if ((rc = stfs_jp_skip_value(P, 1)))
 			return rc;
 		return stfs_fail(P->err, -EINVAL, R6, s,
 				 "header is not a JSON object");
 	}
 	P->pos++;
-	skip_ws(P);
-	if (peek(P) == '}') {
+	stfs_jp_skip_ws(P);
+	if (stfs_jp_peek(P) == '}') {
 		P->pos++;
 	} else {
 		for (;;) {
@@ -727,11 +359,11 @@ static int parse_top(struct parser *P)
 			size_t klen;
 			uint64_t koff;
 
-			skip_ws(P);
-			koff = at(P);
-			if ((rc = parse_string(P, &k, &klen)))
+			stfs_jp_skip_ws(P);
+			koff = stfs_jp_at(P);
+			if ((rc = stfs_jp_string(P, &k, &klen)))
 				return rc;
-			if ((rc = expect(P, ':', "':'")))
+			if ((rc = stfs_jp_expect(P, ':', "':'")))
 				return rc;
 			if (klen == 12 && memcmp(k, "__metadata__", 12) == 0) {
 				P->used -= klen + 1;
@@ -740,7 +372,7 @@ static int parse_top(struct parser *P)
 			} else {
 				struct rec *r;
 
-				if ((rc = grow((void **)&P->recs, &P->caprecs,
+				if ((rc = stfs_grow((void **)&P->recs, &P->caprecs,
 					       P->nrecs + 1,
 					       sizeof(*P->recs))))
 					return rc;
@@ -754,24 +386,23 @@ static int parse_top(struct parser *P)
 					return rc;
 				P->nrecs++;
 			}
-			skip_ws(P);
-			if (peek(P) == ',') {
+			stfs_jp_skip_ws(P);
+			if (stfs_jp_peek(P) == ',') {
 				P->pos++;
 				continue;
 			}
-			if ((rc = expect(P, '}', "',' or '}'")))
+			if ((rc = stfs_jp_expect(P, '}', "',' or '}'")))
 				return rc;
 			break;
 		}
 	}
-	skip_ws(P);
+	stfs_jp_skip_ws(P);
 	if (P->pos != P->len)
-		return stfs_fail(P->err, -EINVAL, R7, at(P),
+		return stfs_fail(P->err, -EINVAL, R7, stfs_jp_at(P),
 				 "header byte %" PRIu64 ": trailing "
-				 "characters after the JSON object", at(P));
+				 "characters after the JSON object", stfs_jp_at(P));
 	return 0;
 }
-
 
 static int cmp_rec_name(const void *x, const void *y)
 {
@@ -1015,7 +646,7 @@ int stfs_header_parse(const char *buf, size_t len, uint64_t data_len,
 				 "out of memory for a %zu-byte header", len);
 	stfs_hint_huge(P.arena, len + 1, 0);
 	/* The tensor table at the largest it can get, in one allocation,
-	 * where doubling by realloc copied it again and again (grow() still
+	 * where doubling by realloc copied it again and again (stfs_grow() still
 	 * guards every append). */
 	P.caprecs = count_braces(buf, len) + 1;
 	if (!(P.recs = malloc(P.caprecs * sizeof(*P.recs)))) {
@@ -1066,106 +697,4 @@ fail:
 	stfs_header_free(h);
 	parser_free(&P);
 	return rc;
-}
-
-void stfs_header_free(struct stfs_header *h)
-{
-	if (!h)
-		return;
-	if (h->tensors)
-		free(h->tensors);
-	free(h->meta);
-	free(h->arena);
-	free(h->dims);
-	free(h->by_name);
-	if (h->ext_free)
-		h->ext_free(h->ext);
-	free(h);
-}
-
-const char *stfs_header_format(const struct stfs_header *h)
-{
-	return h->format ? h->format : "safetensors";
-}
-
-size_t stfs_header_kv_count(const struct stfs_header *h)
-{
-	return h->nkv;
-}
-
-const struct stfs_meta *stfs_header_kv(const struct stfs_header *h,
-				       size_t i)
-{
-	return i < h->nkv ? &h->kv[i] : NULL;
-}
-
-size_t stfs_header_skipped_count(const struct stfs_header *h)
-{
-	return h->nskipped;
-}
-
-const char *stfs_header_skipped(const struct stfs_header *h, size_t i)
-{
-	return i < h->nskipped ? h->skipped[i] : NULL;
-}
-
-const struct stfs_tensor *stfs_header_tensor_by_name(
-	const struct stfs_header *h, size_t i)
-{
-	return i < h->count ? &h->tensors[h->by_name[i]] : NULL;
-}
-
-size_t stfs_header_count(const struct stfs_header *h)
-{
-	return h->count;
-}
-
-const struct stfs_tensor *stfs_header_tensor(const struct stfs_header *h,
-					     size_t i)
-{
-	return i < h->count ? &h->tensors[i] : NULL;
-}
-
-int stfs_header_has_metadata(const struct stfs_header *h)
-{
-	return h->has_meta;
-}
-
-size_t stfs_header_meta_count(const struct stfs_header *h)
-{
-	return h->nmeta;
-}
-
-const struct stfs_meta *stfs_header_meta(const struct stfs_header *h,
-					 size_t i)
-{
-	return i < h->nmeta ? &h->meta[i] : NULL;
-}
-
-uint64_t stfs_header_data_len(const struct stfs_header *h)
-{
-	return h->data_len;
-}
-
-uint64_t stfs_tensor_elements(const struct stfs_tensor *t)
-{
-	uint64_t n = 1;
-
-	for (size_t i = 0; i < t->rank; i++)
-		n *= t->shape[i];
-	return n;
-}
-
-const char *stfs_tensor_type(const struct stfs_tensor *t)
-{
-	if (t->dtype == STFS_DTYPE_NONE)
-		return t->foreign && t->foreign->type ? t->foreign->type : "?";
-	return stfs_dtype_name(t->dtype);
-}
-
-uint64_t stfs_tensor_bytes(const struct stfs_tensor *t)
-{
-	if (t->foreign && t->foreign->strides)
-		return stfs_tensor_elements(t) * t->foreign->elem_bytes;
-	return t->end - t->begin;
 }

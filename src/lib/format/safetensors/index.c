@@ -25,11 +25,6 @@ static int plain_name(const char *s)
 	return *s && !strchr(s, '/') && strcmp(s, ".") && strcmp(s, "..");
 }
 
-static int nomem(struct stfs_error *err)
-{
-	return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET, "out of memory");
-}
-
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -64,7 +59,7 @@ static int parse_text(const char *text, size_t len, json_object **root,
 				 "invalid index JSON: a name holds \\u0000");
 	tok = json_tokener_new_ex(JSON_TOKENER_DEFAULT_DEPTH);
 	if (!tok)
-		return nomem(err);
+		return stfs_nomem(err);
 #ifdef JSON_TOKENER_VALIDATE_UTF8
 	json_tokener_set_flags(tok, JSON_TOKENER_STRICT |
 			       JSON_TOKENER_VALIDATE_UTF8);
@@ -97,7 +92,7 @@ static int read_weight_map(json_object *wm, struct stfs_index *ix,
 	ix->entries = calloc(n + 1, sizeof(*ix->entries));
 	ix->shards = calloc(n + 1, sizeof(*ix->shards));
 	if (!ix->entries || !ix->shards)
-		return nomem(err);
+		return stfs_nomem(err);
 	json_object_object_foreach(wm, key, val) {
 		const char *s;
 
@@ -141,7 +136,7 @@ static int keep_meta(json_object *meta, struct stfs_index *ix,
 	ix->meta = calloc((size_t)json_object_object_length(meta) + 1,
 			  sizeof(*ix->meta));
 	if (!s || !ix->meta || !(ix->meta_json = strndup(s, len)))
-		return nomem(err);
+		return stfs_nomem(err);
 	ix->meta_json_len = len;
 	json_object_object_foreach(meta, key, val) {
 		struct stfs_meta *e = &ix->meta[ix->nmeta];
@@ -154,7 +149,7 @@ static int keep_meta(json_object *meta, struct stfs_index *ix,
 		if (!e->key || !e->value) {
 			free((char *)e->key);
 			free((char *)e->value);
-			return nomem(err);
+			return stfs_nomem(err);
 		}
 		e->key_len = strlen(e->key);
 		e->value_len = strlen(e->value);

@@ -30,6 +30,7 @@
 
 #include "format.h"
 #include "remote.h"
+#include "httphdr.h"
 
 #define STFS_HTTP_FIRST (64u << 10)
 #define FD_SLOTS 16

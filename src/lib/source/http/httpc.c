@@ -40,6 +40,7 @@
 
 #include "format.h"
 #include "remote.h"
+#include "httphdr.h"
 
 /* One attempt of a request, as its bytes come. */
 struct xfer {

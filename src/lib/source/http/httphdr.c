@@ -33,7 +33,8 @@
 #include <strings.h>
 #include <time.h>
 
-#include "source.h"
+#include "remote.h"
+#include "httphdr.h"
 
 static int digits(const char **p, const char *end, uint64_t *out)
 {

@@ -13,7 +13,7 @@
 #include <openssl/evp.h>
 
 #include "format.h"
-#include "source.h"
+#include "remote.h"
 
 int stfs_pages_add(struct stfs_pages *p, const char *key)
 {

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "format.h"
-#include "source.h"
+#include "hub.h"
 
 #define REV_MAX 255
 

@@ -21,11 +21,6 @@
 #include "format.h"
 #include "hub.h"
 
-static int nomem(struct stfs_error *err)
-{
-	return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET, "out of memory");
-}
-
 static char *hf_home(void)
 {
 	const char *v;
@@ -112,7 +107,7 @@ int stfs_hf_resolve_cached(struct hf *h, struct stfs_error *err)
 		return 0;
 	}
 	if (!h->cache || asprintf(&path, "%s/refs/%s", h->cache, h->rev) < 0)
-		return nomem(err);
+		return stfs_nomem(err);
 	sha = first_line(path);
 	if (!sha || !stfs_hf_is_sha(sha)) {
 		stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "offline, and "
@@ -168,9 +163,9 @@ int stfs_hf_list_cached(struct hf *h, const char *snap, int depth,
 				rc = stfs_hf_list_cached(h, p, 1, de->d_name, err);
 		} else if (!depth) {
 			blob_of(p, etag, sizeof(etag));
-			rc = stfs_hf_push(h, de->d_name, etag) ? nomem(err) : 0;
+			rc = stfs_hf_push(h, de->d_name, etag) ? stfs_nomem(err) : 0;
 		} else if (strstr(de->d_name, ".safetensors")) {
-			rc = stfs_hf_push_dir(h, rel, strlen(rel)) ? nomem(err) : 0;
+			rc = stfs_hf_push_dir(h, rel, strlen(rel)) ? stfs_nomem(err) : 0;
 		}
 		free(p);
 	}

@@ -39,11 +39,6 @@
 #define HUB_DEFAULT "https://huggingface.co"
 #define API_MAX (64u << 20)         /* bytes of one API answer, at most */
 
-static int nomem(struct stfs_error *err)
-{
-	return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET, "out of memory");
-}
-
 int stfs_hf_push(struct hf *h, const char *name, const char *etag)
 {
 	char **a = realloc(h->names, (h->n + 1) * sizeof(*a)), **b;
@@ -194,7 +189,7 @@ static int parse(const char *arg, struct hf *h, struct stfs_error *err)
 		goto bad;
 	if (asprintf(&h->repo, "%.*s/%.*s", (int)lorg, org, (int)lname,
 		     name) < 0)
-		return nomem(err);
+		return stfs_nomem(err);
 	p = name + lname;
 	if (*p == '@') {
 		const char *r = ++p;
@@ -207,26 +202,26 @@ static int parse(const char *arg, struct hf *h, struct stfs_error *err)
 			n = (size_t)(third - r) + strcspn(third, "/");
 		}
 		if (!n || !(h->rev = strndup(r, n)))
-			return n ? nomem(err) : stfs_fail(err, -EINVAL, NULL,
+			return n ? stfs_nomem(err) : stfs_fail(err, -EINVAL, NULL,
 				STFS_NO_OFFSET, "an empty revision after '@'");
 		decode_slashes(h->rev);
 		p = r + n;
 	} else if (!(h->rev = strdup("main"))) {
-		return nomem(err);
+		return stfs_nomem(err);
 	}
 	if (rev_check(h->rev, err))
 		return -EINVAL;
 	if (*p == '/')
 		p++;
 	if (!(h->subdir = strdup(p)))
-		return nomem(err);
+		return stfs_nomem(err);
 	while (*h->subdir && h->subdir[strlen(h->subdir) - 1] == '/')
 		h->subdir[strlen(h->subdir) - 1] = '\0';
 	if (*h->subdir && !path_ok(h->subdir))
 		return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "not a "
 				 "folder of a repo: %s", h->subdir);
 	if (split_file(h))
-		return nomem(err);
+		return stfs_nomem(err);
 	return 0;
 bad:
 	return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "not a repo: "
@@ -275,7 +270,7 @@ static int resolve(struct hf *h, struct stfs_auth *auth,
 			     h->dataset ? "datasets" : "models", h->repo,
 			     rev) < 0) {
 		curl_free(rev);
-		return nomem(err);
+		return stfs_nomem(err);
 	}
 	curl_free(rev);
 	rc = stfs_http_get(h->net, url, auth, API_MAX, &body, &len, &r,
@@ -296,13 +291,6 @@ struct lister {
 	int recursive;
 };
 
-static int ends_with(const char *s, const char *tail)
-{
-	size_t n = strlen(s), k = strlen(tail);
-
-	return n >= k && !strcmp(s + n - k, tail);
-}
-
 static int on_file(void *arg, const char *path, const char *etag,
 		   uint64_t size)
 {
@@ -320,8 +308,8 @@ static int on_file(void *arg, const char *path, const char *etag,
 	if (!(slash = strrchr(name, '/')))
 		return stfs_hf_push(h, name, etag);
 	/* deeper: a subfolder holding weights? */
-	if (!sl && (ends_with(slash, ".safetensors") ||
-		    ends_with(slash, ".safetensors.index.json")))
+	if (!sl && (stfs_ends_with(slash, ".safetensors") ||
+		    stfs_ends_with(slash, ".safetensors.index.json")))
 		return stfs_hf_push_dir(h, name, (size_t)(slash - name));
 	return 0;
 }
@@ -343,34 +331,25 @@ static int new_page(struct stfs_pages *seen, const char *url,
 		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the Hub's "
 				 "file list goes on past %d pages",
 				 STFS_PAGES_MAX);
-	return rc ? nomem(err) : 0;
+	return rc ? stfs_nomem(err) : 0;
 }
 
-/* A path ending in a file name of one of these suffixes names that one
- * file (a GGUF repo holds one file per quantization): the folder is
- * listed for its ETag and the file picked by name. */
-static const char *const file_suffixes[] = { ".gguf", ".bin", ".pt",
-					     ".pth", ".ckpt" };
-
+/* A path ending in a checkpoint's file name names that one file (a GGUF
+ * repo holds one file per quantization): the folder is listed for its
+ * ETag and the file picked by name. */
 static int split_file(struct hf *h)
 {
 	char *base = strrchr(h->subdir, '/');
 	const char *name = base ? base + 1 : h->subdir;
-	size_t n = strlen(name);
 
-	for (size_t i = 0; i < sizeof(file_suffixes) / sizeof(*file_suffixes);
-	     i++) {
-		size_t k = strlen(file_suffixes[i]);
-		if (n <= k || strcmp(name + n - k, file_suffixes[i]))
-			continue;
-		if (!(h->file = strdup(name)))
-			return -ENOMEM;
-		if (base)
-			*base = '\0';
-		else
-			h->subdir[0] = '\0';
+	if (!stfs_name_is_checkpoint(name))
 		return 0;
-	}
+	if (!(h->file = strdup(name)))
+		return -ENOMEM;
+	if (base)
+		*base = '\0';
+	else
+		h->subdir[0] = '\0';
 	return 0;
 }
 
@@ -383,7 +362,7 @@ static int pick_file(struct hf *h, struct stfs_location *loc,
 			continue;
 		loc->kind = STFS_LOC_FILE;
 		free(loc->name);
-		return (loc->name = strdup(h->file)) ? 0 : nomem(err);
+		return (loc->name = strdup(h->file)) ? 0 : stfs_nomem(err);
 	}
 	return stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "no file %s in "
 			 "%s at %.12s", h->file, *h->subdir ? h->subdir :
@@ -404,7 +383,7 @@ static int list_online(struct hf *h, struct stfs_auth *auth, int recursive,
 			     h->sha, *sub ? "/" : "", sub,
 			     recursive ? "?recursive=true" : "") < 0) {
 		free(sub);
-		return nomem(err);
+		return stfs_nomem(err);
 	}
 	free(sub);
 	while (url && !rc) {
@@ -421,7 +400,7 @@ static int list_online(struct hf *h, struct stfs_auth *auth, int recursive,
 		if (rc)
 			break;
 		if ((rc = stfs_hub_parse_tree(body, len, on_file, &l)))
-			rc = rc == -ENOMEM ? nomem(err) :
+			rc = rc == -ENOMEM ? stfs_nomem(err) :
 			     stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
 				       "Hub's file list does not parse");
 		free(body);
@@ -439,7 +418,7 @@ static int list_online(struct hf *h, struct stfs_auth *auth, int recursive,
 			break;
 		}
 		if (!(url = strdup(r.link_next)))
-			rc = nomem(err);
+			rc = stfs_nomem(err);
 	}
 	free(url);
 	stfs_pages_free(&seen);
@@ -469,31 +448,37 @@ static int no_weights(struct hf *h, struct stfs_error *err)
 			 "(hf://%s/%s): %s", h->repo, first, dirs);
 }
 
+/* The Hub's endpoint (HF_ENDPOINT, else the Hub's own) and the repo's
+ * folder in the Hugging Face cache, into h: 0 or -errno. */
+static int endpoint_of(struct hf *h, struct stfs_error *err)
+{
+	const char *ep = stfs_hf_env("HF_ENDPOINT");
+	char *e;
+
+	if (!(e = h->endpoint = strdup(ep ? ep : HUB_DEFAULT)) ||
+	    !(h->cache = stfs_hf_repo_cache(h)))
+		return stfs_nomem(err);
+	stfs_url_lower_scheme(e);
+	while (strlen(e) > 8 && e[strlen(e) - 1] == '/')
+		e[strlen(e) - 1] = '\0';
+	if (!stfs_is_url(e))
+		return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET,
+				 "HF_ENDPOINT is not an http(s) URL: %s", e);
+	return 0;
+}
+
 int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 {
 	struct hf h = { 0 };
 	struct stfs_auth *auth = NULL;
-	const char *ep = stfs_hf_env("HF_ENDPOINT");
 	char *snap = NULL, *sub = NULL;
 	struct stat st;
 	int rc;
 
 	if ((rc = parse(loc->arg, &h, err)))
 		goto out;
-	if (!(h.endpoint = strdup(ep ? ep : HUB_DEFAULT)) ||
-	    !(h.cache = stfs_hf_repo_cache(&h))) {
-		rc = nomem(err);
+	if ((rc = endpoint_of(&h, err)))
 		goto out;
-	}
-	stfs_url_lower_scheme(h.endpoint);
-	while (strlen(h.endpoint) > 8 && h.endpoint[strlen(h.endpoint) - 1]
-	       == '/')
-		h.endpoint[strlen(h.endpoint) - 1] = '\0';
-	if (!stfs_is_url(h.endpoint)) {
-		rc = stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "HF_ENDPOINT"
-			       " is not an http(s) URL: %s", h.endpoint);
-		goto out;
-	}
 	h.token = stfs_hf_token();
 	h.net = loc->net;
 	h.offline = stfs_hf_truthy(getenv("HF_HUB_OFFLINE")) ||
@@ -502,7 +487,7 @@ int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 	    /* the CA bundle the Python tools (requests) trust */
 	    (stfs_hf_env("REQUESTS_CA_BUNDLE") &&
 	     !(auth->ca_file = strdup(stfs_hf_env("REQUESTS_CA_BUNDLE"))))) {
-		rc = nomem(err);
+		rc = stfs_nomem(err);
 		goto out;
 	}
 	if (h.offline) {
@@ -514,7 +499,7 @@ int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 	if (asprintf(&snap, "%s/snapshots/%s%s%s", h.cache, h.sha,
 		     *h.subdir ? "/" : "", h.subdir) < 0) {
 		snap = NULL;
-		rc = nomem(err);
+		rc = stfs_nomem(err);
 		goto out;
 	}
 	rc = h.offline ? stfs_hf_list_cached(&h, snap, 0, "", err) :
@@ -545,7 +530,7 @@ int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 		     h.dataset ? "datasets/" : "", h.repo, h.sha,
 		     *sub ? "/" : "", sub) < 0) {
 		loc->base = NULL;
-		rc = nomem(err);
+		rc = stfs_nomem(err);
 		goto out;
 	}
 	if (stat(snap, &st) == 0 && S_ISDIR(st.st_mode)) {
@@ -555,7 +540,7 @@ int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 	loc->repo = h.repo;
 	h.repo = NULL;
 	if (!(loc->revision = strdup(h.sha))) {
-		rc = nomem(err);
+		rc = stfs_nomem(err);
 		goto out;
 	}
 	loc->auth = auth;

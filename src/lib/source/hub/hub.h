@@ -9,7 +9,7 @@
 
 #include <stdlib.h>
 
-#include "source.h"
+#include "remote.h"
 
 struct hf {
 	int dataset;
@@ -54,5 +54,24 @@ char *stfs_hf_repo_cache(const struct hf *h);
 int stfs_hf_resolve_cached(struct hf *h, struct stfs_error *err);
 int stfs_hf_list_cached(struct hf *h, const char *snap, int depth,
 			const char *rel, struct stfs_error *err);
+
+/* ---- the Hub's JSON answers (hub.c) -------------------------------------- */
+
+/* The commit ("sha": 40 lowercase hex digits) of a revision API answer:
+ * 0, or -EINVAL. */
+int stfs_hub_parse_sha(const char *json, size_t len, char sha[41]);
+/* A tree API page: file() for each file's path, the Hub's ETag (its LFS
+ * sha256, else its blob id; NULL if neither is usable) and size; a
+ * non-zero return stops and is returned.  0, or -EINVAL. */
+int stfs_hub_parse_tree(const char *json, size_t len,
+			int (*file)(void *arg, const char *path,
+				    const char *etag, uint64_t size),
+			void *arg);
+
+/* Is rev a revision of a Hugging Face repo stfs accepts (gitref.c): a
+ * git ref name (git check-ref-format's rules, and no '%') or a commit?
+ * 1 or 0; *why says which rule it breaks. */
+int stfs_hub_rev_ok(const char *rev, const char **why);
+
 
 #endif

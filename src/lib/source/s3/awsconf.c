@@ -27,20 +27,14 @@
 #include <sys/stat.h>
 
 #include "format.h"
-#include "source.h"
+#include "remote.h"
+#include "s3.h"
 
 #define CONF_MAX (1u << 20)     /* bytes of one file, at most */
 
-static const char *env(const char *name)
-{
-	const char *v = getenv(name);
-
-	return v && *v ? v : NULL;
-}
-
 static char *home_file(const char *var, const char *name)
 {
-	const char *v = env(var), *home = env("HOME");
+	const char *v = stfs_env(var), *home = stfs_env("HOME");
 	char *s = NULL;
 
 	if (v)
@@ -120,13 +114,13 @@ static const struct stfs_ini_section *conf_section(const struct stfs_ini *c,
 
 int stfs_aws_conf_load(struct stfs_aws_conf *a, struct stfs_error *err)
 {
-	const char *from = env("AWS_PROFILE") ? "AWS_PROFILE" :
-			   env("AWS_DEFAULT_PROFILE") ? "AWS_DEFAULT_PROFILE" :
+	const char *from = stfs_env("AWS_PROFILE") ? "AWS_PROFILE" :
+			   stfs_env("AWS_DEFAULT_PROFILE") ? "AWS_DEFAULT_PROFILE" :
 			   NULL;
 	int rc;
 
 	memset(a, 0, sizeof(*a));
-	if (!(a->profile = strdup(from ? env(from) : "default")) ||
+	if (!(a->profile = strdup(from ? stfs_env(from) : "default")) ||
 	    !(a->cred_path = home_file("AWS_SHARED_CREDENTIALS_FILE",
 				       "credentials")) ||
 	    !(a->conf_path = home_file("AWS_CONFIG_FILE", "config"))) {
@@ -203,15 +197,15 @@ int stfs_aws_conf_keys(const struct stfs_aws_conf *a, char **access,
 	int rc;
 
 	*access = *secret = *token = NULL;
-	if (env("AWS_ACCESS_KEY_ID")) {
-		if (!env("AWS_SECRET_ACCESS_KEY"))
+	if (stfs_env("AWS_ACCESS_KEY_ID")) {
+		if (!stfs_env("AWS_SECRET_ACCESS_KEY"))
 			return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET,
 					 "AWS_ACCESS_KEY_ID is set, "
 					 "AWS_SECRET_ACCESS_KEY is not");
-		k[0] = env("AWS_ACCESS_KEY_ID");
-		k[1] = env("AWS_SECRET_ACCESS_KEY");
-		k[2] = env("AWS_SESSION_TOKEN") ? env("AWS_SESSION_TOKEN") :
-		       env("AWS_SECURITY_TOKEN");
+		k[0] = stfs_env("AWS_ACCESS_KEY_ID");
+		k[1] = stfs_env("AWS_SECRET_ACCESS_KEY");
+		k[2] = stfs_env("AWS_SESSION_TOKEN") ? stfs_env("AWS_SESSION_TOKEN") :
+		       stfs_env("AWS_SECURITY_TOKEN");
 	} else if ((rc = section_keys(&a->cred, a->cs, k)) != 0) {
 		where = a->cred_path;
 	} else if ((rc = section_keys(&a->conf, a->fs, k)) != 0) {

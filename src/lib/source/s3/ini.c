@@ -24,7 +24,8 @@
 #include <string.h>
 
 #include "format.h"
-#include "source.h"
+#include "remote.h"
+#include "s3.h"
 
 static char *dup_trim(const char *s, size_t n)
 {

@@ -3,15 +3,19 @@
  * S3-compatible store (MinIO, Ceph RGW, OpenStack Swift's s3api).
  *
  *   s3://BUCKET/KEY        one file (or an index: KEY ends .index.json)
- *   s3://BUCKET/PREFIX/    its index, else every *.safetensors directly
- *                          under PREFIX, listed with ListObjectsV2
+ *   s3://BUCKET/PREFIX/    its index, else its *.safetensors files (with
+ *                          none: its PyTorch index or checkpoints)
+ *                          directly under PREFIX, listed with
+ *                          ListObjectsV2; its index by name when the
+ *                          keys may not list
  *
  * AWS's conventions: keys from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
  * AWS_SESSION_TOKEN, else the profile in ~/.aws/credentials and
- * ~/.aws/config, found as the AWS CLI finds it (awsconf.c); the region from AWS_REGION, AWS_DEFAULT_REGION or the
- * profile (us-east-1 if none); the endpoint from AWS_ENDPOINT_URL_S3,
- * AWS_ENDPOINT_URL or the profile's endpoint_url (AWS's regional endpoint
- * if none).  With keys every request is signed (SigV4, sigv4.c); without,
+ * ~/.aws/config, found as the AWS CLI finds it (awsconf.c); the region
+ * from AWS_REGION, AWS_DEFAULT_REGION or the profile (us-east-1 if none);
+ * the endpoint from AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or the
+ * profile's endpoint_url (AWS's regional endpoint if none); a private
+ * endpoint's CA from AWS_CA_BUNDLE or the profile's ca_bundle.  With keys every request is signed (SigV4, sigv4.c); without,
  * requests go unsigned, for public buckets.  Addressing: virtual-hosted
  * (https://BUCKET.s3.REGION.amazonaws.com/KEY) on AWS, path-style
  * (ENDPOINT/BUCKET/KEY) on another endpoint, unless the remote options
@@ -26,21 +30,10 @@
 #include <string.h>
 
 #include "format.h"
-#include "source.h"
+#include "remote.h"
+#include "s3.h"
 
 #define LIST_MAX (16u << 20)        /* bytes of one listing page */
-
-static int nomem(struct stfs_error *err)
-{
-	return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET, "out of memory");
-}
-
-static const char *env(const char *name)
-{
-	const char *v = getenv(name);
-
-	return v && *v ? v : NULL;
-}
 
 /* ---- s3://BUCKET/KEY ------------------------------------------------------ */
 
@@ -159,7 +152,7 @@ static int new_page(struct stfs_pages *seen, const char *token,
 		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
 				 "bucket's listing goes on past %d pages",
 				 STFS_PAGES_MAX);
-	return rc ? nomem(err) : 0;
+	return rc ? stfs_nomem(err) : 0;
 }
 
 /* The keys directly under s->key (a prefix ending in '/', or ""). */
@@ -171,7 +164,7 @@ static int list(const struct s3 *s, struct stfs_auth *auth, struct names *l,
 	int rc = 0, truncated = 1;
 
 	if (!root)
-		return nomem(err);
+		return stfs_nomem(err);
 	rc = new_page(&seen, "", err);  /* the first page, which has none */
 	while (!rc && truncated) {
 		char *tok = token ? curl_easy_escape(NULL, token, 0) : NULL;
@@ -191,7 +184,7 @@ static int list(const struct s3 *s, struct stfs_auth *auth, struct names *l,
 		free(token);
 		token = NULL;
 		if (!url) {
-			rc = nomem(err);
+			rc = stfs_nomem(err);
 			break;
 		}
 		rc = stfs_http_get(s->net, url, auth, LIST_MAX, &body, &len, &r, err);
@@ -202,7 +195,7 @@ static int list(const struct s3 *s, struct stfs_auth *auth, struct names *l,
 					&token);
 		free(body);
 		if (rc == -ENOMEM)
-			rc = nomem(err);
+			rc = stfs_nomem(err);
 		else if (rc)
 			rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
 				       "bucket's listing does not parse");
@@ -215,15 +208,87 @@ static int list(const struct s3 *s, struct stfs_auth *auth, struct names *l,
 	return rc;
 }
 
+/* The endpoint, as the AWS CLI finds it (the environment, the profile,
+ * else AWS's own for region) into *ep; *custom if it is not AWS's: 0 or
+ * -errno. */
+static int endpoint_of(struct stfs_aws_conf *a, const char *region,
+		       char **ep, int *custom, struct stfs_error *err)
+{
+	char *e;
+
+	e = stfs_env("AWS_ENDPOINT_URL_S3") ?
+	    strdup(stfs_env("AWS_ENDPOINT_URL_S3")) :
+	    stfs_env("AWS_ENDPOINT_URL") ? strdup(stfs_env("AWS_ENDPOINT_URL")) :
+	    stfs_aws_conf_get(a, "endpoint_url");
+	*custom = e != NULL;
+	if (!e && asprintf(&e, "https://s3.%s.amazonaws.com", region) < 0)
+		return stfs_nomem(err);
+	*ep = e;
+	stfs_url_lower_scheme(e);
+	while (strlen(e) > 8 && e[strlen(e) - 1] == '/')
+		e[strlen(e) - 1] = '\0';
+	if (!stfs_is_url(e) || strchr(strstr(e, "://") + 3, '/') ||
+	    strchr(e, '?'))
+		return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "the S3 "
+				 "endpoint is not http(s)://HOST[:PORT]: %s",
+				 e);
+	return 0;
+}
+
+/* What s->key names: a prefix (listed, or its index when listing is
+ * refused) or one object; loc's kind, name and base.  0 or -errno. */
+static int what_key_names(struct s3 *s, struct stfs_location *loc,
+			  struct stfs_error *err)
+{
+	struct names l = { 0 };
+	char *dir = NULL, *slash;
+	int rc = 0;
+
+	if (!*s->key || s->key[strlen(s->key) - 1] == '/') {
+		l.prefix = s->key;
+		rc = list(s, loc->auth, &l, err);
+		if (rc == -EACCES && *s->key) {
+			/* no right to list: its index, if there is one */
+			loc->kind = STFS_LOC_INDEX;
+			if (!(loc->name = strdup("model.safetensors.index."
+						 "json")))
+				rc = stfs_nomem(err);
+			else
+				rc = 0;
+		} else if (!rc) {
+			rc = stfs_location_pick_one(loc, l.all, l.n,
+						    "this prefix", err);
+		}
+	} else {
+		slash = strrchr(s->key, '/');
+		loc->kind = stfs_ends_with(s->key, ".index.json") &&
+			    strlen(s->key) > 11 ? STFS_LOC_INDEX :
+			    STFS_LOC_FILE;
+		if (!(loc->name = strdup(slash ? slash + 1 : s->key)))
+			rc = stfs_nomem(err);
+		else if (slash)
+			slash[1] = '\0';
+		else
+			s->key[0] = '\0';
+	}
+	if (!rc && (!(dir = escape_key(s->key)) ||
+		    !(loc->base = url_of(s, dir))))
+		rc = stfs_nomem(err);
+	for (size_t i = 0; i < l.n; i++)
+		free(l.all[i]);
+	free(l.all);
+	free(dir);
+	return rc;
+}
+
 /* ---- the locator ------------------------------------------------------ */
 
 int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err)
 {
 	struct stfs_aws_conf a;
 	struct s3 s = { 0 };
-	struct names l = { 0 };
 	char *access = NULL, *secret = NULL, *token = NULL, *region = NULL;
-	char *ep = NULL, *dir = NULL, *slash;
+	char *ep = NULL;
 	const char *p = loc->arg + 5, *k;
 	enum stfs_s3_style style;
 	int rc = 0, custom, conf = 0;
@@ -249,26 +314,13 @@ int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err)
 	conf = 1;
 	if ((rc = stfs_aws_conf_keys(&a, &access, &secret, &token, err)))
 		goto out;
-	region = env("AWS_REGION") ? strdup(env("AWS_REGION")) :
-		 env("AWS_DEFAULT_REGION") ? strdup(env("AWS_DEFAULT_REGION")) :
+	region = stfs_env("AWS_REGION") ? strdup(stfs_env("AWS_REGION")) :
+		 stfs_env("AWS_DEFAULT_REGION") ? strdup(stfs_env("AWS_DEFAULT_REGION")) :
 		 stfs_aws_conf_get(&a, "region");
 	if (!region && !(region = strdup("us-east-1")))
 		goto nomem;
-	ep = env("AWS_ENDPOINT_URL_S3") ? strdup(env("AWS_ENDPOINT_URL_S3")) :
-	     env("AWS_ENDPOINT_URL") ? strdup(env("AWS_ENDPOINT_URL")) :
-	     stfs_aws_conf_get(&a, "endpoint_url");
-	custom = ep != NULL;
-	if (!ep && asprintf(&ep, "https://s3.%s.amazonaws.com", region) < 0)
-		goto nomem;
-	stfs_url_lower_scheme(ep);
-	while (strlen(ep) > 8 && ep[strlen(ep) - 1] == '/')
-		ep[strlen(ep) - 1] = '\0';
-	if (!stfs_is_url(ep) || strchr(strstr(ep, "://") + 3, '/') ||
-	    strchr(ep, '?')) {
-		rc = stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "the S3 "
-			       "endpoint is not http(s)://HOST[:PORT]: %s", ep);
+	if ((rc = endpoint_of(&a, region, &ep, &custom, err)))
 		goto out;
-	}
 	s.endpoint = ep;
 	s.net = loc->net;
 	style = stfs_remote_s3_style(loc->net);
@@ -277,54 +329,17 @@ int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err)
 	if (!(loc->auth = stfs_auth_new(NULL, access, secret, token, region)))
 		goto nomem;
 	/* a private endpoint's CA, as the AWS tools take it */
-	loc->auth->ca_file = env("AWS_CA_BUNDLE") ?
-			     strdup(env("AWS_CA_BUNDLE")) :
+	loc->auth->ca_file = stfs_env("AWS_CA_BUNDLE") ?
+			     strdup(stfs_env("AWS_CA_BUNDLE")) :
 			     stfs_aws_conf_get(&a, "ca_bundle");
-	if (env("AWS_CA_BUNDLE") && !loc->auth->ca_file)
+	if (stfs_env("AWS_CA_BUNDLE") && !loc->auth->ca_file)
 		goto nomem;
 
-	/* what the key names */
-	if (!*s.key || s.key[strlen(s.key) - 1] == '/') {
-		l.prefix = s.key;
-		rc = list(&s, loc->auth, &l, err);
-		if (rc == -EACCES && *s.key) {
-			/* no right to list: its index, if there is one */
-			loc->kind = STFS_LOC_INDEX;
-			if (!(loc->name = strdup("model.safetensors.index."
-						 "json")))
-				goto nomem;
-			rc = 0;
-		} else if (!rc) {
-			rc = stfs_location_pick_one(loc, l.all, l.n, "this prefix",
-						err);
-		}
-		if (rc)
-			goto out;
-		if (!(dir = escape_key(s.key)))
-			goto nomem;
-	} else {
-		slash = strrchr(s.key, '/');
-		loc->kind = strlen(s.key) > 11 &&
-			    !strcmp(s.key + strlen(s.key) - 11, ".index.json") ?
-			    STFS_LOC_INDEX : STFS_LOC_FILE;
-		if (!(loc->name = strdup(slash ? slash + 1 : s.key)))
-			goto nomem;
-		if (slash)
-			slash[1] = '\0';
-		else
-			s.key[0] = '\0';
-		if (!(dir = escape_key(s.key)))
-			goto nomem;
-	}
-	if (!(loc->base = url_of(&s, dir)))
-		goto nomem;
+	rc = what_key_names(&s, loc, err);
 	goto out;
 nomem:
-	rc = nomem(err);
+	rc = stfs_nomem(err);
 out:
-	for (size_t i = 0; i < l.n; i++)
-		free(l.all[i]);
-	free(l.all);
 	if (secret)
 		memset(secret, 0, strlen(secret));
 	free(access);
@@ -332,7 +347,6 @@ out:
 	free(token);
 	free(region);
 	free(ep);
-	free(dir);
 	free(s.bucket);
 	free(s.key);
 	if (conf)

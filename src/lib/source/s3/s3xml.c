@@ -21,7 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "source.h"
+#include "remote.h"
+#include "s3.h"
 
 #define DEPTH_MAX 16            /* S3's listing is 4 deep */
 #define OBJECTS_MAX 1000        /* ListObjectsV2 gives at most 1000 keys */

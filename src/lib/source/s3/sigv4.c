@@ -20,7 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "source.h"
+#include "remote.h"
+#include "s3.h"
 
 /* The SHA-256 of no bytes: a GET has no payload. */
 #define EMPTY_SHA256 \

@@ -1,0 +1,105 @@
+/*
+ * s3.h: what the S3 room's files share (never seen outside src/lib/source/s3):
+ * ListObjectsV2 pages (s3xml.c), the AWS CLI's files and profile (ini.c,
+ * awsconf.c) and Signature Version 4 (sigv4.c), for the s3:// locator
+ * (s3.c).
+ */
+#ifndef STFS_S3_H
+#define STFS_S3_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "remote.h"
+
+/* One ListObjectsV2 page: object() for each key (decoded, 1 to 1024
+ * bytes), size and ETag (as the server wrote it, quotes and all; NULL if
+ * it gave none), in order (a non-zero return stops the parse and is
+ * returned); whether more pages follow, and if so *next_token (malloc'd).
+ * 0, or -EINVAL for a document that is not such a page: not well-formed,
+ * a DOCTYPE, another root, nesting over 16 deep, over 1000 objects, an
+ * object with no Key or no Size, a Size that is not 1 to 19 digits, an
+ * ETag over 256 bytes or with a control character, a token over 4096
+ * bytes, IsTruncated missing or neither "true" nor "false", or "true"
+ * with no token; -ENOMEM. */
+int stfs_s3_list_parse(const char *xml, size_t len,
+		       int (*object)(void *arg, const char *key,
+				     uint64_t size, const char *etag),
+		       void *arg, int *truncated, char **next_token);
+
+/* ---- the AWS CLI's files (ini.c, awsconf.c) ------------------------------ */
+
+struct stfs_ini_kv {
+	char *key;              /* lower case */
+	char *value;
+};
+
+struct stfs_ini_section {
+	char *name;
+	struct stfs_ini_kv *kv;
+	size_t n;
+};
+
+struct stfs_ini {
+	struct stfs_ini_section *s;
+	size_t n;
+};
+
+/* Parse len bytes of INI text as the AWS CLI does (ini.c): 0, -ENOMEM, or
+ * -EINVAL with *line (1-based) and *why saying what does not parse.  *out
+ * is freed with stfs_ini_free(). */
+int stfs_ini_parse(const char *text, size_t len, struct stfs_ini *out,
+		   size_t *line, const char **why);
+/* The section called name, or NULL. */
+const struct stfs_ini_section *stfs_ini_section(const struct stfs_ini *ini,
+						const char *name);
+/* key's value in s (NULL: none, or no section). */
+const char *stfs_ini_get(const struct stfs_ini_section *s, const char *key);
+void stfs_ini_free(struct stfs_ini *ini);
+
+/* The AWS profile of the environment, from both files (awsconf.c). */
+struct stfs_aws_conf {
+	char *profile;
+	char *cred_path, *conf_path;
+	struct stfs_ini cred, conf;
+	const struct stfs_ini_section *cs, *fs;  /* its sections, or NULL */
+};
+
+/* Find the profile and read both files: 0, or -errno with err saying why
+ * (a profile named that is in neither file; a file that does not parse). */
+int stfs_aws_conf_load(struct stfs_aws_conf *a, struct stfs_error *err);
+/* A setting of the profile (region, endpoint_url, ...): a copy, or NULL. */
+char *stfs_aws_conf_get(const struct stfs_aws_conf *a, const char *key);
+/* Its keys (the environment's first): 0 with copies (all NULL: none), or
+ * -errno with err saying why (a key id without its secret). */
+int stfs_aws_conf_keys(const struct stfs_aws_conf *a, char **access,
+		       char **secret, char **token, struct stfs_error *err);
+void stfs_aws_conf_free(struct stfs_aws_conf *a);
+
+/* ---- signing (sigv4.c, with libcrypto's SHA-256 and HMAC) --------------- */
+
+#define STFS_SIGV4_MAX_HEADERS 8
+
+struct stfs_sigv4_hdr {
+	const char *name;       /* lowercase */
+	const char *value;      /* trimmed */
+};
+
+/* One request to sign.  path and query are in their canonical form
+ * already (each byte but A-Za-z0-9-._~ percent-encoded, the query's
+ * parameters sorted); host and x-amz-date are signed with headers. */
+struct stfs_sigv4_req {
+	const char *method, *host, *path, *query;
+	const struct stfs_sigv4_hdr *headers;
+	size_t nheaders;
+	const char *payload_hash;       /* hex SHA-256 of the body */
+	const char *amzdate;            /* YYYYMMDDTHHMMSSZ */
+	const char *access_key, *secret_key, *region, *service;
+};
+
+/* The Authorization header's value for r into auth: 0, or -EINVAL when
+ * it does not fit (or too many headers), -ENOMEM. */
+int stfs_sigv4_sign(const struct stfs_sigv4_req *r, char *auth,
+		    size_t authsz);
+
+#endif
