@@ -507,6 +507,56 @@ const char *stfs_model_left_out_why(const struct stfs_tensor *t);
  * each tensor's views if views: malloc'd, *len bytes, or NULL (ENOMEM). */
 char *stfs_model_json(const struct stfs_model *m, int views, size_t *len);
 
+/* ---- a warm of the cache: `stfs prefetch` (model/warm.c) ------------- */
+
+struct stfs_warm;
+
+enum stfs_warm_state {
+	STFS_WARM_IDLE,         /* none asked for */
+	STFS_WARM_WARMING,
+	STFS_WARM_DONE,         /* every block asked for is in the cache */
+	STFS_WARM_FAILED,       /* some could not be fetched: error says */
+};
+
+/* What to warm: shell globs (fnmatch(3), '*' matches '/' too) on tensor
+ * paths in the tree (a view's name names its tensor) and on the files'
+ * names (a shard); none: every file whole.  id: the asker's number for
+ * it, given back in the status. */
+struct stfs_warm_sel {
+	const char *const *include;
+	size_t ninclude;
+	const char *const *exclude;
+	size_t nexclude;
+	unsigned id;
+};
+
+struct stfs_warm_status {
+	enum stfs_warm_state state;
+	unsigned id;
+	int local;                      /* nothing remote to warm */
+	uint64_t bytes_total;           /* of the blocks asked for */
+	uint64_t bytes_done;            /* of them in the cache */
+	size_t files_total, files_done;
+	uint64_t failed_blocks;
+	uint64_t started_ms, elapsed_ms;
+	char error[512];                /* the last failure, naming its file */
+};
+
+/* Start warming the cache of m's remote files with what sel names, on a
+ * thread of its own: 0 with *out (a warm with nothing remote to fetch is
+ * done at once, local set); or -errno with err: -ENOENT (a pattern names
+ * nothing), -EFBIG (more than the cache's size limit: the numbers and
+ * the option), -ENOSPC (no cache).  Start it in the process that will
+ * serve (after the daemon forked). */
+int stfs_warm_start(struct stfs_model *m, const struct stfs_warm_sel *sel,
+		    struct stfs_warm **out, struct stfs_error *err);
+void stfs_warm_status(struct stfs_warm *w, struct stfs_warm_status *st);
+/* 1 while it is warming. */
+int stfs_warm_busy(struct stfs_warm *w);
+/* Stop it (the blocks in flight end first) and free it; before the model
+ * is closed. */
+void stfs_warm_free(struct stfs_warm *w);
+
 /* ---- the tree: every directory and file of a mount ------------------- */
 
 /* Node 0 is the root.  Nodes never change while the model is open. */

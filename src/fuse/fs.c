@@ -457,6 +457,7 @@ const struct fuse_lowlevel_ops stfs_ll_ops = {
 	.removexattr = stfs_ll_removexattr,
 	.create = stfs_ll_create,
 	.fallocate = stfs_ll_fallocate,
+	.ioctl = stfs_prefetch_ioctl,
 };
 
 /* ---- setup ----------------------------------------------------------- */

@@ -42,6 +42,10 @@ struct stfs_fs {
 	/* root xattrs: shared __metadata__ under escaped names, sorted */
 	struct stfs_fs_meta *meta;
 	size_t nmeta;
+	/* the warm of its cache (prefetch.c), and the last one's state */
+	pthread_mutex_t warm_mu;
+	struct stfs_warm *warm;
+	struct stfs_warm_status warm_last;
 };
 
 struct stfs_fs_meta {
@@ -63,6 +67,20 @@ void stfs_xattr_get(fuse_req_t req, fuse_ino_t ino, const char *name,
 void stfs_xattr_list(fuse_req_t req, fuse_ino_t ino, size_t size);
 int stfs_xattr_init(struct stfs_fs *fs);
 void stfs_xattr_destroy(struct stfs_fs *fs);
+
+/* prefetch.c: the value of the root's xattr name (user.stfs.prefetch.*)
+ * into out: its length, or -ENODATA (not one), -ERANGE. */
+int stfs_prefetch_value(struct stfs_fs *fs, const char *name, char *out,
+			size_t n);
+/* The ioctl STFS_IOC_PREFETCH on the root: start a warm, and reply. */
+void stfs_prefetch_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd,
+			 void *arg, struct fuse_file_info *fi, unsigned flags,
+			 const void *in, size_t in_size, size_t out_size);
+/* Start a warm of spec (len bytes: lines +GLOB, -GLOB, #ID; NULL: all):
+ * 0 or -errno (then the state says why). */
+int stfs_prefetch_start(struct stfs_fs *fs, const char *spec, size_t len);
+/* Stop the warm, before the model closes. */
+void stfs_prefetch_stop(struct stfs_fs *fs);
 
 /* Fill the derived fields of fs from fs->model: 0 or -ENOMEM. */
 int stfs_fs_init(struct stfs_fs *fs);

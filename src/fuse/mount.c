@@ -47,6 +47,7 @@ struct stfs_opts {
 	struct stfs_remote_opts *remote;
 	char *remote_bad;
 	char *log;
+	char *prefetch;         /* -o prefetch=: a warm's lines (prefetch.c) */
 };
 
 enum {
@@ -59,6 +60,7 @@ enum {
 	KEY_MAX_READ,
 	KEY_INCLUDE,
 	KEY_EXCLUDE,
+	KEY_PREFETCH,
 };
 
 #define STFS_OPT(t, p, v) { t, offsetof(struct stfs_opts, p), v }
@@ -69,6 +71,7 @@ static const struct fuse_opt stfs_opt_spec[] = {
 	STFS_OPT("show_virtual", show_virtual, 1),
 	FUSE_OPT_KEY("include=", KEY_INCLUDE),
 	FUSE_OPT_KEY("exclude=", KEY_EXCLUDE),
+	FUSE_OPT_KEY("prefetch=", KEY_PREFETCH),
 	STFS_OPT("convert=%s", convert, 0),
 	STFS_OPT("uid=%s", uid, 0),
 	STFS_OPT("gid=%s", gid, 0),
@@ -109,6 +112,8 @@ void stfs_usage(FILE *out)
 "                    [--include=GLOB] [--exclude=GLOB] [--offline]\n"
 "                    [--unvalidated]\n"
 "                    [--s3-style=path|virtual] SOURCE\n"
+"       stfs prefetch [--include=GLOB] [--exclude=GLOB] [--background]\n"
+"                     [-q | --json] [--status] MOUNTPOINT [PATH...]\n"
 "       stfs umount [-z] MOUNTPOINT\n"
 "       stfs --help | --version\n"
 "\n"
@@ -140,6 +145,8 @@ void stfs_usage(FILE *out)
 "                     up to %d, as far as fs.fuse.max_pages_limit allows;\n"
 "                     given, root raises that limit)\n"
 "  -o log=FILE        where a background daemon logs (default: syslog)\n"
+"  -o prefetch=all|GLOB  for URL sources: warm the cache once the mount is\n"
+"                     live, as stfs prefetch does (GLOB repeatable)\n"
 "  -o connect_timeout=S, stall_timeout=S, retries=N, connections=N\n"
 "                     for URL sources: seconds to connect (default 10),\n"
 "                     seconds slower than min_speed (30), retries (3),\n"
@@ -225,6 +232,17 @@ static int opt_proc(void *data, const char *arg, int key,
 		if (!(p[*n] = strdup(strchr(arg, '=') + 1)))
 			return -1;
 		(*n)++;
+		return 0;
+	}
+	case KEY_PREFETCH: {    /* all, or a glob: "+GLOB" (repeatable) */
+		const char *g = arg + strlen("prefetch=");
+		char *p = NULL;
+
+		if (asprintf(&p, "%s%s%s\n", o->prefetch ? o->prefetch : "",
+			     strcmp(g, "all") ? "+" : "", g) < 0)
+			return -1;
+		free(o->prefetch);
+		o->prefetch = p;
 		return 0;
 	}
 	case KEY_MAX_READ:      /* keep it for libfuse, which checks it too */
@@ -567,7 +585,12 @@ static int serve_model(struct fuse_args *args, struct stfs_opts *o,
 			fs->readahead_kb, strerror(-rc), ra_now);
 	if (stfs_daemonize(o->foreground, o->log, src) != 0)
 		goto out_unmount;
+	if (o->prefetch &&
+	    stfs_prefetch_start(fs, o->prefetch, strlen(o->prefetch)))
+		fuse_log(FUSE_LOG_ERR, "stfs: %s: -o prefetch: %s\n", src,
+			 fs->warm_last.error);
 	ret = stfs_serve(se, threads) ? 1 : 0;
+	stfs_prefetch_stop(fs);
 	/* Reads still in flight answer on the session's fd, which unmounting
 	 * closes (and the number may then name another file): closing the
 	 * model ends their transfers and waits for their replies first. */
@@ -598,6 +621,7 @@ static void opts_free(struct stfs_opts *o)
 	free(o->source);
 	free(o->mountpoint);
 	free(o->log);
+	free(o->prefetch);
 	free(o->convert);
 	for (size_t i = 0; i < o->ninclude; i++)
 		free(o->include[i]);
@@ -620,7 +644,8 @@ int stfs_mount_main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct stfs_opts o = { 0 };
-	struct stfs_fs fs = { .handles_mu = PTHREAD_MUTEX_INITIALIZER };
+	struct stfs_fs fs = { .handles_mu = PTHREAD_MUTEX_INITIALIZER,
+			      .warm_mu = PTHREAD_MUTEX_INITIALIZER };
 	struct fuse_session *se;
 	char *src = NULL;
 	unsigned threads = 1;

@@ -7,6 +7,15 @@
 #define STFS_MOUNT_H
 
 #include <stdio.h>
+#include <sys/ioctl.h>
+
+/* `stfs prefetch` asks a mount's daemon for a warm with this ioctl on the
+ * mount's root (setxattr cannot: the mount is read-only): in, the warm's
+ * lines ("+GLOB", "-GLOB", "#ID"; NUL-terminated); 0, or -1 with errno
+ * (the root's user.stfs.prefetch.error then says why, but for EBUSY: a
+ * warm is under way).  src/fuse/prefetch.c. */
+#define STFS_PREFETCH_SPEC_MAX 4096
+#define STFS_IOC_PREFETCH _IOW('S', 0x33, char[STFS_PREFETCH_SPEC_MAX])
 
 /* `stfs mount ...` and the mount-helper form; argv[0] is the program.
  * Returns the exit status. */

@@ -2,7 +2,9 @@
  * xattr.c: the extended attributes of a mount: each tensor file's
  * (user.safetensors.dtype, shape, offsets, name, where its bytes come
  * from, its view and foreign format), and the root's, one per shared
- * __metadata__ entry.  Listing and reading them never touches a source.
+ * __metadata__ entry, and the state of its warm (user.stfs.prefetch.*,
+ * prefetch.c; read by name, not listed).  Listing and reading them never
+ * touches a source.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -236,8 +238,15 @@ void stfs_xattr_get(fuse_req_t req, fuse_ino_t ino,
 
 		m = bsearch(name, fs->meta, fs->nmeta, sizeof(*fs->meta),
 			    cmp_meta_name);
+		char pf[2048];
+		int n;
+
 		if (m) {
 			reply_value(req, m->m->value, m->m->value_len, size);
+			return;
+		}
+		if ((n = stfs_prefetch_value(fs, name, pf, sizeof(pf))) >= 0) {
+			reply_value(req, pf, (size_t)n, size);
 			return;
 		}
 	}

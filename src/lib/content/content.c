@@ -159,8 +159,11 @@ int stfs_content_add_f32(struct stfs_content *c, struct stfs_source *src,
 	return 0;
 }
 
-int stfs_content_add_dequant(struct stfs_content *c, struct stfs_source *src,
-			     uint64_t off, unsigned quant, uint64_t nel)
+/* nel elements quantized as quant (stfs_quant_dequantizes) at off,
+ * dequantized to float32. */
+static int stfs_content_add_dequant(struct stfs_content *c,
+				    struct stfs_source *src,
+				    uint64_t off, unsigned quant, uint64_t nel)
 {
 	unsigned bytes, elems = stfs_quant_block(quant, &bytes);
 	struct stfs_seg *s;
@@ -179,8 +182,12 @@ int stfs_content_add_dequant(struct stfs_content *c, struct stfs_source *src,
 	return 0;
 }
 
-int stfs_content_add_gather(struct stfs_content *c, struct stfs_source *src,
-			    uint64_t off, const struct stfs_tensor *t)
+/* A strided view's elements in row-major order (gather.c): t (with
+ * foreign->strides) must stay valid as long as c; its first element is at
+ * off. */
+static int stfs_content_add_gather(struct stfs_content *c,
+				   struct stfs_source *src,
+				   uint64_t off, const struct stfs_tensor *t)
 {
 	unsigned es = t->foreign ? t->foreign->elem_bytes : 0;
 	uint64_t nel = stfs_tensor_elements(t);

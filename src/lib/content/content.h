@@ -61,15 +61,6 @@ int stfs_content_add_range(struct stfs_content *c, struct stfs_source *src,
 int stfs_content_add_f32(struct stfs_content *c, struct stfs_source *src,
 			 uint64_t off, enum stfs_dtype dtype, uint64_t nel);
 
-/* nel elements quantized as quant (stfs_quant_dequantizes) at off,
- * dequantized to float32. */
-int stfs_content_add_dequant(struct stfs_content *c, struct stfs_source *src,
-			     uint64_t off, unsigned quant, uint64_t nel);
-/* A strided view's elements in row-major order (gather.c): t (with
- * foreign->strides) must stay valid as long as c; its first element is at
- * off. */
-int stfs_content_add_gather(struct stfs_content *c, struct stfs_source *src,
-			    uint64_t off, const struct stfs_tensor *t);
 /* The raw bytes of tensor t (a range, or gathered for a strided view),
  * the tensor's bytes starting at off in src. */
 int stfs_content_add_tensor(struct stfs_content *c,
@@ -84,6 +75,9 @@ int stfs_content_add_tensor_f32(struct stfs_content *c,
  * content/dequant.c dequantizes). */
 int stfs_tensor_to_f32(const struct stfs_tensor *t);
 /* Dequantize n blocks of quant at src into dst (dequant.c). */
+/* 1 if stfs_dequant() can turn quantization q into float32 (dequant.c:
+ * the set is written once, beside the code that does it). */
+int stfs_quant_dequantizes(unsigned q);
 void stfs_dequant(unsigned quant, const void *src, size_t nblocks,
 		  float *dst);
 /* One IEEE half as float32 (convert.c). */

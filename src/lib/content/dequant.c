@@ -169,6 +169,18 @@ static void q8_k(const uint8_t *b, float *y)
 		y[j] = d * (float)(int8_t)b[4 + j];
 }
 
+int stfs_quant_dequantizes(unsigned q)
+{
+	switch (q) {
+	case STFS_Q4_0: case STFS_Q4_1: case STFS_Q5_0: case STFS_Q5_1:
+	case STFS_Q8_0: case STFS_Q2_K: case STFS_Q4_K: case STFS_Q5_K:
+	case STFS_Q6_K: case STFS_Q8_K:
+		return 1;
+	default:                /* Q3_K: its scales' layout is not done */
+		return 0;
+	}
+}
+
 void stfs_dequant(unsigned quant, const void *src, size_t nblocks,
 		  float *dst)
 {

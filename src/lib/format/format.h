@@ -204,8 +204,6 @@ enum stfs_quant {
 };
 /* Elements and bytes of one block of q; 0 if q is not one. */
 unsigned stfs_quant_block(unsigned q, unsigned *bytes);
-/* 1 if content/dequant.c can dequantize q. */
-int stfs_quant_dequantizes(unsigned q);
 
 /* JSON nesting the reference accepts (serde_json's limit is 128). */
 #define STFS_JSON_DEPTH_MAX 127

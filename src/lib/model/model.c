@@ -76,8 +76,10 @@ static int append(struct stfs_model *m, const char *name, struct stfs_file *f,
 	return 0;
 }
 
-int stfs_model_add_file(struct stfs_model *m, const char *name,
-			struct stfs_error *err)
+/* Open file `name` of the location and add it to the model; errors name
+ * the shard when the model is sharded. */
+static int stfs_model_add_file(struct stfs_model *m, const char *name,
+			       struct stfs_error *err)
 {
 	struct stfs_file *f;
 	int rc = open_one(m, name, &f, err);
@@ -161,7 +163,8 @@ int stfs_model_add_files(struct stfs_model *m, const char *const *names,
 	return rc;
 }
 
-int stfs_model_collect(struct stfs_model *m, struct stfs_error *err)
+/* Make every tensor of every file an entry, sorted by name. */
+static int stfs_model_collect(struct stfs_model *m, struct stfs_error *err)
 {
 	size_t n = 0;
 
@@ -198,7 +201,8 @@ void stfs_model_sort(struct stfs_model *m)
 	}
 }
 
-int stfs_model_unique(const struct stfs_model *m, struct stfs_error *err)
+/* Refuse a name found in two files (entries sorted by name). */
+static int stfs_model_unique(const struct stfs_model *m, struct stfs_error *err)
 {
 	for (size_t i = 1; i < m->nentries; i++) {
 		const struct stfs_entry *a = &m->entries[i - 1];
@@ -220,10 +224,6 @@ int stfs_model_unique(const struct stfs_model *m, struct stfs_error *err)
 	return 0;
 }
 
-/* the tree's suffix table is the views' (content/npy.c), raw unsuffixed */
-_Static_assert(STFS_VIEW_COUNT <= STFS_TREE_SUFFIX_MAX,
-	       "a view suffix for every view");
-
 /* The tree over the entries, the header file, and each entry's views. */
 static int build_tree(struct stfs_model *m, unsigned flags,
 		      struct stfs_error *err)
@@ -233,6 +233,8 @@ static int build_tree(struct stfs_model *m, unsigned flags,
 	struct stfs_tree *t = &m->tree;
 	int rc;
 
+	/* the views' suffixes (content/npy.c); raw files have none */
+	_Static_assert(STFS_VIEW_COUNT <= STFS_TREE_SUFFIX_MAX, "views");
 	for (int v = 1; v < STFS_VIEW_COUNT; v++)
 		view_suffixes[v] = stfs_view_suffix((enum stfs_view)v);
 

@@ -56,21 +56,13 @@ struct stfs_model {
 	struct stfs_vhdr *vlast;
 };
 
-/* Open file `name` of the location and add it to the model; errors name
- * the shard when the model is sharded. */
-int stfs_model_add_file(struct stfs_model *m, const char *name,
-			struct stfs_error *err);
 /* The same for n files, remote ones opened several at a time; on failure
  * the first failing file (in order) is reported. */
 int stfs_model_add_files(struct stfs_model *m, const char *const *names,
 			 size_t n,
 			 struct stfs_error *err);
-/* Make every tensor of every file an entry, sorted by name. */
-int stfs_model_collect(struct stfs_model *m, struct stfs_error *err);
 /* Sort the entries by name (then file). */
 void stfs_model_sort(struct stfs_model *m);
-/* Refuse a name found in two files (entries sorted by name). */
-int stfs_model_unique(const struct stfs_model *m, struct stfs_error *err);
 /* Open the shards an index names (shards.c). */
 int stfs_shards_open_index(struct stfs_model *m,
 			   void (*warn)(void *, const char *), void *ctx,

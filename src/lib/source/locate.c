@@ -137,6 +137,12 @@ static void free_list(char **list, size_t n)
 	free(list);
 }
 
+/* From the file names of a directory-like place (all[n]), pick what to
+ * mount: its one index, or its *.safetensors files (kind, name, names).
+ * where names the place in the error when there is neither. */
+static int stfs_location_pick(struct stfs_location *loc, char **all, size_t n,
+			      const char *where, struct stfs_error *err);
+
 int stfs_location_pick_one(struct stfs_location *loc, char **all, size_t n,
 			   const char *where, struct stfs_error *err)
 {
@@ -158,8 +164,8 @@ int stfs_location_pick_one(struct stfs_location *loc, char **all, size_t n,
  * files; a folder with neither (an older Hub repo) gives its PyTorch
  * index (pytorch_model.bin.index.json), else its PyTorch checkpoints.
  */
-int stfs_location_pick(struct stfs_location *loc, char **all, size_t n,
-		       const char *where, struct stfs_error *err)
+static int stfs_location_pick(struct stfs_location *loc, char **all, size_t n,
+			      const char *where, struct stfs_error *err)
 {
 	char **indexes = NULL, **tnames = NULL, **tidx = NULL;
 	size_t nindexes = 0, ntnames = 0, ntidx = 0;

@@ -280,8 +280,14 @@ int stfs_remote_new(const struct stfs_remote_opts *opts,
 		return stfs_fail(err, rc, NULL, STFS_NO_OFFSET, "cache: %s",
 				 strerror(-rc));
 	}
+	if (stfs_httpc_init(&r->http, &r->o, &r->count)) {
+		if (r->o.cache_dir)
+			stfs_cache_fini(&r->cache);
+		free(r->o.cache_dir);
+		free(r);
+		return stfs_nomem(err);
+	}
 	curl_global_init(CURL_GLOBAL_DEFAULT);
-	stfs_httpc_init(&r->http, &r->o, &r->count);
 	stfs_blocks_init(&r->blocks);
 	stfs_pool_init(&r->pool);
 	*out = r;

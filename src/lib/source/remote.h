@@ -172,11 +172,6 @@ void stfs_pages_free(struct stfs_pages *p);
 
 /* ---- the locators of services (locate.c, hub/, s3/) --------------------- */
 
-/* From the file names of a directory-like place (all[n]), pick what to
- * mount: its one index, or its *.safetensors files (kind, name, names).
- * where names the place in the error when there is neither. */
-int stfs_location_pick(struct stfs_location *loc, char **all, size_t n,
-		       const char *where, struct stfs_error *err);
 /* The same, but one *.safetensors file is a file, not a set of shards
  * (a repo or a prefix with its model.safetensors). */
 int stfs_location_pick_one(struct stfs_location *loc, char **all, size_t n,
@@ -267,9 +262,6 @@ int stfs_cache_put(struct stfs_cache *c, const struct stfs_cache_obj *o,
 
 /* ---- the cache directory (cachedir.c) ------------------------------------ */
 
-/* Is the directory fd (shown as shown) owned by us and not writable by
- * group or others?  0, or -errno with why saying what to do. */
-int stfs_cachedir_check(int fd, const char *shown, char *why, size_t whysz);
 /* The cache directory dir, made (0700, as mkdir -p) if need be and
  * create, opened and checked: a descriptor, or -errno with why. */
 int stfs_cachedir_root(const char *dir, int create, char *why, size_t whysz);
@@ -377,11 +369,15 @@ struct stfs_http_client {
 	unsigned nidle;
 	atomic_uint jitter;             /* the backoff's random state */
 	struct stfs_remote_counters *count;
+	/* the environment's trust and credentials, read once at init:
+	 * CURL_CA_BUNDLE (else SSL_CERT_FILE), SSL_CERT_DIR, NETRC; or NULL */
+	char *ca_file, *ca_dir, *netrc;
 };
 
-void stfs_httpc_init(struct stfs_http_client *c,
-		     const struct stfs_remote_opts *o,
-		     struct stfs_remote_counters *count);
+/* 0, or -ENOMEM (then nothing to finish). */
+int stfs_httpc_init(struct stfs_http_client *c,
+		    const struct stfs_remote_opts *o,
+		    struct stfs_remote_counters *count);
 void stfs_httpc_fini(struct stfs_http_client *c);
 /* Sleep ms, in steps of at most 100 ms, unless cancel is set (a
  * Retry-After of 30 s does not hold up an unmount): 0, or -1 if it was. */
@@ -510,12 +506,17 @@ struct stfs_blocks {
 
 struct stfs_job;
 
+/* Cache writer threads: a block's write waits for its flush to the disk,
+ * and several flushes at once go faster than one after another. */
+#define STFS_WRITERS 4
+
 struct stfs_pool {
 	pthread_mutex_t mu;
 	pthread_cond_t work;
 	struct stfs_job *queue, **queue_tail;   /* reads someone waits for */
 	struct stfs_job *pf_queue, **pf_tail;   /* then prefetches */
 	unsigned n_pf_queued;
+	struct stfs_job *warm_queue, **warm_tail; /* then a warm's blocks */
 	pthread_t *workers;
 	unsigned nworkers;
 	pid_t pid;                      /* the process the threads run in */
@@ -524,8 +525,10 @@ struct stfs_pool {
 	struct stfs_inflight *wq, **wq_tail;
 	unsigned nwq;
 	pthread_cond_t wq_cv;
-	pthread_t writer_th;
-	int writer_on;
+	unsigned writing;               /* blocks the writer writes now */
+	pthread_cond_t written;         /* the writer has nothing to do */
+	pthread_t writer_th[STFS_WRITERS];
+	unsigned writer_on;             /* writer threads running */
 };
 
 /* blocks ahead a prefetch brings: 32 MiB of them, at least 2 */
@@ -548,6 +551,10 @@ int stfs_blocks_recent_failure(struct stfs_object *o, uint64_t off,
 /* Bring block b of o into the cache (or memory), for a reader to come. */
 void stfs_blocks_prefetch(struct stfs_fetcher *f, struct stfs_object *o,
 			  uint64_t b);
+/* Bring block b of o into the cache (a warm; written behind, as a
+ * read's): 0, or -errno (-EOPNOTSUPP: no cache). */
+int stfs_blocks_warm(struct stfs_fetcher *f, struct stfs_object *o,
+		     uint64_t b);
 /* The blocks f fetched go to the cache, after their readers have been
  * answered: to the writer thread, or written here. */
 void stfs_blocks_write_behind(struct stfs_fetcher *f);
@@ -575,6 +582,15 @@ void stfs_pool_hit(struct stfs_object *o, uint64_t off, size_t len,
 int stfs_pool_give_writer(struct stfs_remote *r, struct stfs_inflight *me);
 /* o is closing: drop its prefetches and wait for its reads. */
 void stfs_pool_drain(struct stfs_object *o);
+/* Drop o's warm blocks not started yet (each answered -ECANCELED). */
+void stfs_pool_unwarm(struct stfs_object *o);
+/* Wait until the writer thread has written every block handed to it. */
+void stfs_pool_flush(struct stfs_remote *r);
+/* Bring block b of o into the cache for a warm (`stfs prefetch`), after
+ * every read and prefetch queued: done(arg, 0) once it is fetched and
+ * written, or handed to the writer (stfs_pool_flush()); or -errno. */
+void stfs_pool_warm(struct stfs_object *o, uint64_t b, stfs_source_done done,
+		    void *arg);
 
 /* ---- the remote object (remote.c) ---------------------------------------- */
 

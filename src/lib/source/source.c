@@ -64,6 +64,33 @@ void stfs_source_read_async(struct stfs_source *s, void *buf, size_t len,
 	s->ops->read_async(s, buf, len, off, ext, done, arg);
 }
 
+int stfs_source_warm_info(const struct stfs_source *s,
+			  struct stfs_warm_info *wi)
+{
+	return s->ops->warm_info ? s->ops->warm_info(s, wi) : -EOPNOTSUPP;
+}
+
+void stfs_source_warm(struct stfs_source *s, uint64_t b,
+		      stfs_source_done done, void *arg)
+{
+	if (s->ops->warm)
+		s->ops->warm(s, b, done, arg);
+	else
+		done(arg, -EOPNOTSUPP);
+}
+
+void stfs_source_warm_flush(struct stfs_source *s)
+{
+	if (s->ops->warm_flush)
+		s->ops->warm_flush(s);
+}
+
+void stfs_source_warm_cancel(struct stfs_source *s)
+{
+	if (s->ops->warm_cancel)
+		s->ops->warm_cancel(s);
+}
+
 int stfs_source_slurp(struct stfs_source *s, uint64_t max, char **out,
 		      size_t *len)
 {

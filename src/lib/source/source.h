@@ -23,6 +23,14 @@ struct stfs_extent {
 
 typedef void (*stfs_source_done)(void *arg, int err);
 
+/* What a warm of a remote source needs to know of it. */
+struct stfs_warm_info {
+	size_t block;               /* bytes per block */
+	unsigned connections;       /* blocks to have in flight */
+	uint64_t cache_max;         /* the cache's size limit */
+	const void *remote;         /* its remote object (one per model) */
+};
+
 struct stfs_source_ops {
 	void (*close)(struct stfs_source *s);
 	/* Read exactly len bytes at off (within the size): 0 or -errno. */
@@ -35,6 +43,16 @@ struct stfs_source_ops {
 	void (*read_async)(struct stfs_source *s, void *buf, size_t len,
 			   uint64_t off, const struct stfs_extent *ext,
 			   stfs_source_done done, void *arg);
+	/* A warm (`stfs prefetch`): what it needs to know, and block b
+	 * brought into the cache (done called once).  NULL: a local file,
+	 * nothing to warm. */
+	int (*warm_info)(const struct stfs_source *s,
+			 struct stfs_warm_info *wi);
+	void (*warm)(struct stfs_source *s, uint64_t b,
+		     stfs_source_done done, void *arg);
+	/* wait until the blocks warmed are written; drop those queued */
+	void (*warm_flush)(struct stfs_source *s);
+	void (*warm_cancel)(struct stfs_source *s);
 };
 
 /* What every kind of source shares; kinds embed it first. */
@@ -51,6 +69,18 @@ struct stfs_source {
 void stfs_source_read_async(struct stfs_source *s, void *buf, size_t len,
 			    uint64_t off, const struct stfs_extent *ext,
 			    stfs_source_done done, void *arg);
+
+/* What a warm of s needs: 0 with *wi; -EOPNOTSUPP for a local source
+ * (nothing to warm), -ENOSPC for a remote one without a cache (nowhere to
+ * warm it into).  Then block b of s into the cache, done(arg, 0 or
+ * -errno) called once, from any thread; and a wait until the blocks
+ * warmed are written. */
+int stfs_source_warm_info(const struct stfs_source *s,
+			  struct stfs_warm_info *wi);
+void stfs_source_warm(struct stfs_source *s, uint64_t b,
+		      stfs_source_done done, void *arg);
+void stfs_source_warm_flush(struct stfs_source *s);
+void stfs_source_warm_cancel(struct stfs_source *s);
 
 /* Read the whole of s (at most max bytes, else -EFBIG) into a new buffer,
  * NUL-terminated: 0 or -errno. */

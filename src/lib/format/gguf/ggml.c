@@ -55,27 +55,18 @@ const struct stfs_ggml_type *stfs_ggml_type(uint32_t id)
 	return &types[id];
 }
 
-/* Blocks of the format-neutral quantizations, by STFS_Q_*. */
-static const struct { unsigned elems, bytes; } qblocks[STFS_Q_COUNT] = {
-	[STFS_Q4_0] = { 32, 18 }, [STFS_Q4_1] = { 32, 20 },
-	[STFS_Q5_0] = { 32, 22 }, [STFS_Q5_1] = { 32, 24 },
-	[STFS_Q8_0] = { 32, 34 }, [STFS_Q2_K] = { 256, 84 },
-	[STFS_Q3_K] = { 256, 110 }, [STFS_Q4_K] = { 256, 144 },
-	[STFS_Q5_K] = { 256, 176 }, [STFS_Q6_K] = { 256, 210 },
-	[STFS_Q8_K] = { 256, 292 },
-};
-
+/* The block of a format-neutral quantization (STFS_Q_*): the ggml type's
+ * that maps to it, the one table above. */
 unsigned stfs_quant_block(unsigned q, unsigned *bytes)
 {
-	if (q == STFS_Q_NONE || q >= STFS_Q_COUNT) {
-		*bytes = 0;
+	*bytes = 0;
+	if (q == STFS_Q_NONE || q >= STFS_Q_COUNT)
 		return 0;
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		if (types[i].name && types[i].quant == q) {
+			*bytes = types[i].bytes;
+			return types[i].blck;
+		}
 	}
-	*bytes = qblocks[q].bytes;
-	return qblocks[q].elems;
-}
-
-int stfs_quant_dequantizes(unsigned q)
-{
-	return q != STFS_Q_NONE && q < STFS_Q_COUNT && q != STFS_Q3_K;
+	return 0;
 }

@@ -8,12 +8,6 @@
 
 #include "torch.h"
 
-#define PR_OP "P1 opcode"
-#define PR_STACK "P2 stack"
-#define PR_MEMO "P3 memo"
-#define PR_LIMIT "P4 limits"
-#define PR_TRUNC "P5 truncated"
-
 struct stfs_pk {
 	const unsigned char *buf;
 	size_t len, pos;
@@ -69,8 +63,5 @@ const unsigned char *stfs_pk_line(struct stfs_pk *pk, size_t max, size_t *n);
 uint64_t stfs_pk_le(const unsigned char *p, unsigned n);
 /* Run the opcode pk->op (pickle_ops.c); *done at STOP. */
 int stfs_pk_op(struct stfs_pk *pk, int *done);
-/* Whether v is the GLOBAL mod.nm. */
-int stfs_pk_is_global(const struct stfs_pk_val *v, const char *mod,
-		      const char *nm);
 
 #endif

@@ -15,16 +15,14 @@
 #include "format.h"
 #include "pickle.h"
 
-#define PR_TENSOR "P6 torch-rebuild"
-#define PR_PERSID "P7 torch-storage"
-
 static int eq(const char *s, size_t n, const char *lit)
 {
 	return n == strlen(lit) && memcmp(s, lit, n) == 0;
 }
 
-int stfs_pk_is_global(const struct stfs_pk_val *v, const char *mod,
-		      const char *nm)
+/* Whether v is the GLOBAL mod.nm. */
+static int stfs_pk_is_global(const struct stfs_pk_val *v, const char *mod,
+			     const char *nm)
 {
 	return v && v->kind == STFS_PK_GLOBAL &&
 	       eq(v->u.g.mod, v->u.g.mod_len, mod) &&

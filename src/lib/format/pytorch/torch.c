@@ -18,14 +18,12 @@
 #include "torch.h"
 #include "torch_walk.h"
 
-#define TR_LAYOUT "T1 checkpoint-layout"
-#define TR_STORAGE "T2 storage"
-#define TR_BOUNDS "T3 tensor-bounds"
-
 static const unsigned char legacy_magic[10] = {
 	0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
 
-enum stfs_torch_kind stfs_torch_detect(const unsigned char *h, size_t n)
+/* What the first bytes (n >= 4 for a useful answer) say: a zip file, a
+ * pickle whose first value is torch's legacy magic number, or neither. */
+static enum stfs_torch_kind stfs_torch_detect(const unsigned char *h, size_t n)
 {
 	size_t i = 2;
 

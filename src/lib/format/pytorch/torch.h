@@ -16,6 +16,26 @@
 
 #include "stfs/stfs.h"
 
+/* The rules of PyTorch checkpoints (docs/formats.md), named once: the
+ * zip (Z), the pickle (P), the checkpoint's layout (T). */
+#define ZR_EOCD "Z1 end-record"
+#define ZR_ZIP64 "Z2 zip64"
+#define ZR_CD "Z3 central-directory"
+#define ZR_LOCAL "Z4 local-header"
+#define ZR_METHOD "Z5 stored-only"
+#define ZR_BOUNDS "Z6 record-bounds"
+#define PR_OP "P1 opcode"
+#define PR_STACK "P2 stack"
+#define PR_MEMO "P3 memo"
+#define PR_LIMIT "P4 limits"
+#define PR_TRUNC "P5 truncated"
+#define PR_TENSOR "P6 torch-rebuild"
+#define PR_PERSID "P7 torch-storage"
+#define TR_LAYOUT "T1 checkpoint-layout"
+#define TR_STORAGE "T2 storage"
+#define TR_BOUNDS "T3 tensor-bounds"
+#define TR_LIMIT "T4 limits"
+
 /* Read exactly n bytes at off into buf: 0, or a negative errno. */
 typedef int (*stfs_read_fn)(void *ctx, void *buf, size_t n, uint64_t off);
 
@@ -164,9 +184,6 @@ size_t stfs_pk_used(const struct stfs_pk *pk);
 
 enum stfs_torch_kind { STFS_TORCH_NONE, STFS_TORCH_ZIP, STFS_TORCH_LEGACY };
 
-/* What the first bytes (n >= 4 for a useful answer) say: a zip file, a
- * pickle whose first value is torch's legacy magic number, or neither. */
-enum stfs_torch_kind stfs_torch_detect(const unsigned char *head, size_t n);
 
 struct stfs_torch_tensor {
 	char *name;             /* full key, '.'-joined; NUL-terminated */

@@ -17,10 +17,6 @@
 #include "pickle.h"
 #include "torch_walk.h"
 
-#define TR_STORAGE "T2 storage"
-#define TR_BOUNDS "T3 tensor-bounds"
-#define TR_LIMIT "T4 limits"
-
 #define VISITS_MAX (16u << 20)
 #define NAME_BYTES_MAX (64u << 20)
 
@@ -55,8 +51,11 @@ static int eq(const char *s, size_t n, const char *lit)
 	return n == strlen(lit) && memcmp(s, lit, n) == 0;
 }
 
-int stfs_torch_dtype(const struct stfs_pk_storage *st, int *dtype,
-		     const char **torch_name, unsigned *esize)
+/* A storage type (torch.FloatStorage, or a dtype such as torch.float32):
+ * its safetensors dtype (-1: none), torch name and element size; -EINVAL
+ * if unknown. */
+static int stfs_torch_dtype(const struct stfs_pk_storage *st, int *dtype,
+			    const char **torch_name, unsigned *esize)
 {
 	if (!eq(st->mod, st->mod_len, "torch"))
 		return -EINVAL;
@@ -291,7 +290,8 @@ static int check_bounds(struct stfs_torch_walk *w,
 	return 0;
 }
 
-static int add_tensor(struct stfs_torch_walk *w, const struct stfs_pk_tensor *pt)
+static int add_tensor(struct stfs_torch_walk *w,
+		      const struct stfs_pk_tensor *pt)
 {
 	struct stfs_torch *o = w->out;
 	struct stfs_torch_tensor *t;

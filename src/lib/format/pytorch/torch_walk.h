@@ -60,10 +60,4 @@ int stfs_torch_dict_winners(const struct stfs_pk_val *d, size_t **out);
 int stfs_torch_key_seg(const struct stfs_pk_val *k, char *buf, size_t bn,
 		       const char **s, size_t *n, const char **why);
 
-/* A storage type (torch.FloatStorage, or a dtype such as torch.float32):
- * its safetensors dtype (-1: none), torch name and element size; -EINVAL
- * if unknown. */
-int stfs_torch_dtype(const struct stfs_pk_storage *st, int *dtype,
-		     const char **torch_name, unsigned *esize);
-
 #endif

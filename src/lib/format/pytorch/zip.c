@@ -17,12 +17,7 @@
 #include "format.h"
 #include "torch.h"
 
-#define ZR_EOCD "Z1 end-record"
 #define ZR_ZIP64 "Z2 zip64"
-#define ZR_CD "Z3 central-directory"
-#define ZR_LOCAL "Z4 local-header"
-#define ZR_METHOD "Z5 stored-only"
-#define ZR_BOUNDS "Z6 record-bounds"
 
 #define SIG_LOCAL 0x04034b50u
 #define SIG_CENTRAL 0x02014b50u

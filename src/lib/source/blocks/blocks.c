@@ -458,6 +458,19 @@ void stfs_blocks_prefetch(struct stfs_fetcher *f, struct stfs_object *o,
 	(void)block_read(f, o, b, 0, &none, 0, NULL);
 }
 
+int stfs_blocks_warm(struct stfs_fetcher *f, struct stfs_object *o,
+		     uint64_t b)
+{
+	char none;
+	int rc;
+
+	if (!o->cobj.valid)
+		return -EOPNOTSUPP;
+	if ((rc = stfs_blocks_recent_failure(o, b * o->r->o.block, 1)))
+		return rc;
+	return block_read(f, o, b, 0, &none, 0, NULL);
+}
+
 void stfs_blocks_forget(struct stfs_blocks *bl, const struct stfs_object *o)
 {
 	pthread_mutex_lock(&bl->mu);

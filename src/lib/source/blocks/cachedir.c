@@ -112,7 +112,10 @@ static int private_stat(const struct stat *st, const char *shown,
 	return 0;
 }
 
-int stfs_cachedir_check(int fd, const char *shown, char *why, size_t whysz)
+/* Is the directory fd (shown as shown) owned by us and not writable by
+ * group or others?  0, or -errno with why saying what to do. */
+static int stfs_cachedir_check(int fd, const char *shown, char *why,
+			       size_t whysz)
 {
 	struct stat st;
 

@@ -1,16 +1,18 @@
 /*
  * pool.c: the threads of the block engine and what they are given: a
  * pool of workers (connections= of them), each with one request on the
- * wire at a time, the cache writer thread, and the prefetch policy that
+ * wire at a time, the cache writer threads, and the prefetch policy that
  * queues blocks ahead of a reader.
  *
  * Reads someone waits for come first; prefetches after, at most 2 x
  * connections of them queued (so at most connections blocks of memory in
- * flight for them).  A worker answers its reader itself, as soon as the
+ * flight for them); the blocks of a warm (`stfs prefetch`) last, queued
+ * by its thread no more than connections at a time, so that a program's
+ * read waits for one block at most.  A worker answers its reader itself, as soon as the
  * reader's bytes are in (blocks.c), then hands the block to the writer
  * thread and takes the next job: a connection never waits for the disk.
- * Past 2 x connections blocks queued for the writer, a worker writes its
- * own.  The threads start on first use, so that they belong to the daemon
+ * Past 2 x connections blocks queued for the writers (STFS_WRITERS
+ * threads: each write waits for its flush), a worker writes its own.  The threads start on first use, so that they belong to the daemon
  * after it has gone to the background; the request loop never waits for
  * the network.
  */
@@ -30,6 +32,8 @@ struct stfs_job {
 	uint64_t off;
 	stfs_source_done done;      /* NULL: a prefetch of block off */
 	void *arg;
+	int warm;                   /* a warm's block off: done once written */
+	int rc;                     /* a warm's result */
 	struct stfs_job *next;
 };
 
@@ -37,10 +41,12 @@ void stfs_pool_init(struct stfs_pool *p)
 {
 	*p = (struct stfs_pool){ .queue_tail = &p->queue,
 				 .pf_tail = &p->pf_queue,
+				 .warm_tail = &p->warm_queue,
 				 .wq_tail = &p->wq };
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->work, NULL);
 	pthread_cond_init(&p->wq_cv, NULL);
+	pthread_cond_init(&p->written, NULL);
 }
 
 void stfs_pool_fini(struct stfs_pool *p)
@@ -48,6 +54,7 @@ void stfs_pool_fini(struct stfs_pool *p)
 	pthread_mutex_destroy(&p->mu);
 	pthread_cond_destroy(&p->work);
 	pthread_cond_destroy(&p->wq_cv);
+	pthread_cond_destroy(&p->written);
 }
 
 /* One asynchronous read or prefetch of s is over (under mu). */
@@ -74,14 +81,28 @@ static void *writer(void *arg)
 		if (!(p->wq = *stfs_inflight_later(me)))
 			p->wq_tail = &p->wq;
 		p->nwq--;
+		p->writing++;
 		s = stfs_inflight_object(me);
 		pthread_mutex_unlock(&p->mu);
 		stfs_blocks_write(r, me);
 		pthread_mutex_lock(&p->mu);
 		job_over(s);
+		if (--p->writing == 0 && !p->wq)
+			pthread_cond_broadcast(&p->written);
 	}
+	pthread_cond_broadcast(&p->written);
 	pthread_mutex_unlock(&p->mu);
 	return NULL;
+}
+
+void stfs_pool_flush(struct stfs_remote *r)
+{
+	struct stfs_pool *p = &r->pool;
+
+	pthread_mutex_lock(&p->mu);
+	while ((p->wq || p->writing) && p->writer_on)
+		pthread_cond_wait(&p->written, &p->mu);
+	pthread_mutex_unlock(&p->mu);
 }
 
 int stfs_pool_give_writer(struct stfs_remote *r, struct stfs_inflight *me)
@@ -117,7 +138,7 @@ static struct stfs_job *next_job(struct stfs_pool *p)
 {
 	struct stfs_job *j = NULL;
 
-	while (!p->queue && !p->pf_queue && !p->stopping)
+	while (!p->queue && !p->pf_queue && !p->warm_queue && !p->stopping)
 		pthread_cond_wait(&p->work, &p->mu);
 	if (p->queue) {
 		j = p->queue;
@@ -128,6 +149,10 @@ static struct stfs_job *next_job(struct stfs_pool *p)
 		if (!(p->pf_queue = j->next))
 			p->pf_tail = &p->pf_queue;
 		p->n_pf_queued--;
+	} else if (p->warm_queue && !p->stopping) {
+		j = p->warm_queue;
+		if (!(p->warm_queue = j->next))
+			p->warm_tail = &p->warm_queue;
 	}
 	return j;
 }
@@ -138,6 +163,12 @@ static void run_job(struct stfs_fetcher *f, struct stfs_job *j)
 	struct stfs_early ea = { .fn = answer_early, .arg = j };
 	int rc;
 
+	if (j->warm) {         /* answered once written: worker() */
+		j->rc = f->h ? stfs_blocks_warm(f, j->s, j->off) : -ENOMEM;
+		if (j->rc)
+			r->count.failed++;
+		return;
+	}
 	if (!j->done) {
 		if (f->h)
 			stfs_blocks_prefetch(f, j->s, j->off);
@@ -164,6 +195,8 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&p->mu);
 		run_job(&f, j);
 		stfs_blocks_write_behind(&f);
+		if (j->warm)
+			j->done(j->arg, j->rc);
 		pthread_mutex_lock(&p->mu);
 		job_over(j->s);
 		free(j);
@@ -195,10 +228,32 @@ static int start_workers(struct stfs_remote *r)
 		if (pthread_create(&p->workers[p->nworkers], NULL, worker,
 				   r) == 0)
 			p->nworkers++;
-	if (p->nworkers && !p->writer_on)
-		p->writer_on = pthread_create(&p->writer_th, NULL, writer,
-					      r) == 0;
+	for (unsigned i = 0; p->nworkers && i < STFS_WRITERS; i++)
+		if (p->writer_on == i &&
+		    pthread_create(&p->writer_th[i], NULL, writer, r) == 0)
+			p->writer_on++;
 	return p->nworkers ? 0 : -EAGAIN;
+}
+
+/* Drop the queued warm blocks of s (NULL: all), each answered -ECANCELED
+ * (under mu). */
+static void drop_warms(struct stfs_pool *p, struct stfs_object *s)
+{
+	for (struct stfs_job **q = &p->warm_queue; *q;) {
+		struct stfs_job *j = *q;
+
+		if (s && j->s != s) {
+			q = &j->next;
+			continue;
+		}
+		*q = j->next;
+		j->done(j->arg, -ECANCELED);
+		job_over(j->s);
+		free(j);
+	}
+	p->warm_tail = &p->warm_queue;
+	while (*p->warm_tail)
+		p->warm_tail = &(*p->warm_tail)->next;
 }
 
 void stfs_pool_stop(struct stfs_remote *r)
@@ -218,6 +273,7 @@ void stfs_pool_stop(struct stfs_remote *r)
 	}
 	p->pf_tail = &p->pf_queue;
 	p->n_pf_queued = 0;
+	drop_warms(p, NULL);
 	pthread_cond_broadcast(&p->work);
 	w = p->workers;
 	n = p->pid == getpid() ? p->nworkers : 0;
@@ -228,12 +284,12 @@ void stfs_pool_stop(struct stfs_remote *r)
 		pthread_join(w[i], NULL);
 	free(w);
 	pthread_mutex_lock(&p->mu);
-	n = p->writer_on && p->pid == getpid();
+	n = p->pid == getpid() ? p->writer_on : 0;
 	p->writer_on = 0;
 	pthread_cond_broadcast(&p->wq_cv);
 	pthread_mutex_unlock(&p->mu);
-	if (n)                          /* it writes what is queued, and ends */
-		pthread_join(p->writer_th, NULL);
+	for (unsigned i = 0; i < n; i++)   /* they write what is queued, */
+		pthread_join(p->writer_th[i], NULL);   /* and end */
 }
 
 /* Queue prefetches of the blocks of [from, to) not queued yet (under mu). */
@@ -263,7 +319,7 @@ static void prefetch(struct stfs_object *s, uint64_t from, uint64_t to)
 			free(j);
 			break;
 		}
-		*j = (struct stfs_job){ s, NULL, 0, b, NULL, NULL, NULL };
+		*j = (struct stfs_job){ .s = s, .off = b };
 		s->inflight++;
 		*p->pf_tail = j;
 		p->pf_tail = &j->next;
@@ -320,7 +376,8 @@ void stfs_pool_read(struct stfs_object *s, void *buf, size_t len,
 		done(arg, -ENOMEM);
 		return;
 	}
-	*j = (struct stfs_job){ s, buf, len, off, done, arg, NULL };
+	*j = (struct stfs_job){ .s = s, .buf = buf, .len = len, .off = off,
+				.done = done, .arg = arg };
 	pthread_mutex_lock(&p->mu);
 	if ((rc = start_workers(s->r))) {
 		pthread_mutex_unlock(&p->mu);
@@ -356,7 +413,42 @@ void stfs_pool_drain(struct stfs_object *s)
 	p->pf_tail = &p->pf_queue;
 	while (*p->pf_tail)
 		p->pf_tail = &(*p->pf_tail)->next;
+	drop_warms(p, s);
 	while (s->inflight)             /* reads still on the wire */
 		pthread_cond_wait(&s->idle, &p->mu);
 	pthread_mutex_unlock(&p->mu);
+}
+
+void stfs_pool_warm(struct stfs_object *s, uint64_t b, stfs_source_done done,
+		    void *arg)
+{
+	struct stfs_pool *p = &s->r->pool;
+	struct stfs_job *j;
+	int rc;
+
+	if (!(j = malloc(sizeof(*j)))) {
+		done(arg, -ENOMEM);
+		return;
+	}
+	*j = (struct stfs_job){ .s = s, .off = b, .done = done, .arg = arg,
+				.warm = 1 };
+	pthread_mutex_lock(&p->mu);
+	if ((rc = start_workers(s->r))) {
+		pthread_mutex_unlock(&p->mu);
+		free(j);
+		done(arg, rc);
+		return;
+	}
+	s->inflight++;
+	*p->warm_tail = j;
+	p->warm_tail = &j->next;
+	pthread_cond_signal(&p->work);
+	pthread_mutex_unlock(&p->mu);
+}
+
+void stfs_pool_unwarm(struct stfs_object *s)
+{
+	pthread_mutex_lock(&s->r->pool.mu);
+	drop_warms(&s->r->pool, s);
+	pthread_mutex_unlock(&s->r->pool.mu);
 }

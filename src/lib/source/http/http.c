@@ -190,10 +190,47 @@ static void http_close(struct stfs_source *src)
 	free(s);
 }
 
+static int http_warm_info(const struct stfs_source *src,
+			  struct stfs_warm_info *wi)
+{
+	const struct http_src *s = (const struct http_src *)src;
+	const struct stfs_remote *r = s->obj.r;
+
+	if (!s->obj.cobj.valid)
+		return -ENOSPC;
+	*wi = (struct stfs_warm_info){ .block = r->o.block,
+				       .connections = r->o.connections,
+				       .cache_max = r->o.cache_max,
+				       .remote = r };
+	return 0;
+}
+
+static void http_warm(struct stfs_source *src, uint64_t b,
+		      stfs_source_done done, void *arg)
+{
+	struct http_src *s = (struct http_src *)src;
+
+	stfs_pool_warm(&s->obj, b, done, arg);
+}
+
+static void http_warm_flush(struct stfs_source *src)
+{
+	stfs_pool_flush(((struct http_src *)src)->obj.r);
+}
+
+static void http_warm_cancel(struct stfs_source *src)
+{
+	stfs_pool_unwarm(&((struct http_src *)src)->obj);
+}
+
 static const struct stfs_source_ops http_ops = {
 	.close = http_close,
 	.read = http_read,
 	.read_async = http_read_async,
+	.warm_info = http_warm_info,
+	.warm = http_warm,
+	.warm_flush = http_warm_flush,
+	.warm_cancel = http_warm_cancel,
 };
 
 /* Open s from the cache alone: its latest version's size and head. */

@@ -225,13 +225,11 @@ static void why(const struct xfer *x, char *out, size_t outsz)
  * CURL_CA_BUNDLE or SSL_CERT_FILE and SSL_CERT_DIR as the curl tool and
  * OpenSSL read them, else libcurl's built-in bundle.  libcurl itself
  * reads none of these variables. */
-static void trust(CURL *h, const struct stfs_auth *a)
+static void trust(CURL *h, const struct stfs_http_client *c,
+		  const struct stfs_auth *a)
 {
-	const char *file = getenv("CURL_CA_BUNDLE"), *dir;
+	const char *file = c->ca_file, *dir = c->ca_dir;
 
-	if (!file || !*file)
-		file = getenv("SSL_CERT_FILE");
-	dir = getenv("SSL_CERT_DIR");
 	if (a && a->ca_file) {
 		file = a->ca_file;
 		dir = NULL;
@@ -245,7 +243,9 @@ static void trust(CURL *h, const struct stfs_auth *a)
 /* What the request carries: If-Match, a signature, credentials, and its
  * URL (with a presigned URL's query).  The headers, or NULL with
  * errbuf set when that failed (*fail). */
-static struct curl_slist *request_auth(CURL *h, const struct stfs_request *q,
+static struct curl_slist *request_auth(CURL *h,
+				       const struct stfs_http_client *c,
+				       const struct stfs_request *q,
 				       char *errbuf, int *fail)
 {
 	const struct stfs_auth *a = q->auth;
@@ -271,11 +271,9 @@ static struct curl_slist *request_auth(CURL *h, const struct stfs_request *q,
 	} else if (!a || (!a->bearer && !a->sign)) {
 		/* no credentials of its own: those of ~/.netrc (or $NETRC)
 		 * for the host asked, as curl -n, wget and Python do */
-		const char *netrc = getenv("NETRC");
-
 		curl_easy_setopt(h, CURLOPT_NETRC, (long)CURL_NETRC_OPTIONAL);
-		if (netrc && *netrc)
-			curl_easy_setopt(h, CURLOPT_NETRC_FILE, netrc);
+		if (c->netrc)
+			curl_easy_setopt(h, CURLOPT_NETRC_FILE, c->netrc);
 	}
 	if (a && a->bearer) {
 		/* libcurl sends it to this URL's host only, never on to
@@ -283,7 +281,7 @@ static struct curl_slist *request_auth(CURL *h, const struct stfs_request *q,
 		curl_easy_setopt(h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BEARER);
 		curl_easy_setopt(h, CURLOPT_XOAUTH2_BEARER, a->bearer);
 	}
-	trust(h, a);
+	trust(h, c, a);
 	if (a && a->query) {
 		if (asprintf(&full, "%s?%s", q->url, a->query) < 0) {
 			snprintf(errbuf, CURL_ERROR_SIZE, "out of memory");
@@ -337,7 +335,7 @@ static CURLcode perform(struct stfs_http_client *c, CURL *h, struct xfer *x,
 			 q->off + q->len - 1);
 		curl_easy_setopt(h, CURLOPT_RANGE, range);
 	}
-	hdrs = request_auth(h, q, errbuf, &fail);
+	hdrs = request_auth(h, c, q, errbuf, &fail);
 	if (fail)
 		return CURLE_OUT_OF_MEMORY;
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
@@ -536,10 +534,29 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 
 /* ---- the client ---------------------------------------------------------- */
 
-void stfs_httpc_init(struct stfs_http_client *c,
-		     const struct stfs_remote_opts *o,
-		     struct stfs_remote_counters *count)
+/* A copy of the environment variable name, NULL when unset or empty: 0,
+ * or -ENOMEM. */
+static int env_copy(const char *name, char **out)
 {
+	const char *v = stfs_env(name);
+
+	*out = v ? strdup(v) : NULL;
+	return v && !*out ? -ENOMEM : 0;
+}
+
+int stfs_httpc_init(struct stfs_http_client *c,
+		    const struct stfs_remote_opts *o,
+		    struct stfs_remote_counters *count)
+{
+	c->ca_file = c->ca_dir = c->netrc = NULL;
+	if (env_copy(stfs_env("CURL_CA_BUNDLE") ? "CURL_CA_BUNDLE" :
+		     "SSL_CERT_FILE", &c->ca_file) ||
+	    env_copy("SSL_CERT_DIR", &c->ca_dir) ||
+	    env_copy("NETRC", &c->netrc)) {
+		free(c->ca_file);
+		free(c->ca_dir);
+		return -ENOMEM;
+	}
 	c->o = o;
 	c->count = count;
 	c->nidle = 0;
@@ -547,6 +564,7 @@ void stfs_httpc_init(struct stfs_http_client *c,
 	atomic_init(&c->jitter, (unsigned)time(NULL) ^ (unsigned)getpid() ^
 		    (unsigned)(uintptr_t)c);
 	stfs_transfers_init(&c->transfers);
+	return 0;
 }
 
 CURL *stfs_httpc_handle(struct stfs_http_client *c)
@@ -577,6 +595,9 @@ void stfs_httpc_fini(struct stfs_http_client *c)
 	while (c->nidle)
 		curl_easy_cleanup(c->idle[--c->nidle]);
 	pthread_mutex_destroy(&c->idle_mu);
+	free(c->ca_file);
+	free(c->ca_dir);
+	free(c->netrc);
 }
 
 int stfs_http_get(struct stfs_remote *r, const char *url,

@@ -358,8 +358,12 @@ int stfs_http_condition(const char *etag, const char *last_modified,
 	return 1;
 }
 
-int stfs_http_same_version(const struct stfs_http_resp *r, const char *etag,
-			   const char *last_modified, char *why, size_t whysz)
+/* Is the answer of the version that had etag and last_modified (each ""
+ * or NULL if it had none)?  Every validator seen then must come again,
+ * unchanged: 0, or -ESTALE with why. */
+static int stfs_http_same_version(const struct stfs_http_resp *r,
+				  const char *etag,
+				  const char *last_modified, char *why, size_t whysz)
 {
 	static const char *const name[2] = { "ETag", "Last-Modified" };
 	const char *was[2] = { etag, last_modified };

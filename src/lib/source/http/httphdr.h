@@ -32,11 +32,6 @@ void stfs_http_header_line(const char *line, size_t len,
 int stfs_http_answer_check(const struct stfs_http_resp *r,
 			   const struct stfs_http_want *w, char *why,
 			   size_t whysz);
-/* Is the answer of the version that had etag and last_modified (each ""
- * or NULL if it had none)?  Every validator seen then must come again,
- * unchanged: 0, or -ESTALE with why. */
-int stfs_http_same_version(const struct stfs_http_resp *r, const char *etag,
-			   const char *last_modified, char *why, size_t whysz);
 /* A strong ETag: any but a weak one (W/"..."), which does not promise the
  * same bytes. */
 int stfs_http_strong_etag(const char *etag);

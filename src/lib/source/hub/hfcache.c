@@ -26,12 +26,12 @@ static char *hf_home(void)
 	const char *v;
 	char *s = NULL;
 
-	if ((v = stfs_hf_env("HF_HOME")))
+	if ((v = stfs_env("HF_HOME")))
 		return strdup(v);
-	if ((v = stfs_hf_env("XDG_CACHE_HOME")))
+	if ((v = stfs_env("XDG_CACHE_HOME")))
 		return asprintf(&s, "%s/huggingface", v) < 0 ? NULL : s;
-	return asprintf(&s, "%s/.cache/huggingface", stfs_hf_env("HOME") ?
-			stfs_hf_env("HOME") : "/root") < 0 ? NULL : s;
+	return asprintf(&s, "%s/.cache/huggingface", stfs_env("HOME") ?
+			stfs_env("HOME") : "/root") < 0 ? NULL : s;
 }
 
 /* The first line of a file, trimmed; NULL if none. */
@@ -59,10 +59,10 @@ char *stfs_hf_token(void)
 	const char *v;
 	char *home, *path = NULL, *t;
 
-	if ((v = stfs_hf_env("HF_TOKEN")) ||
-	    (v = stfs_hf_env("HUGGING_FACE_HUB_TOKEN")))
+	if ((v = stfs_env("HF_TOKEN")) ||
+	    (v = stfs_env("HUGGING_FACE_HUB_TOKEN")))
 		return strdup(v);
-	if ((v = stfs_hf_env("HF_TOKEN_PATH")))
+	if ((v = stfs_env("HF_TOKEN_PATH")))
 		return first_line(v);
 	if (!(home = hf_home()) || asprintf(&path, "%s/token", home) < 0) {
 		free(home);
@@ -84,7 +84,7 @@ int stfs_hf_truthy(const char *v)
  * $HF_HUB_CACHE/models--ORG--NAME (or datasets--...). */
 char *stfs_hf_repo_cache(const struct hf *h)
 {
-	const char *v = stfs_hf_env("HF_HUB_CACHE");
+	const char *v = stfs_env("HF_HUB_CACHE");
 	const char *slash = strchr(h->repo, '/');
 	const char *kind = h->dataset ? "datasets" : "models";
 	char *home = NULL, *s = NULL;

@@ -452,7 +452,7 @@ static int no_weights(struct hf *h, struct stfs_error *err)
  * folder in the Hugging Face cache, into h: 0 or -errno. */
 static int endpoint_of(struct hf *h, struct stfs_error *err)
 {
-	const char *ep = stfs_hf_env("HF_ENDPOINT");
+	const char *ep = stfs_env("HF_ENDPOINT");
 	char *e;
 
 	if (!(e = h->endpoint = strdup(ep ? ep : HUB_DEFAULT)) ||
@@ -485,8 +485,8 @@ int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 		    stfs_remote_offline(loc->net);
 	if (!(auth = stfs_auth_new(h.token, NULL, NULL, NULL, NULL)) ||
 	    /* the CA bundle the Python tools (requests) trust */
-	    (stfs_hf_env("REQUESTS_CA_BUNDLE") &&
-	     !(auth->ca_file = strdup(stfs_hf_env("REQUESTS_CA_BUNDLE"))))) {
+	    (stfs_env("REQUESTS_CA_BUNDLE") &&
+	     !(auth->ca_file = strdup(stfs_env("REQUESTS_CA_BUNDLE"))))) {
 		rc = stfs_nomem(err);
 		goto out;
 	}

@@ -30,14 +30,6 @@ struct hf {
 	size_t ndirs;
 };
 
-/* An environment variable's value, NULL when unset or empty. */
-static inline const char *stfs_hf_env(const char *name)
-{
-	const char *v = getenv(name);
-
-	return v && *v ? v : NULL;
-}
-
 /* hub.c: a file of the folder (its Hub ETag), a subfolder with weights;
  * 0 or -ENOMEM. */
 int stfs_hf_push(struct hf *h, const char *name, const char *etag);

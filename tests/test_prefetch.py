@@ -1,0 +1,320 @@
+#!/usr/bin/env python3
+"""test_prefetch.py: `stfs prefetch` and -o prefetch= against nginx on
+127.0.0.1 (its access log counts the requests and their bytes):
+
+- a full warm, then every tensor read: no request more, the bytes right;
+- --include of shard names splits a 4-shard model between two "ranks":
+  each fetches the blocks of its shards only, each block once;
+- PATH arguments (a directory of the tree) warm those tensors only;
+- the state: user.stfs.prefetch.* xattrs on the root, --status, --json,
+  --background;
+- a local mount: a no-op that says so; a pattern that names nothing, a
+  warm larger than cache_size and a mount without a cache: refused with
+  the numbers and the option, nothing fetched;
+- a server that is gone: exit 1 naming the file, state failed;
+- -o prefetch=all warms at mount, and reads then make no request;
+- an unmount during a long warm (a paced server) is not held up.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stfstest as T  # noqa: E402
+from fixtures import (Nginx, big_file, free_port, read, sha,  # noqa: E402
+                      wait_port)
+
+
+def prefetch(*args):
+    return subprocess.run([T.STFS, "prefetch"] + list(args),
+                          capture_output=True, text=True, timeout=120)
+
+
+def requests(ngx):
+    """(path, first, last) of every range request nginx logged."""
+    out = []
+    with open(os.path.join(ngx.d, "access.log")) as f:
+        for line in f:
+            m = re.match(r"(\S+) \d+ bytes=(\d+)-(\d+)", line)
+            if m:
+                out.append((m.group(1), int(m.group(2)), int(m.group(3))))
+    return out
+
+
+def state(mnt, name="state"):
+    return os.getxattr(mnt, "user.stfs.prefetch." + name).decode()
+
+
+def wait_state(mnt, want, timeout=60):
+    end = time.time() + timeout
+    while time.time() < end:
+        s = state(mnt)
+        if s in want:
+            return s
+        time.sleep(0.05)
+    raise AssertionError("prefetch state %s, not %s" % (state(mnt), want))
+
+
+def read_all(mnt, tensors, prefix="layers"):
+    for name, _, _, data in tensors:
+        p = os.path.join(mnt, name.replace(".", "/"))
+        assert sha(read(p)) == sha(data), p
+
+
+def shards(d, n=4, per=2, size=5 << 20):
+    """n shards of per U8 tensors of size bytes each, with an index."""
+    wm, tensors = {}, []
+    for i in range(n):
+        name = "model-%05d-of-%05d.safetensors" % (i + 1, n)
+        ts = [("layers.%d.w%d" % (i, k), "U8", [size],
+               bytes([(i * per + k) % 251]) * size) for k in range(per)]
+        T.write_st(os.path.join(d, name), ts)
+        for t in ts:
+            wm[t[0]] = name
+        tensors += ts
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": wm}, f)
+    return tensors
+
+
+# ---- the tests -------------------------------------------------------------
+
+def test_full_warm(d, mnt):
+    srv = os.path.join(d, "srv")
+    os.mkdir(srv)
+    _, tensors = big_file(srv)
+    ngx = Nginx(os.path.join(d, "ngx"), srv)
+    try:
+        p = T.mount_fg(ngx.url("big.safetensors"), mnt, "-o",
+                       "cache=%s/cache" % d)
+        assert state(mnt) == "idle"
+        r = prefetch("-q", mnt)
+        assert r.returncode == 0, r.stderr
+        assert state(mnt) == "done"
+        asked = int(state(mnt, "bytes_asked"))
+        assert asked == os.path.getsize(os.path.join(srv,
+                                                     "big.safetensors"))
+        assert int(state(mnt, "bytes_cached")) == asked
+        assert state(mnt, "files") == "1/1"
+        got = requests(ngx)
+        fetched = sum(b - a + 1 for _, a, b in got)
+        # every byte once (the head, fetched at open, twice at most)
+        assert asked <= fetched <= asked + (4 << 20), (asked, fetched)
+        read_all(mnt, tensors)
+        assert requests(ngx) == got, "reads after the warm made requests"
+        st = json.loads(prefetch("--status", "--json", mnt).stdout)
+        assert st["state"] == "done" and st["bytes_cached"] == asked
+        T.stop_fg(p, mnt)
+    finally:
+        ngx.stop()
+
+
+def test_include_ranks(d, mnt):
+    srv = os.path.join(d, "srv")
+    os.mkdir(srv)
+    tensors = shards(srv)
+    ngx = Nginx(os.path.join(d, "ngx"), srv)
+    try:
+        split = [("model-0000[12]-*",), ("model-0000[34]-*",)]
+        for rank, globs in enumerate(split):
+            before = len(requests(ngx))
+            p = T.mount_fg(ngx.url("model.safetensors.index.json"), mnt,
+                           "-o", "cache=%s/cache%d" % (d, rank))
+            opened = len(requests(ngx))
+            r = prefetch(*(["--include=" + g for g in globs] + [mnt]))
+            assert r.returncode == 0, r.stderr
+            mine = requests(ngx)[opened:]
+            names = {os.path.basename(u) for u, _, _ in mine}
+            want = {"model-%05d-of-00004.safetensors" % (2 * rank + k + 1)
+                    for k in range(2)}
+            assert names == want, (rank, names)
+            blocks = [(u, a >> 22) for u, a, _ in mine]
+            assert len(blocks) == len(set(blocks)), "a block fetched twice"
+            size = sum(os.path.getsize(os.path.join(srv, n)) for n in want)
+            assert sum(b - a + 1 for _, a, b in mine) == size
+            assert int(state(mnt, "bytes_asked")) == size
+            assert state(mnt, "files") == "2/2"
+            # its share reads from the cache; the other half fetches
+            read_all(mnt, tensors[4 * rank:4 * rank + 4])
+            assert len(requests(ngx)) == opened + len(mine)
+            T.stop_fg(p, mnt)
+            assert before < opened
+    finally:
+        ngx.stop()
+
+
+def test_paths(d, mnt):
+    srv = os.path.join(d, "srv")
+    os.mkdir(srv)
+    tensors = shards(srv, n=2, per=2)
+    ngx = Nginx(os.path.join(d, "ngx"), srv)
+    try:
+        p = T.mount_fg(ngx.url("model.safetensors.index.json"), mnt, "-o",
+                       "cache=%s/cache" % d)
+        opened = len(requests(ngx))
+        r = prefetch("-q", mnt, os.path.join(mnt, "layers", "1"))
+        assert r.returncode == 0, r.stderr
+        mine = requests(ngx)[opened:]
+        assert {os.path.basename(u) for u, _, _ in mine} == \
+            {"model-00002-of-00002.safetensors"}
+        assert int(state(mnt, "bytes_asked")) == os.path.getsize(
+            os.path.join(srv, "model-00002-of-00002.safetensors"))
+        read_all(mnt, tensors[2:])
+        assert len(requests(ngx)) == opened + len(mine)
+        r = prefetch(mnt, os.path.join(d, "srv"))
+        assert r.returncode == 2 and "not in the mount" in r.stderr
+        T.stop_fg(p, mnt)
+    finally:
+        ngx.stop()
+
+
+def test_status_background(d, mnt):
+    srv = os.path.join(d, "srv")
+    os.mkdir(srv)
+    big_file(srv)
+    ngx = Nginx(os.path.join(d, "ngx"), srv)
+    try:
+        p = T.mount_fg(ngx.url("big.safetensors"), mnt, "-o",
+                       "cache=%s/cache" % d)
+        r = prefetch("--status", mnt)
+        assert r.returncode == 0 and "state: idle" in r.stdout, r.stdout
+        r = prefetch("--background", mnt)
+        assert r.returncode == 0 and "started" in r.stdout, r.stdout
+        assert wait_state(mnt, ("done",)) == "done"
+        r = prefetch("--status", mnt)
+        assert r.returncode == 0 and "state: done" in r.stdout
+        assert "of 120.0 MiB (100%)" in r.stdout, r.stdout
+        assert "files 1/1" in r.stdout
+        r = prefetch("--json", mnt)     # again: every block a cache hit
+        lines = [json.loads(x) for x in r.stdout.splitlines()]
+        assert r.returncode == 0 and lines[-1]["state"] == "done"
+        assert lines[-1]["bytes_cached"] == lines[-1]["bytes_asked"]
+        assert state(mnt, "error") == ""
+        T.stop_fg(p, mnt)
+    finally:
+        ngx.stop()
+
+
+def test_local_noop(d, mnt):
+    _, tensors = big_file(d)
+    p = T.mount_fg(os.path.join(d, "big.safetensors"), mnt)
+    r = prefetch(mnt)
+    assert r.returncode == 0, r.stderr
+    assert "nothing to prefetch: a local mount" in r.stdout, r.stdout
+    st = json.loads(prefetch("--status", "--json", mnt).stdout)
+    assert st["state"] == "done" and st["local"] and st["bytes_asked"] == 0
+    r = prefetch(d)
+    assert r.returncode == 1 and "not an stfs mount" in r.stderr, r.stderr
+    T.stop_fg(p, mnt)
+
+
+def test_refused(d, mnt):
+    srv = os.path.join(d, "srv")
+    os.mkdir(srv)
+    big_file(srv)
+    ngx = Nginx(os.path.join(d, "ngx"), srv)
+    try:
+        p = T.mount_fg(ngx.url("big.safetensors"), mnt, "-o",
+                       "cache=%s/cache,cache_size=64M" % d)
+        opened = len(requests(ngx))
+        r = prefetch(mnt)
+        assert r.returncode == 1, r.stderr
+        assert "125829376 bytes" in r.stderr and "67108864" in r.stderr, \
+            r.stderr
+        assert "cache_size=" in r.stderr, r.stderr
+        assert state(mnt) == "failed" and "cache_size" in state(mnt, "error")
+        r = prefetch("--include=nothing.here", mnt)
+        assert r.returncode == 1 and "names no tensor" in r.stderr, r.stderr
+        r = prefetch("--include=layers/0/*", mnt)      # 40 MiB: it fits
+        assert r.returncode == 0, r.stderr
+        assert len(requests(ngx)) - opened == 11       # 40 MiB + a bit
+        T.stop_fg(p, mnt)
+        p = T.mount_fg(ngx.url("big.safetensors"), mnt, "-o", "nocache")
+        r = prefetch(mnt)
+        assert r.returncode == 1 and "no cache" in r.stderr, r.stderr
+        T.stop_fg(p, mnt)
+    finally:
+        ngx.stop()
+
+
+def test_server_gone(d, mnt):
+    srv = os.path.join(d, "srv")
+    os.mkdir(srv)
+    big_file(srv)
+    ngx = Nginx(os.path.join(d, "ngx"), srv)
+    try:
+        p = T.mount_fg(ngx.url("big.safetensors"), mnt, "-o",
+                       "cache=%s/cache,retries=1,connect_timeout=2" % d)
+        ngx.stop()
+        r = prefetch(mnt)
+        assert r.returncode == 1, r.stderr
+        assert "prefetch failed: big.safetensors: bytes" in r.stderr, \
+            r.stderr
+        assert state(mnt) == "failed"
+        assert state(mnt, "error").startswith("big.safetensors: ")
+        T.stop_fg(p, mnt)
+    finally:
+        ngx.stop()
+
+
+def test_mount_option(d, mnt):
+    srv = os.path.join(d, "srv")
+    os.mkdir(srv)
+    tensors = shards(srv, n=2, per=2)
+    ngx = Nginx(os.path.join(d, "ngx"), srv)
+    try:
+        p = T.mount_fg(ngx.url("model.safetensors.index.json"), mnt, "-o",
+                       "cache=%s/cache,prefetch=layers/1/*" % d)
+        assert wait_state(mnt, ("done", "failed")) == "done"
+        assert state(mnt, "files") == "1/1"
+        got = requests(ngx)
+        read_all(mnt, tensors[2:])
+        assert requests(ngx) == got
+        T.stop_fg(p, mnt)
+        p = T.mount_fg(ngx.url("model.safetensors.index.json"), mnt, "-o",
+                       "cache=%s/cache2,prefetch=all" % d)
+        assert wait_state(mnt, ("done", "failed")) == "done"
+        got = requests(ngx)
+        read_all(mnt, tensors)
+        assert requests(ngx) == got
+        T.stop_fg(p, mnt)
+    finally:
+        ngx.stop()
+
+
+def test_unmount_while_warming(d, mnt):
+    """A warm that has far to go does not hold up the unmount: its
+    queued blocks are dropped, those on the wire end."""
+    srv = os.path.join(d, "srv")
+    os.mkdir(srv)
+    big_file(srv)
+    port = free_port()
+    paced = subprocess.Popen([sys.executable, os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "pacedhttp.py"), srv,
+        str(port), str(2 * 1000 * 1000)])
+    T._procs.append(paced)
+    try:
+        assert wait_port(port), "pacedhttp.py did not start"
+        p = T.mount_fg("http://127.0.0.1:%d/big.safetensors" % port, mnt,
+                       "-o", "cache=%s/cache" % d)
+        r = prefetch("--background", mnt)
+        assert r.returncode == 0, r.stderr
+        time.sleep(1)
+        assert state(mnt) == "warming"
+        t = time.time()
+        T.stop_fg(p, mnt)
+        assert time.time() - t < 8, "the unmount waited for the warm"
+    finally:
+        paced.kill()
+        paced.wait()
+
+
+TESTS = [test_full_warm, test_include_ranks, test_paths,
+         test_status_background, test_local_noop, test_refused,
+         test_server_gone, test_mount_option, test_unmount_while_warming]
+
+if __name__ == "__main__":
+    sys.exit(T.run_tests(TESTS))
