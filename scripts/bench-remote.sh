@@ -1,6 +1,6 @@
 #!/bin/bash
 # bench-remote.sh [ROUNDS]: stfs reading a URL served on 127.0.0.1, side
-# by side with curl (tests/bench_remote.py): a 1 GiB tensor over
+# by side with curl (tests/bench/bench_remote.py): a 1 GiB tensor over
 # connections capped at 100 MB/s (tests/pacedhttp.py) and uncapped
 # (nginx), cold and from the disk cache, beside curl keeping the bytes in
 # a file and handing them to a reader through a pipe; a 191-shard mount
@@ -13,5 +13,5 @@ bash scripts/deps.sh
 { [ -d build-release ] || meson setup build-release --buildtype=release \
 	>/dev/null; } && ninja -C build-release >/dev/null
 STFS=$PWD/build-release/src/cli/stfs exec /usr/bin/python3 \
-	tests/bench_remote.py "${STFS_BENCH_DIR:-/var/tmp/stfs-bench}" \
+	tests/bench/bench_remote.py "${STFS_BENCH_DIR:-/var/tmp/stfs-bench}" \
 	build-bench "${1:-3}"

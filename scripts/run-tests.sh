@@ -6,12 +6,28 @@
 #  2. the same tests in an AddressSanitizer + UndefinedBehaviorSanitizer
 #     build, the daemon's leak check included (LeakSanitizer at exit);
 #  3. a short libFuzzer run of each harness.
-# Ends with one line "N passed, N failed" over everything.
+# Says how long each stage took (and each test, in meson's lines and as
+# "time:" lines), then the stages' times together; ends with one line
+# "N passed, N failed" over everything.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh || exit 1
 passed=0
 failed=0
+stages=()
+
+# stage NAME: a stage begins (the one before it ends); stage "": the last ends
+stage_name=
+stage_t0=$SECONDS
+stage() {
+	if [ -n "$stage_name" ]; then
+		stages+=("$(printf "%-22s %6d s" "$stage_name" \
+			$((SECONDS - stage_t0)))")
+		echo "=== time: $stage_name $((SECONDS - stage_t0)) s"
+	fi
+	stage_name=$1
+	stage_t0=$SECONDS
+}
 
 # Add up test cases, not suites: Check's checks of the unit suite, and
 # each test function of a mount test file (from its own closing line); a
@@ -37,6 +53,8 @@ for line in open(sys.argv[1]):
         tf = 1
     p += tp
     f += tf
+    print("time: %-28s %7.1f s  %d passed, %d failed" % (
+        t["name"], t.get("duration") or 0, tp, tf), file=sys.stderr)
 print(p, f)
 PY
 )
@@ -47,6 +65,7 @@ PY
 run_build() {   # name, meson options...
 	local dir=$1
 	shift
+	stage "build $dir"
 	echo "=== build $dir $*"
 	if ! { [ -d "$dir" ] && meson setup --reconfigure "$dir" "$@" >/dev/null ||
 	       meson setup "$dir" "$@" >/dev/null; } ||
@@ -58,19 +77,23 @@ run_build() {   # name, meson options...
 }
 
 if run_build build -Dwerror=true; then
+	stage "install"
 	meson install -C build --quiet >/dev/null && ldconfig ||
 		{ echo "install failed"; failed=$((failed + 1)); }
 	# the release build is installed: `mount -t fuse.stfs` must use it
+	stage "tests"
 	STFS_REQUIRE_INSTALLED=1 \
 	meson test -C build --print-errorlogs --num-processes 1 ||
 		cat build/meson-logs/testlog.txt | tail -80
 	count build/meson-logs/testlog.json
-	echo "=== installed files and packages (tests/test_install.py)"
-	out=$(STFS=stfs /usr/bin/python3 tests/test_install.py 2>&1)
-	echo "$out" | grep -vE "^[0-9]+ passed, [0-9]+ failed$"
-	read -r p f < <(echo "$out" | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' | tail -1)
-	passed=$((passed + ${p:-0}))
-	failed=$((failed + ${f:-1}))
+	# not in the run above (its setup leaves the suite out): installed
+	# files and packages (tests/test_install.py), each case counted once
+	stage "install tests"
+	echo "=== installed files and packages (meson test --suite install)"
+	meson test -C build --suite install --print-errorlogs \
+		--num-processes 1 --logbase install ||
+		tail -80 build/meson-logs/install.txt
+	count build/meson-logs/install.json
 fi
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
@@ -78,6 +101,7 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 if run_build build-asan -Db_sanitize=address,undefined -Db_lundef=false \
 	-Dc_args=-fno-sanitize-recover=all \
 	-Dbuildtype=debug -Dwerror=true; then
+	stage "asan tests"
 	meson test -C build-asan --print-errorlogs --num-processes 1 ||
 		tail -80 build-asan/meson-logs/testlog.txt
 	count build-asan/meson-logs/testlog.json
@@ -88,6 +112,7 @@ fi
 tsan_logs=$PWD/build-tsan/tsan-logs
 if run_build build-tsan -Db_sanitize=thread -Dbuildtype=debug \
 	-Dwerror=true; then
+	stage "tsan tests"
 	rm -rf "$tsan_logs" && mkdir -p "$tsan_logs"
 	TSAN_OPTIONS="log_path=$tsan_logs/report second_deadlock_stack=1" \
 	meson test -C build-tsan --print-errorlogs \
@@ -102,6 +127,7 @@ if run_build build-tsan -Db_sanitize=thread -Dbuildtype=debug \
 fi
 
 if [ -x tests/fuzz/run-fuzz.sh ]; then   # one case per harness
+	stage "fuzz (build and run)"
 	out=$(bash tests/fuzz/run-fuzz.sh "${STFS_FUZZ_SECONDS:-60}" 2>&1)
 	echo "$out"
 	p=$(echo "$out" | grep -cE "^fuzz: fuzz_[a-z]+ exit 0$")
@@ -111,5 +137,9 @@ if [ -x tests/fuzz/run-fuzz.sh ]; then   # one case per harness
 	failed=$((failed + f))
 fi
 
+stage ""
+echo "=== stage times"
+printf "%s\n" "${stages[@]}"
+printf "%-22s %6d s\n" "all" "$SECONDS"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

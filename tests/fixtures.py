@@ -9,15 +9,18 @@ Hub emulator behind nginx (world), a Hugging Face cache folder
 (fake_cache), and environment and refusal helpers.  Mounting and the test
 runner are in stfstest.py.  Standard library only.
 """
+import base64
 import contextlib
 import email.utils
 import hashlib
 import http.server
+import json
 import os
 import random
 import re
 import shutil
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -27,6 +30,9 @@ import stfstest as T
 
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+# the official JS client of the Hub (@huggingface/hub), installed there
+HUBJS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hubjs")
+MiB = 1 << 20
 
 
 def free_port():
@@ -376,3 +382,81 @@ def fake_cache(hub_cache, rid, files, rev="main"):
         os.symlink(os.path.relpath(os.path.join(top, "blobs", etag),
                                    os.path.dirname(link)), link)
     return sha_
+
+
+def shard_files():
+    """The real shard set (data/real/jl-sharded): {file name: bytes}."""
+    d = os.path.join(T.REAL, "jl-sharded")
+    out = {}
+    for n in os.listdir(d):
+        if n.endswith(".safetensors") or n.endswith(".json"):
+            with open(os.path.join(d, n), "rb") as f:
+                out[n] = f.read()
+    return out
+
+
+def signed(url, path, expires, secret="stfs-secret"):
+    """url with the query nginx's secure_link checks: an MD5 of the
+    expiry, path and secret, until expires (Unix time)."""
+    h = hashlib.md5(("%d%s %s" % (expires, path, secret)).encode())
+    sig = base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode()
+    return "%s?md5=%s&expires=%d" % (url, sig, expires)
+
+
+def pattern(off, n):
+    """The bytes [off, off + n) of a test tensor (off and n multiples of
+    4 KiB): each 4 KiB page starts with its offset and a hash of it, the
+    rest zeros: cheap to make and check, and no two pages alike."""
+    b = bytearray(n)
+    for p in range(0, n, 4096):
+        o = off + p
+        struct.pack_into("<QQ", b, p, o, (o * 0x9E3779B97F4A7C15) &
+                         0xFFFFFFFFFFFFFFFF)
+    return bytes(b)
+
+
+def make_model(path, size):
+    """A safetensors file of one U8 tensor "w" of size bytes of
+    pattern(); returns hubemu.Big of it (sha256 made while writing)."""
+    h = json.dumps({"w": {"dtype": "U8", "shape": [size],
+                          "data_offsets": [0, size]}}).encode()
+    h += b" " * (-len(h) % 8)
+    sha = hashlib.sha256()
+    with open(path, "wb") as f:
+        for part in (struct.pack("<Q", len(h)), h):
+            f.write(part)
+            sha.update(part)
+        for off in range(0, size, MiB):
+            b = pattern(off, min(MiB, size - off))
+            f.write(b)
+            sha.update(b)
+    return hubemu.Big(path, sha.hexdigest())
+
+
+def mount_logged(src, mnt, log, *opts):
+    """`stfs mount -f` with its log (stderr) in the file log."""
+    f = open(log, "ab")
+    p = subprocess.Popen([T.STFS, "mount", "-f"] + list(opts) + [src, mnt],
+                         stdout=f, stderr=subprocess.STDOUT)
+    f.close()
+    T._procs.append(p)
+    T._mounts.append(mnt)
+    if not T.wait_mount(mnt, p):
+        raise AssertionError("mount of %s failed: %s" % (src, slurp(log)))
+    return p
+
+
+def stop_logged(p, mnt):
+    T.unmount(mnt)
+    try:
+        rc = p.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        raise AssertionError("daemon did not exit after unmount")
+    assert rc == 0, "daemon exit status %d" % rc
+
+
+def slurp(path):
+    with open(path, errors="replace") as f:
+        return f.read()

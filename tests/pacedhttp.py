@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """pacedhttp.py ROOT PORT RATE: a static file server on 127.0.0.1 whose
 every connection sends at most RATE bytes per second, as object stores cap
-a connection.  For the benchmarks (tests/bench_remote.py).
+a connection.  For test_prefetch.py and the benchmarks
+(tests/bench/bench_remote.py, bench_prefetch.py).
 
 The cap is the kernel's: SO_MAX_PACING_RATE on each accepted socket (TCP
 paces itself, no qdisc needed), and the bytes go with sendfile(), so the

@@ -13,7 +13,12 @@ same continuation token (loop=True) or a new one each time.
 
 Objects are put with Swift's own API (tempauth tokens), so the data a test
 starts from does not depend on stfs's signer.
+
+shared() is the one Swift of a test run (with buckets "models" and
+"other"), creds() the environment of a signed client of it, and
+stop_shared() ends it; the test files that use S3 share these.
 """
+import contextlib
 import os
 import shutil
 import subprocess
@@ -30,11 +35,13 @@ import http.server
 import threading
 import urllib.parse
 
-from fixtures import free_port, wait_port
+import stfstest as T
+from fixtures import env, free_port, wait_port
 
 CONF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "swift")
 ACCESS, SECRET = "test:tester", "testing"
 READER, READER_SECRET = "test:reader", "secret2"
+SHARED = []         # the one Swift of this run (it takes seconds to start)
 
 
 def sign(method, host, path, query, data, access, secret, headers,
@@ -117,7 +124,7 @@ class Swift:
             log.close()
             self.procs.append(p)
         for kind, port in self.ports.items():
-            if not wait_port(port, 30):
+            if not wait_port(port, 120):
                 self.stop()
                 raise AssertionError("%s did not start" % kind)
         self.endpoint = "http://127.0.0.1:%d" % self.ports["proxy"]
@@ -174,6 +181,44 @@ class Swift:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+
+
+def shared():
+    """The Swift of this test run, started on first use, with the buckets
+    "models" and "other"."""
+    if not SHARED:
+        d = T.tmpdir()
+        sw = Swift(d)
+        sw.dir = d
+        sw.bucket("models")
+        sw.bucket("other")
+        SHARED.append(sw)
+    return SHARED[0]
+
+
+def stop_shared():
+    """End the shared Swift, if one was started, and remove its files."""
+    while SHARED:
+        sw = SHARED.pop()
+        sw.stop()
+        shutil.rmtree(sw.dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def creds(d, **kw):
+    """The environment of a signed client of the shared Swift, with kw on
+    top."""
+    sw = shared()
+    base = dict(AWS_ENDPOINT_URL=sw.endpoint, AWS_ENDPOINT_URL_S3=None,
+                AWS_ACCESS_KEY_ID=ACCESS, AWS_SECRET_ACCESS_KEY=SECRET,
+                AWS_SESSION_TOKEN=None, AWS_REGION=None,
+                AWS_DEFAULT_REGION=None, AWS_PROFILE=None,
+                AWS_SHARED_CREDENTIALS_FILE=os.path.join(d, "no-creds"),
+                AWS_CONFIG_FILE=os.path.join(d, "no-config"),
+                XDG_CACHE_HOME=os.path.join(d, "xdg"))
+    base.update(kw)
+    with env(**base):
+        yield sw
 
 
 class Lister:

@@ -270,6 +270,28 @@ def tmpdir():
     return d
 
 
+_for_others = []    # the copy of STFS other users run (made once per run)
+
+
+def stfs_for_others():
+    """The path of a copy of STFS that any user may run, in a fresh
+    directory of its own (0755, removed at exit).  A test that runs stfs as
+    another user (nobody) uses it: the build may sit in a directory only
+    its owner may enter (a clone under a 0700 parent), where that user
+    gets "Permission denied" before stfs even starts.  The program links
+    libstfs statically, so the copy is the same program."""
+    if not _for_others:
+        src = shutil.which(STFS) or STFS
+        d = tempfile.mkdtemp(prefix="stfs-bin-")
+        atexit.register(shutil.rmtree, d, True)
+        os.chmod(d, 0o755)
+        dst = os.path.join(d, "stfs")
+        shutil.copy(src, dst)
+        os.chmod(dst, 0o755)
+        _for_others.append(dst)
+    return _for_others[0]
+
+
 class Runner:
     """Runs test functions; prints one line each and a closing count."""
 

@@ -415,8 +415,8 @@ def test_source_kinds(d, mnt):
         os.setgroups([])
         os.setgid(NOBODY)
         os.setuid(NOBODY)
-    r = subprocess.run([T.STFS, "inspect", secret], capture_output=True,
-                       preexec_fn=drop, timeout=30)
+    r = subprocess.run([T.stfs_for_others(), "inspect", secret],
+                       capture_output=True, preexec_fn=drop, timeout=30)
     assert r.returncode == 1, r
     assert r.stderr.decode() == "stfs: %s: cannot open: Permission " \
         "denied\n" % secret, r.stderr
@@ -441,8 +441,9 @@ def test_user_mount(d, mnt):
         os.setuid(NOBODY)
 
     def stfs(*args):
-        return subprocess.run([T.STFS] + list(args), capture_output=True,
-                              text=True, preexec_fn=drop, timeout=30)
+        return subprocess.run([T.stfs_for_others()] + list(args),
+                              capture_output=True, text=True,
+                              preexec_fn=drop, timeout=30)
     # Without access to /dev/fuse (this machine kind makes it 0600; udev
     # makes it 0666 on a normal system) a user mount fails clearly...
     mode = os.stat("/dev/fuse").st_mode & 0o777

@@ -29,6 +29,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
 import ggufw as G  # noqa: E402
+import s3server  # noqa: E402
 import numpy as np  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -513,10 +514,9 @@ def test_hub_file(d, mnt):
 
 def test_s3(d, mnt):
     """s3://BUCKET/KEY.gguf through the S3 emulator (Swift)."""
-    import test_s3
     path = os.path.join(d, "m.gguf")
     ts, _ = write_model(path)
-    with test_s3.creds(d) as sw:
+    with s3server.creds(d) as sw:
         sw.put("models", "gguf/m.gguf", read(path))
         p = T.mount_fg("s3://models/gguf/m.gguf", mnt)
         try:
@@ -527,6 +527,13 @@ def test_s3(d, mnt):
 
 
 def main():
+    try:
+        return run()
+    finally:
+        s3server.stop_shared()
+
+
+def run():
     return T.run_tests([
         test_every_type,
         test_model_safetensors,

@@ -26,10 +26,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
 import hubemu  # noqa: E402
-from fixtures import (check_real_file, env, fake_cache,  # noqa: E402
-                      free_port, read, refused, stfs, world)
+from fixtures import (HUBJS, check_real_file, env, fake_cache,  # noqa: E402
+                      free_port, read, refused, shard_files, stfs,
+                      world)
 
-HUBJS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hubjs")
 X = "user.safetensors."
 
 
@@ -39,16 +39,6 @@ def corpus():
         if info["valid"] and not rel.startswith("jl-sharded/"):
             with open(src, "rb") as f:
                 yield rel, f.read(), info["tensors"]
-
-
-def shard_files():
-    d = os.path.join(T.REAL, "jl-sharded")
-    out = {}
-    for n in os.listdir(d):
-        if n.endswith(".safetensors") or n.endswith(".json"):
-            with open(os.path.join(d, n), "rb") as f:
-                out[n] = f.read()
-    return out
 
 
 def test_real_corpus(d, mnt):

@@ -24,13 +24,11 @@ run (a process of its own, so that a test can stop a read stuck in
 waits): it reads PATH from its start in 1 MiB reads, checks every byte
 against pattern(), and prints what it got as JSON.
 """
-import hashlib
 import json
 import math
 import os
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import time
@@ -38,45 +36,14 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
 import hubemu  # noqa: E402
-from fixtures import Nginx, World, env  # noqa: E402
-from test_hub import HUBJS  # noqa: E402
+from fixtures import (HUBJS, MiB, Nginx, World, env, make_model,  # noqa: E402
+                      mount_logged, pattern, slurp, stop_logged)
 
-MiB = 1 << 20
 BLOCK = 4 * MiB
 OPTS = ("-o", "connections=8,block_size=4M")
 # A refresh ahead of expiry may come up to a fifth of the lifetime early:
 # it still counts as the one resolve of that expiry.
 EARLY = 0.8
-
-
-def pattern(off, n):
-    """The bytes [off, off + n) of a test tensor (off and n multiples of
-    4 KiB): each 4 KiB page starts with its offset and a hash of it, the
-    rest zeros: cheap to make and check, and no two pages alike."""
-    b = bytearray(n)
-    for p in range(0, n, 4096):
-        o = off + p
-        struct.pack_into("<QQ", b, p, o, (o * 0x9E3779B97F4A7C15) &
-                         0xFFFFFFFFFFFFFFFF)
-    return bytes(b)
-
-
-def make_model(path, size):
-    """A safetensors file of one U8 tensor "w" of size bytes of
-    pattern(); returns hubemu.Big of it (sha256 made while writing)."""
-    h = json.dumps({"w": {"dtype": "U8", "shape": [size],
-                          "data_offsets": [0, size]}}).encode()
-    h += b" " * (-len(h) % 8)
-    sha = hashlib.sha256()
-    with open(path, "wb") as f:
-        for part in (struct.pack("<Q", len(h)), h):
-            f.write(part)
-            sha.update(part)
-        for off in range(0, size, MiB):
-            b = pattern(off, min(MiB, size - off))
-            f.write(b)
-            sha.update(b)
-    return hubemu.Big(path, sha.hexdigest())
 
 
 def reader_main(path, size):
@@ -118,35 +85,6 @@ def read_checked(path, size, timeout, stop_if=lambda: False):
     out = p.stdout.read()
     p.stdout.close()
     return json.loads(out)
-
-
-def mount_logged(src, mnt, log, *opts):
-    """`stfs mount -f` with its log (stderr) in the file log."""
-    f = open(log, "ab")
-    p = subprocess.Popen([T.STFS, "mount", "-f"] + list(opts) + [src, mnt],
-                         stdout=f, stderr=subprocess.STDOUT)
-    f.close()
-    T._procs.append(p)
-    T._mounts.append(mnt)
-    if not T.wait_mount(mnt, p):
-        raise AssertionError("mount of %s failed: %s" % (src, slurp(log)))
-    return p
-
-
-def stop_logged(p, mnt):
-    T.unmount(mnt)
-    try:
-        rc = p.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
-        raise AssertionError("daemon did not exit after unmount")
-    assert rc == 0, "daemon exit status %d" % rc
-
-
-def slurp(path):
-    with open(path, errors="replace") as f:
-        return f.read()
 
 
 def resolves_said(text):

@@ -1,6 +1,7 @@
 """test_install.py: what `meson install` and the packages ship.
 
-Run after `meson install` (scripts/run-tests.sh does): the public header
+Run after `meson install`, by `meson test --suite install` (plain `meson
+test` leaves it out; scripts/run-tests.sh does both): the public header
 compiles alone under -pedantic as C99 and C++11; examples/stfs-list.c
 builds against the installed libstfs through pkg-config, shared and static,
 and lists exactly what `stfs inspect --json` lists; the man page documents

@@ -32,8 +32,9 @@ import sys
 import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import fixtures as F  # noqa: E402
 import stfstest as T  # noqa: E402
+import s3server  # noqa: E402
+from fixtures import Nginx  # noqa: E402
 import torch_hostile as H  # noqa: E402
 
 import torch  # noqa: E402
@@ -297,9 +298,8 @@ def test_hub_bin_only(d, mnt):
 
 def test_s3_bin(d, mnt):
     """s3://BUCKET/PREFIX/ holding .bin shards and their index."""
-    import test_s3
     files, want = bin_repo(d)
-    with test_s3.creds(d) as sw:
+    with s3server.creds(d) as sw:
         for name, data in files.items():
             sw.put("models", "old/" + name, data)
         p = T.mount_fg("s3://models/old/", mnt)
@@ -448,7 +448,7 @@ def test_http(d, mnt):
     # fetch it
     path = make_ckpt(d, os.path.join(root, "ck.pt"), False, 64 << 20)
     obj = load(path)
-    ng = F.Nginx(os.path.join(d, "ng"), root)
+    ng = Nginx(os.path.join(d, "ng"), root)
     try:
         p = T.mount_fg(ng.url("ck.pt"), mnt, "-o", "nocache")
         try:
@@ -484,7 +484,7 @@ def test_zip_gap(d, mnt):
                                                     dtype=torch.float32))
     refused(path, mnt, "Z6 record-bounds", "gap", rec)
     shutil.copyfile(good, os.path.join(root, "good.pt"))
-    ng = F.Nginx(os.path.join(d, "ng"), root)
+    ng = Nginx(os.path.join(d, "ng"), root)
     try:
         for opts in ("nocache,block_size=64K", "nocache"):
             r = subprocess.run([T.STFS, "mount", ng.url("gap.pt"), mnt, "-o",
@@ -621,12 +621,19 @@ def test_frame_past_end(d, mnt):
     refused(path, mnt, "P5 truncated", "FRAME")
 
 
+def main():
+    try:
+        return T.run_tests([
+            test_zip, test_legacy, test_bare_tensor, test_shards,
+            test_hub_bin_only, test_s3_bin,
+            test_os_system_not_run, test_deep_nesting, test_memo_abuse,
+            test_unknown_opcode, test_truncated_zip, test_compressed,
+            test_storage_too_small, test_http, test_zip_gap,
+            test_view_size_limit, test_complex_views, test_dict_keys,
+            test_byteorder_refused_clean, test_frame_past_end])
+    finally:
+        s3server.stop_shared()
+
+
 if __name__ == "__main__":
-    sys.exit(T.run_tests([
-        test_zip, test_legacy, test_bare_tensor, test_shards,
-        test_hub_bin_only, test_s3_bin,
-        test_os_system_not_run, test_deep_nesting, test_memo_abuse,
-        test_unknown_opcode, test_truncated_zip, test_compressed,
-        test_storage_too_small, test_http, test_zip_gap,
-        test_view_size_limit, test_complex_views, test_dict_keys,
-        test_byteorder_refused_clean, test_frame_past_end]))
+    sys.exit(main())

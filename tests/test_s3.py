@@ -17,7 +17,6 @@ tokens.  And nginx as an unsigned, public "bucket".
   without access; after mount: an object replaced (If-Match: 412) or
   deleted gives EIO and a log line, never bytes of two versions.
 """
-import contextlib
 import hashlib
 import json
 import os
@@ -31,35 +30,7 @@ import s3server  # noqa: E402
 from fixtures import check_real_file, env, Nginx, read, refused  # noqa: E402
 
 X = "user.safetensors."
-SW = None           # the one Swift of this run (it takes seconds to start)
-
-
-def swift():
-    global SW
-    if SW is None:
-        d = T.tmpdir()
-        SW = s3server.Swift(d)
-        SW.dir = d
-        SW.bucket("models")
-        SW.bucket("other")
-    return SW
-
-
-@contextlib.contextmanager
-def creds(d, **kw):
-    """The environment of a signed client of Swift, with kw on top."""
-    sw = swift()
-    base = dict(AWS_ENDPOINT_URL=sw.endpoint, AWS_ENDPOINT_URL_S3=None,
-                AWS_ACCESS_KEY_ID=s3server.ACCESS,
-                AWS_SECRET_ACCESS_KEY=s3server.SECRET,
-                AWS_SESSION_TOKEN=None, AWS_REGION=None,
-                AWS_DEFAULT_REGION=None, AWS_PROFILE=None,
-                AWS_SHARED_CREDENTIALS_FILE=os.path.join(d, "no-creds"),
-                AWS_CONFIG_FILE=os.path.join(d, "no-config"),
-                XDG_CACHE_HOME=os.path.join(d, "xdg"))
-    base.update(kw)
-    with env(**base):
-        yield sw
+creds = s3server.creds
 
 
 def put_tree(sw, prefix, folder, names=None):
@@ -281,10 +252,7 @@ def run():
             test_public_unsigned,
         ])
     finally:
-        if SW is not None:
-            SW.stop()
-            import shutil
-            shutil.rmtree(SW.dir, ignore_errors=True)
+        s3server.stop_shared()
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ is compared (sha256) with the source.
 import base64
 import contextlib
 import errno
-import hashlib
 import json
 import os
 import shutil
@@ -33,7 +32,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hubemu  # noqa: E402
 import stfstest as T  # noqa: E402
-from fixtures import Nginx, big_file, check_real_file, read  # noqa: E402
+from fixtures import (Nginx, big_file, check_real_file, read,  # noqa: E402
+                      signed)
 
 EXPECTED = os.path.join(T.REAL, "expected.json")
 SAMPLES = ["fusebox-slashnames/model.safetensors",
@@ -289,14 +289,6 @@ def test_credentials(d, mnt):
     finally:
         ngx.stop()
         other.stop()
-
-
-def signed(url, path, expires, secret="stfs-secret"):
-    """url with the query nginx's secure_link checks: an MD5 of the
-    expiry, path and secret, until expires (Unix time)."""
-    h = hashlib.md5(("%d%s %s" % (expires, path, secret)).encode())
-    sig = base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode()
-    return "%s?md5=%s&expires=%d" % (url, sig, expires)
 
 
 def test_presigned(d, mnt):

@@ -37,7 +37,7 @@ import stfstest as T  # noqa: E402
 import hubemu  # noqa: E402
 import s3server  # noqa: E402
 from fixtures import env, world, fake_cache, refused  # noqa: E402
-from fixtures import Nginx, free_port, read  # noqa: E402
+from fixtures import Nginx, free_port, read, shard_files, signed  # noqa
 
 X = "user.safetensors."
 
@@ -291,7 +291,6 @@ def test_offline_missing_blob(d, mnt):
     gone (an interrupted download): refused naming the file, and not one
     request to the Hub (which is up, with the repo, and logs every
     request) or to the file server, token or not."""
-    from test_hub import shard_files
     hub_cache = os.path.join(d, "hub-cache")
     files = shard_files()
     sha_ = fake_cache(hub_cache, "org/gap", files)
@@ -497,7 +496,6 @@ def test_no_secret_shown(d, mnt):
     and session token: in no command line (the mounting process while it
     talks to the server, the daemon after), not in /proc/mounts, xattrs,
     %header.json, the log (with a failed read logged) or messages."""
-    from test_tls import signed
     data = os.path.join(d, "data")
     os.makedirs(os.path.join(data, "bucket"))
     a, _ = two_blocks(os.path.join(data, "m.safetensors"))
@@ -750,8 +748,7 @@ def test_aws_profiles(d, mnt):
     if not os.path.exists(AWS):
         raise AssertionError("Debian's aws CLI is needed (apt-get install "
                              "awscli)")
-    from test_s3 import swift
-    sw = swift()
+    sw = s3server.shared()
     with env(AWS_ENDPOINT_URL=sw.endpoint, AWS_ACCESS_KEY_ID="test:tester",
              AWS_SECRET_ACCESS_KEY="testing", AWS_PROFILE=None,
              AWS_CONFIG_FILE=os.path.join(d, "no"),
@@ -830,10 +827,7 @@ def main():
         return run()
     finally:
         shutil.rmtree(home, ignore_errors=True)
-        import test_s3
-        if test_s3.SW is not None:          # test_aws_profiles' Swift
-            test_s3.SW.stop()
-            shutil.rmtree(test_s3.SW.dir, ignore_errors=True)
+        s3server.stop_shared()              # test_aws_profiles' Swift
 
 
 if __name__ == "__main__":

@@ -32,7 +32,8 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]   # tests/bench/, tests/
 import stfstest as T  # noqa: E402
 from fixtures import Nginx, free_port, wait_port  # noqa: E402
 
@@ -42,13 +43,14 @@ NAMES = ["model-%05d-of-00004.safetensors" % (i + 1) for i in range(4)]
 
 
 class Paced:
-    """tests/pacedhttp.py serving root, each connection capped at rate."""
+    """tests/pacedhttp.py serving root, each connection capped at
+    rate."""
 
     def __init__(self, root, rate):
         self.port = free_port()
         self.proc = subprocess.Popen([
-            sys.executable, os.path.join(os.path.dirname(
-                os.path.abspath(__file__)), "pacedhttp.py"),
+            sys.executable,
+            os.path.join(os.path.dirname(HERE), "pacedhttp.py"),
             root, str(self.port), str(rate)])
         T._procs.append(self.proc)
         assert wait_port(self.port), "pacedhttp.py did not start"

@@ -25,11 +25,11 @@ import sys
 import time
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]   # tests/bench/, tests/
 import stfstest as T  # noqa: E402
 import hubemu  # noqa: E402
-from fixtures import World  # noqa: E402
-from test_hub_resolve import make_model, mount_logged, stop_logged  # noqa
+from fixtures import World, make_model, mount_logged, stop_logged  # noqa
 
 MiB = 1 << 20
 SIZE = 1 << 30

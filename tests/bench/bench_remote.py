@@ -2,7 +2,7 @@
 """bench_remote.py WORK OUT [ROUNDS]: stfs reading a URL, side by side with
 curl in the same run (docs/performance.md, "Remote").
 
-The benchmark's file (tests/bench.py makes it) is served on 127.0.0.1
+The benchmark's file (tests/bench/bench.py makes it) is served on 127.0.0.1
 twice: by tests/pacedhttp.py with every connection capped at 100 MB/s
 (by the kernel's pacing), as object stores cap a connection, and by nginx
 without a limit.  Each round, in turn:
@@ -38,7 +38,8 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]   # tests/bench/, tests/
 import stfstest as T  # noqa: E402
 import bench as B  # noqa: E402
 from fixtures import Nginx, free_port, wait_port  # noqa: E402
@@ -120,8 +121,8 @@ class Paced:
     def __init__(self, root, rate):
         self.port = free_port()
         self.proc = subprocess.Popen([
-            sys.executable, os.path.join(os.path.dirname(
-                os.path.abspath(__file__)), "pacedhttp.py"),
+            sys.executable,
+            os.path.join(os.path.dirname(HERE), "pacedhttp.py"),
             root, str(self.port), str(rate)])
         T._procs.append(self.proc)
         assert wait_port(self.port), "pacedhttp.py did not start"

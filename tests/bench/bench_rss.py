@@ -2,7 +2,7 @@
 """bench_rss.py: the daemon's peak resident memory while one large tensor
 streams from a URL, against the in-flight budget docs/remote.md gives.
 
-    STFS=build/src/cli/stfs python3 tests/bench_rss.py WORKDIR [GIB]
+    STFS=build/src/cli/stfs python3 tests/bench/bench_rss.py WORKDIR [GIB]
 
 Writes a sparse safetensors file of one U8 tensor of GIB GiB (default 4),
 serves it with nginx on loopback, and for the cache on and -o nocache
@@ -21,7 +21,8 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]   # tests/bench/, tests/
 import stfstest as T  # noqa: E402
 from fixtures import Nginx  # noqa: E402
 

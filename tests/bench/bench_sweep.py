@@ -5,10 +5,10 @@ its -o OPTS), in turn with one `curl` of the same range, for choosing
 defaults (docs/performance.md, "Remote defaults").
 
 nginx serves the file on 127.0.0.1, or with --limit tests/pacedhttp.py
-with every connection capped at 100 MB/s.  Each round mounts every variant with an empty
-cache and reads the tensor from start to end; the first round is a
-warm-up.  Prints each variant's median MB/s and the median of its
-per-round ratios to curl.  Variants can be options of one build
+with every connection capped at 100 MB/s.  Each round mounts every
+variant with an empty cache and reads the tensor from start to end; the
+first round is a warm-up.  Prints each variant's median MB/s and the
+median of its per-round ratios to curl.  Variants can be options of one build
 (`stfs,connections=4`) or builds that differ (another block size).
 """
 import os
@@ -16,7 +16,8 @@ import shutil
 import statistics
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]   # tests/bench/, tests/
 import stfstest as T  # noqa: E402
 import bench as B  # noqa: E402
 from fixtures import Nginx  # noqa: E402

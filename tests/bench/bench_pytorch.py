@@ -35,8 +35,10 @@ import sys
 import time
 import zipfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]   # tests/bench/, tests/
 import stfstest as T  # noqa: E402
+from fixtures import Nginx  # noqa: E402
 
 
 def make(path, gib):
@@ -152,8 +154,7 @@ def main():
         statistics.median(ts), note="includes polling /proc every 10 ms")
 
     # mount over HTTP: what is fetched
-    import test_remote as R
-    ng = R.Nginx(os.path.join(work, "ng"), os.path.dirname(ck))
+    ng = Nginx(os.path.join(work, "ng"), os.path.dirname(ck))
     try:
         t = time.perf_counter()
         p = T.mount_fg(ng.url("ck.bin"), mnt, "-o", "nocache")
