@@ -371,7 +371,7 @@ START_TEST(t_virtual)
 	o.flags = STFS_TREE_LIST_VIRTUAL;
 	ck_assert_int_eq(stfs_model_open_opts(p, &o, &m, &err), 0);
 	ck_assert_int_eq(stfs_model_node(m, 0, &ni), 0);
-	ck_assert_uint_eq(ni.children, 4);
+	ck_assert_uint_eq(ni.children, 5);  /* and %repo */
 	ck_assert_int_eq(stfs_model_node(m, (uint32_t)stfs_model_child(m, 0,
 					 3), &ni), 0);
 	ck_assert_int_eq(ni.kind, STFS_NODE_KIND_VIRTUAL);

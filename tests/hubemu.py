@@ -129,6 +129,16 @@ class Big:
         self.sha256 = sha256
 
 
+# Files the Hub keeps in LFS (as .gitattributes of a new repo says): the
+# tree gives their sha256 as lfs.oid
+LFS = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".onnx",
+       ".onnx_data", ".h5", ".msgpack")
+
+
+def _lfs(path):
+    return path.endswith(LFS)
+
+
 def _size(data):
     return data.size if isinstance(data, Big) else len(data)
 
@@ -279,17 +289,30 @@ class Hub:
                            ).hexdigest()
         repo.commits[sha] = base
         repo.refs[branch] = sha
+        top = os.path.join(self.root, repo.id, sha)
         for path, data in base.items():
-            p = os.path.join(self.root, repo.id, sha, path)
-            os.makedirs(os.path.dirname(p), exist_ok=True)
+            p = os.path.join(top, path)
+            # a name git holds but a disk cannot (hostile names: "..",
+            # NUL, over 255 bytes, a file that is also a folder) is
+            # listed by the tree API and never served
+            if "\0" in path or not os.path.normpath(p).startswith(
+                    top + "/"):
+                continue
+            try:
+                os.makedirs(os.path.dirname(p), exist_ok=True)
+            except OSError:
+                continue
             if isinstance(data, Big):
                 try:
                     os.link(data.path, p)
                 except OSError:
                     shutil.copyfile(data.path, p)
                 continue
-            with open(p, "wb") as f:
-                f.write(data)
+            try:
+                with open(p, "wb") as f:
+                    f.write(data)
+            except OSError:
+                continue
         return sha
 
     # ---- the API -----------------------------------------------------
@@ -415,7 +438,7 @@ class Hub:
                     data.sha256.encode() if isinstance(data, Big)
                     else data)).hexdigest(),
                 "size": _size(data), "path": p}
-            if p.endswith(".safetensors"):
+            if _lfs(p):
                 e["lfs"] = {"oid": _sha256(data),
                             "size": _size(data), "pointerSize": 134}
             entries.append(e)
@@ -453,7 +476,7 @@ class Hub:
         if data is None:
             return self._error(h, 404, "EntryNotFound",
                                "Entry not found", with_body)
-        if path.endswith(".safetensors"):
+        if _lfs(path):
             data = ("version https://git-lfs.github.com/spec/v1\n"
                     "oid sha256:%s\nsize %d\n" % (
                         _sha256(data), _size(data))).encode()

@@ -18,5 +18,6 @@ Suite *resolve_suite(void);
 Suite *table_suite(void);
 Suite *s3xml_suite(void);
 Suite *torch_suite(void);
+Suite *repo_suite(void);
 
 #endif

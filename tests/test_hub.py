@@ -206,8 +206,13 @@ def test_folders(d, mnt):
                     f.read(t["bytes"])
         finally:
             T.stop_fg(p, mnt)
-        refused("hf://org/pipe", mnt, "text_encoder", "unet",
-                "hf://org/pipe/")
+        # the repo itself mounts (%repo/ shows every file), and says
+        # which folders hold weights
+        r = stfs("inspect", "--files", "hf://org/pipe")
+        assert r.returncode == 0, r.stderr
+        for w_ in ("text_encoder", "unet", "hf://org/pipe/"):
+            assert w_ in r.stderr, r.stderr
+        assert "unet/config.json\t2\t" in r.stdout, r.stdout
         refused("hf://org/pipe/vae", mnt, "404")
         w.hub.push(w.hub.repo("org/data", dataset=True),
                    {"model.safetensors": a})

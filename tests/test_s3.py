@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
 import s3server  # noqa: E402
 from fixtures import check_real_file, env, Nginx, read, refused  # noqa: E402
+from fixtures import stfs as stfs_cmd  # noqa: E402
 
 X = "user.safetensors."
 creds = s3server.creds
@@ -90,7 +91,10 @@ def test_shards(d, mnt):
             finally:
                 T.stop_fg(p, mnt)
         # a whole bucket with no weights at its top
-        refused("s3://models/", mnt, "no *.safetensors files")
+        # (it mounts: %repo/ shows its objects, and it says why no tensor)
+        r = stfs_cmd("inspect", "--files", "s3://models/")
+        assert r.returncode == 0 and "no *.safetensors files" in r.stderr
+        assert "noindex/deeper/x.safetensors\t8\t" in r.stdout, r.stdout
         refused("s3://other/", mnt, "no *.safetensors files")
 
 

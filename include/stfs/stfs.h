@@ -371,6 +371,16 @@ const char *stfs_file_format(const struct stfs_file *f);
 			    * STFS_VIRTUAL_F32 file in every directory) */
 #define STFS_TREE_LIST_VIRTUAL 8u  /* list the virtual files in directories
 				    * (they are always reachable by name) */
+#define STFS_TREE_REPO 16u /* the repository at the root of the tree and
+			    * the tensors under STFS_TENSORS_DIR (-o repo) */
+
+/*
+ * The repository (docs/remote.md): every file of the source under its
+ * own path, in the reserved directory STFS_REPO_DIR at the root (or, with
+ * STFS_TREE_REPO, at the root itself).
+ */
+#define STFS_REPO_DIR "%repo"
+#define STFS_TENSORS_DIR "%tensors"
 
 /*
  * Virtual safetensors files, in every directory (docs/virtual.md): the
@@ -461,6 +471,11 @@ struct stfs_model_opts {
 	/* The options of its remote sources, or NULL: the defaults but no
 	 * cache (and no log); the caller keeps them. */
 	const struct stfs_remote_opts *remote;
+	/* The repository's files to show (fnmatch(3) globs on their paths,
+	 * '*' matching '/' too; none: every file); one that matches no file
+	 * is an error. */
+	const char *const *files;
+	size_t nfiles;
 };
 
 /* stfs_model_open() with a selection of tensors. */
@@ -565,6 +580,7 @@ enum stfs_node_kind {
 	STFS_NODE_KIND_TENSOR,    /* a tensor, or one of its views */
 	STFS_NODE_KIND_HEADER,    /* STFS_HEADER_FILE */
 	STFS_NODE_KIND_VIRTUAL,   /* a virtual safetensors file */
+	STFS_NODE_KIND_REPO,      /* a file of the repository (%repo/) */
 };
 
 enum stfs_virtual {
@@ -608,6 +624,26 @@ size_t stfs_model_tensor_views(const struct stfs_model *m, size_t i,
 			       uint32_t *nodes);
 /* "a/b/c" for a node (malloc'd, caller frees), or NULL on ENOMEM. */
 char *stfs_model_node_path(const struct stfs_model *m, uint32_t node);
+
+/* The revision (user.stfs.revision) of a node of the repository: the
+ * commit, or the file's ETag or mtime; NULL for other nodes. */
+const char *stfs_model_node_revision(const struct stfs_model *m,
+				     uint32_t node);
+
+/* The repository's files as the source lists them, shown or not, in
+ * path order (`stfs inspect --files`). */
+struct stfs_repo_info {
+	const char *path;
+	uint64_t size;
+	const char *verify;       /* "sha256:HEX", "sha1-blob:HEX",
+				   * "md5:HEX", or NULL: none published */
+	int small;                /* fetched whole at mount, verified */
+	const char *left_out;     /* why it is not shown, or NULL */
+	const char *fault;        /* why its bytes are refused, or NULL */
+};
+size_t stfs_model_repo_count(const struct stfs_model *m);
+int stfs_model_repo_info(const struct stfs_model *m, size_t i,
+			 struct stfs_repo_info *out);
 
 /* ---- content: the bytes of a file of the tree ------------------------ */
 

@@ -282,6 +282,42 @@ static void log_stderr(void *ctx, const char *line)
 	fprintf(stderr, "%s\n", line);
 }
 
+static int cmp_repo(const void *a, const void *b)
+{
+	return strcmp(((const struct stfs_repo_info *)a)->path,
+		      ((const struct stfs_repo_info *)b)->path);
+}
+
+/* --files: the repository, a line a file in path order: its path, size,
+ * how it is verified, and small (fetched at mount), lazy, or left out
+ * (why), tab-separated. */
+static int print_files(const struct stfs_model *m)
+{
+	size_t n = stfs_model_repo_count(m);
+	struct stfs_repo_info *fi = calloc(n + 1, sizeof(*fi));
+	char q[1100];
+
+	if (!fi) {
+		fprintf(stderr, "stfs: out of memory\n");
+		return 1;
+	}
+	for (size_t i = 0; i < n; i++)
+		stfs_model_repo_info(m, i, &fi[i]);
+	qsort(fi, n, sizeof(*fi), cmp_repo);
+	for (size_t i = 0; i < n; i++) {
+		printf("%s\t%llu\t%s\t%s%s\n",
+		       stfs_quote(fi[i].path, strlen(fi[i].path), q, sizeof(q)),
+		       (unsigned long long)fi[i].size,
+		       fi[i].verify ? fi[i].verify : "-",
+		       fi[i].left_out ? "left out: " : fi[i].fault ?
+		       "refused: " : fi[i].small ? "small" : "lazy",
+		       fi[i].left_out ? fi[i].left_out : fi[i].fault ?
+		       fi[i].fault : "");
+	}
+	free(fi);
+	return 0;
+}
+
 /* A libstfs warning on stderr; ctx is the SOURCE string. */
 static void warn_stderr(void *ctx, const char *text)
 {
@@ -292,7 +328,7 @@ static void warn_stderr(void *ctx, const char *text)
 struct inspect_args {
 	const char *src, **inc_v, **exc_v;
 	size_t ninc, nexc;
-	int json, quiet;
+	int json, quiet, files;
 	unsigned flags;
 };
 
@@ -326,6 +362,8 @@ static int parse_inspect(int argc, char **argv, struct inspect_args *a,
 
 		if (strcmp(o, "--json") == 0) {
 			a->json = 1;
+		} else if (strcmp(o, "--files") == 0) {
+			a->files = 1;
 		} else if (strcmp(o, "-q") == 0 || strcmp(o, "--quiet") == 0) {
 			a->quiet = 1;
 		} else if (strcmp(o, "--flat") == 0) {
@@ -363,7 +401,8 @@ static int parse_inspect(int argc, char **argv, struct inspect_args *a,
 		}
 	}
 	if (!a->src) {
-		fprintf(stderr, "usage: stfs inspect [--json | -q] [--flat] "
+		fprintf(stderr, "usage: stfs inspect [--json | --files | -q] "
+			"[--flat] "
 			"[--npy] [--convert=f32] [--include=GLOB] "
 			"[--exclude=GLOB] [--offline] [--unvalidated] "
 			"[--s3-style=path|virtual] SOURCE\n");
@@ -431,7 +470,10 @@ int stfs_inspect_main(int argc, char **argv)
 		goto out;
 	}
 	rc = 0;
-	if (!a.quiet) {
+	if (!a.quiet && a.files) {
+		rc = print_files(m);
+		print_cost(m, shown);
+	} else if (!a.quiet) {
 		rc = a.json ? print_json(m, !!(a.flags & (STFS_TREE_NPY |
 							  STFS_TREE_F32))) :
 			      print_table(m);

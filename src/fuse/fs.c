@@ -271,7 +271,7 @@ static void stfs_ll_open(fuse_req_t req, fuse_ino_t ino,
 		return;
 	}
 	rc = stfs_model_content(stfs_fs_of(req)->model, (uint32_t)(ino - 1), &c);
-	if (rc == -EFBIG)
+	if (rc == -EFBIG || rc == -EIO)
 		log_refusal(stfs_fs_of(req), (uint32_t)(ino - 1), rc);
 	if (rc || !(h = handle_new(stfs_fs_of(req), c))) {
 		stfs_content_free(c);

@@ -36,6 +36,10 @@ struct stfs_opts {
 	/* -o include=GLOB, exclude=GLOB, each repeatable */
 	char **include, **exclude;
 	size_t ninclude, nexclude;
+	/* -o files=GLOB (repeatable), -o repo: the repository at the root */
+	char **files;
+	size_t nfiles;
+	int repo;
 	char *convert;
 	int help;
 	int version;
@@ -60,6 +64,7 @@ enum {
 	KEY_MAX_READ,
 	KEY_INCLUDE,
 	KEY_EXCLUDE,
+	KEY_FILES,
 	KEY_PREFETCH,
 };
 
@@ -71,6 +76,8 @@ static const struct fuse_opt stfs_opt_spec[] = {
 	STFS_OPT("show_virtual", show_virtual, 1),
 	FUSE_OPT_KEY("include=", KEY_INCLUDE),
 	FUSE_OPT_KEY("exclude=", KEY_EXCLUDE),
+	FUSE_OPT_KEY("files=", KEY_FILES),
+	STFS_OPT("repo", repo, 1),
 	FUSE_OPT_KEY("prefetch=", KEY_PREFETCH),
 	STFS_OPT("convert=%s", convert, 0),
 	STFS_OPT("uid=%s", uid, 0),
@@ -108,7 +115,8 @@ void stfs_usage(FILE *out)
 	fprintf(out,
 "usage: stfs mount [-f] [-d] [-s] [-o OPT[,OPT...]] SOURCE MOUNTPOINT\n"
 "       stfs SOURCE MOUNTPOINT [-o OPT[,OPT...]]   (mount helper form)\n"
-"       stfs inspect [--json | -q] [--flat] [--npy] [--convert=f32]\n"
+"       stfs inspect [--json | --files | -q] [--flat] [--npy]\n"
+"                    [--convert=f32]\n"
 "                    [--include=GLOB] [--exclude=GLOB] [--offline]\n"
 "                    [--unvalidated]\n"
 "                    [--s3-style=path|virtual] SOURCE\n"
@@ -132,6 +140,10 @@ void stfs_usage(FILE *out)
 "  -o flat            every tensor at the root under its full name\n"
 "  -o include=GLOB    only tensors whose names match GLOB (repeatable)\n"
 "  -o exclude=GLOB    no tensor whose name matches GLOB (repeatable)\n"
+"  -o repo            the repository at the mount's root, the tensors\n"
+"                     under %%tensors/ (else the repository is %%repo/)\n"
+"  -o files=GLOB      only these files of the repository in %%repo/\n"
+"                     (repeatable; GLOB matches the whole path)\n"
 "  -o show_virtual    list the virtual %%model*.safetensors files too\n"
 "  -o npy             add NAME.npy views that numpy.load() reads\n"
 "  -o convert=f32     add NAME.f32 float32 views of BF16, F16 and F8 tensors\n"
@@ -221,9 +233,12 @@ static int opt_proc(void *data, const char *arg, int key,
 		o->single = 1;
 		return 0;
 	case KEY_INCLUDE:
-	case KEY_EXCLUDE: {
-		char ***list = key == KEY_INCLUDE ? &o->include : &o->exclude;
-		size_t *n = key == KEY_INCLUDE ? &o->ninclude : &o->nexclude;
+	case KEY_EXCLUDE:
+	case KEY_FILES: {
+		char ***list = key == KEY_INCLUDE ? &o->include :
+			       key == KEY_FILES ? &o->files : &o->exclude;
+		size_t *n = key == KEY_INCLUDE ? &o->ninclude :
+			    key == KEY_FILES ? &o->nfiles : &o->nexclude;
 		char **p = realloc(*list, (*n + 1) * sizeof(*p));
 
 		if (!p)
@@ -505,7 +520,10 @@ static int open_model(struct stfs_opts *o, const char *src,
 	mo.flags = (o->flat ? STFS_TREE_FLAT : 0) |
 		   (o->npy ? STFS_TREE_NPY : 0) |
 		   (o->convert ? STFS_TREE_F32 : 0) |
-		   (o->show_virtual ? STFS_TREE_LIST_VIRTUAL : 0);
+		   (o->show_virtual ? STFS_TREE_LIST_VIRTUAL : 0) |
+		   (o->repo ? STFS_TREE_REPO : 0);
+	mo.files = (const char *const *)o->files;
+	mo.nfiles = o->nfiles;
 	mo.include = (const char *const *)o->include;
 	mo.ninclude = o->ninclude;
 	mo.exclude = (const char *const *)o->exclude;
@@ -627,6 +645,9 @@ static void opts_free(struct stfs_opts *o)
 		free(o->include[i]);
 	for (size_t i = 0; i < o->nexclude; i++)
 		free(o->exclude[i]);
+	for (size_t i = 0; i < o->nfiles; i++)
+		free(o->files[i]);
+	free(o->files);
 	free(o->include);
 	free(o->exclude);
 	free(o->uid);

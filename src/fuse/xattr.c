@@ -1,10 +1,10 @@
 /*
  * xattr.c: the extended attributes of a mount: each tensor file's
  * (user.safetensors.dtype, shape, offsets, name, where its bytes come
- * from, its view and foreign format), and the root's, one per shared
- * __metadata__ entry, and the state of its warm (user.stfs.prefetch.*,
- * prefetch.c; read by name, not listed).  Listing and reading them never
- * touches a source.
+ * from, its view and foreign format), the root's, one per shared
+ * __metadata__ entry, the state of its warm (user.stfs.prefetch.*,
+ * prefetch.c; read by name, not listed), and user.stfs.revision of %repo/
+ * and its files.  Listing and reading them never touches a source.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -19,6 +19,7 @@
 #define XATTR_PREFIX "user.safetensors."
 #define META_PREFIX XATTR_PREFIX "metadata."
 #define LIST_MAX 65536     /* the kernel's XATTR_LIST_MAX */
+#define REVISION "user.stfs.revision"   /* %repo/ and its files */
 
 enum { X_DTYPE, X_SHAPE, X_OFFSETS, X_FILE_OFFSET, X_NAME, X_FILE, X_URL,
        X_ETAG, X_REPO, X_REVISION, X_VIEW, X_SOURCE_DTYPE, X_DATA_START,
@@ -221,9 +222,15 @@ void stfs_xattr_get(fuse_req_t req, fuse_ino_t ino,
 {
 	struct stfs_fs *fs = stfs_fs_of(req);
 	struct stfs_node_info ni;
+	const char *rev;
 
 	if (!stfs_fs_node(req, ino, &ni))
 		return;
+	rev = stfs_model_node_revision(fs->model, (uint32_t)(ino - 1));
+	if (rev && strcmp(name, REVISION) == 0) {
+		reply_value(req, rev, strlen(rev), size);
+		return;
+	}
 	if (ni.kind == STFS_NODE_KIND_TENSOR) {
 		int xs[X_COUNT], nx = xattrs_of(fs, &ni, xs);
 
@@ -262,6 +269,10 @@ void stfs_xattr_list(fuse_req_t req, fuse_ino_t ino, size_t size)
 
 	if (!stfs_fs_node(req, ino, &ni))
 		return;
+	if (stfs_model_node_revision(fs->model, (uint32_t)(ino - 1))) {
+		reply_value(req, REVISION, sizeof(REVISION), size);
+		return;
+	}
 	if (ni.kind == STFS_NODE_KIND_TENSOR) {
 		int xs[X_COUNT], nx = xattrs_of(fs, &ni, xs);
 		char list[512];

@@ -410,7 +410,8 @@ int stfs_model_open_opts(const char *source, const struct stfs_model_opts *o,
 		break;
 	}
 	if (rc || (rc = select_entries(m, o, err)) ||
-	    (rc = build_tree(m, flags, err)) || (rc = shared_meta(m, err)))
+	    (rc = build_tree(m, flags, err)) || (rc = shared_meta(m, err)) ||
+	    (rc = stfs_repo_build(m, o, err)))
 		goto fail;
 	if (m->sharded && (rc = stfs_model_index_json(m, m->index_meta,
 						     m->index_meta_len, err)))
@@ -451,6 +452,7 @@ void stfs_model_close(struct stfs_model *m)
 		free((char *)m->imeta[i].value);
 	}
 	free(m->imeta);
+	stfs_repo_free(m->repo);
 	stfs_location_free(m->loc);
 	/* after its sources, which belong to it */
 	stfs_remote_free(m->remote);
@@ -532,169 +534,4 @@ const struct stfs_meta *stfs_model_meta(const struct stfs_model *m,
 					size_t i)
 {
 	return i < m->nmeta ? m->meta[i] : NULL;
-}
-
-uint32_t stfs_model_node_count(const struct stfs_model *m)
-{
-	return m->tree.nnodes;
-}
-
-int stfs_model_node(const struct stfs_model *m, uint32_t node,
-		    struct stfs_node_info *out)
-{
-	const struct stfs_node *n;
-
-	uint32_t dir;
-	enum stfs_virtual kind;
-
-	memset(out, 0, sizeof(*out));
-	if (stfs_virtual_decode(m, node, &dir, &kind)) {
-		out->kind = STFS_NODE_KIND_VIRTUAL;
-		out->parent = dir;
-		out->virt = kind;
-		out->name = stfs_virtual_name(kind);
-		out->name_len = strlen(out->name);
-		return 0;
-	}
-	if (node >= m->tree.nnodes)
-		return -ENOENT;
-	n = &m->tree.nodes[node];
-	out->parent = n->parent;
-	out->name = n->name;
-	out->name_len = n->name_len;
-	if (n->entry == STFS_NODE_DIR) {
-		out->kind = STFS_NODE_KIND_DIR;
-		out->children = n->count + stfs_virtual_count(m, node);
-		out->subdirs = n->subdirs;
-	} else if (n->entry == m->nentries) {
-		out->kind = STFS_NODE_KIND_HEADER;
-		out->size = m->index ? m->index_len : m->files[0]->doc ?
-			    m->files[0]->doc_len : m->files[0]->header_len;
-	} else {
-		out->kind = STFS_NODE_KIND_TENSOR;
-		out->tensor = n->entry;
-		out->view = (enum stfs_view)n->extra;
-		out->size = stfs_view_size(m->entries[n->entry].t, out->view,
-					   NULL);
-	}
-	return 0;
-}
-
-int stfs_model_node_size(const struct stfs_model *m, uint32_t node,
-			 uint64_t *size)
-{
-	struct stfs_node_info ni;
-	int rc;
-
-	*size = 0;
-	if (node >= m->tree.nnodes)
-		return stfs_virtual_size((struct stfs_model *)m, node, size);
-	if ((rc = stfs_model_node(m, node, &ni)))
-		return rc;
-	*size = ni.size;
-	return 0;
-}
-
-int64_t stfs_model_child(const struct stfs_model *m, uint32_t dir,
-			 uint32_t k)
-{
-	const struct stfs_node *d;
-
-	if (dir >= m->tree.nnodes)
-		return -ENOENT;
-	d = &m->tree.nodes[dir];
-	if (d->entry != STFS_NODE_DIR)
-		return -ENOENT;
-	if (k >= d->count)
-		return stfs_virtual_child(m, dir, k - d->count);
-	return m->tree.children[d->first + k];
-}
-
-int64_t stfs_model_lookup(const struct stfs_model *m, uint32_t dir,
-			  const char *name, size_t len)
-{
-	int64_t n = stfs_tree_lookup(&m->tree, dir, name, len);
-
-	if (n == -ENOENT && len > 1 && name[0] == '%')
-		return stfs_virtual_lookup(m, dir, name, len);
-	return n;
-}
-
-size_t stfs_model_tensor_views(const struct stfs_model *m, size_t i,
-			       uint32_t *nodes)
-{
-	const struct stfs_tree *t = &m->tree;
-	size_t n = 0;
-
-	if (!m->first_view || i >= m->nentries)
-		return 0;
-	for (uint32_t k = m->first_view[i]; k < t->nnodes &&
-	     t->nodes[k].entry == i && t->nodes[k].extra; k++)
-		nodes[n++] = k;
-	return n;
-}
-
-char *stfs_model_node_path(const struct stfs_model *m, uint32_t node)
-{
-	uint32_t dir;
-	enum stfs_virtual kind;
-	char *d, *p;
-
-	if (!stfs_virtual_decode(m, node, &dir, &kind))
-		return stfs_tree_path(&m->tree, node);
-	if (!(d = stfs_tree_path(&m->tree, dir)))
-		return NULL;
-	if (asprintf(&p, "%s%s%s", d, *d ? "/" : "",
-		     stfs_virtual_name(kind)) < 0)
-		p = NULL;
-	free(d);
-	return p;
-}
-
-void stfs_model_node_error(const struct stfs_model *m, uint32_t node,
-			   int code, char *out, size_t outsz)
-{
-	stfs_virtual_error(m, node, code, out, outsz);
-}
-
-int stfs_model_content(const struct stfs_model *m, uint32_t node,
-		       struct stfs_content **out)
-{
-	struct stfs_node_info ni;
-	const struct stfs_entry *e;
-	const struct stfs_file *f;
-	struct stfs_content *c;
-	int rc;
-
-	*out = NULL;
-	if (node >= m->tree.nnodes)
-		return stfs_virtual_content((struct stfs_model *)m, node, out);
-	if ((rc = stfs_model_node(m, node, &ni)))
-		return rc;
-	switch (ni.kind) {
-	case STFS_NODE_KIND_DIR:
-		return -EISDIR;
-	case STFS_NODE_KIND_VIRTUAL:
-		return -ENOENT;         /* not reached */
-	case STFS_NODE_KIND_HEADER:
-		if (!(c = stfs_content_new()))
-			return -ENOMEM;
-		f = m->files[0];
-		rc = m->index ?
-		     stfs_content_add_inline(c, m->index, m->index_len, 0) :
-		     f->doc ? stfs_content_add_inline(c, f->doc, f->doc_len, 0) :
-		     stfs_content_add_range(c, f->src, 8, f->header_len);
-		if (rc) {
-			stfs_content_free(c);
-			return rc;
-		}
-		*out = c;
-		return 0;
-	case STFS_NODE_KIND_TENSOR:
-		break;
-	}
-	e = &m->entries[ni.tensor];
-	f = m->files[e->file];
-	return stfs_content_view(e->t, ni.view, f->src,
-				 f->data_start + e->t->begin, out);
 }

@@ -54,6 +54,7 @@ struct stfs_model {
 	struct stfs_vsize *vsizes;
 	size_t nvsizes, capvsizes;
 	struct stfs_vhdr *vlast;
+	struct stfs_repo *repo;   /* %repo/ (repo.c), or NULL */
 };
 
 /* The same for n files, remote ones opened several at a time; on failure
@@ -103,5 +104,28 @@ int stfs_model_index_json(struct stfs_model *m, const char *index_meta,
 /* The header file of one file under a selection: its header with the
  * selected tensors only (index_json.c). */
 int stfs_model_header_selected(struct stfs_model *m, struct stfs_error *err);
+
+/* repo.c: the repository's files under %repo/.  Its nodes are numbered
+ * from stfs_repo_base() on, k = node - base (0: %repo/ itself). */
+struct stfs_repo;
+int stfs_repo_build(struct stfs_model *m, const struct stfs_model_opts *o,
+		    struct stfs_error *err);
+void stfs_repo_free(struct stfs_repo *r);
+/* The first node of the repository, or UINT32_MAX when there is none;
+ * how many nodes it has. */
+uint32_t stfs_repo_base(const struct stfs_model *m);
+uint32_t stfs_repo_count(const struct stfs_model *m);
+void stfs_repo_node(const struct stfs_model *m, uint32_t k,
+		    struct stfs_node_info *out);
+int64_t stfs_repo_lookup(const struct stfs_model *m, uint32_t k,
+			 const char *name, size_t len);
+int64_t stfs_repo_child(const struct stfs_model *m, uint32_t k, uint32_t i);
+int stfs_repo_content(const struct stfs_model *m, uint32_t k,
+		      struct stfs_content **out);
+/* Its path under %repo/ ("" for %repo/ itself), malloc'd. */
+char *stfs_repo_path(const struct stfs_model *m, uint32_t k);
+const char *stfs_repo_revision(const struct stfs_model *m, uint32_t k);
+void stfs_repo_error(const struct stfs_model *m, uint32_t k, int code,
+		     char *out, size_t outsz);
 
 #endif

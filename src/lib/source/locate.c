@@ -316,8 +316,19 @@ int stfs_locate(const char *arg, struct stfs_remote *net,
 			rc = stfs_nomem(err);
 			goto fail;
 		}
-		if ((rc = list_dir(loc, err)))
+		if ((rc = stfs_rlist_walk(&loc->files, loc->base, loc->base,
+					  err)))
 			goto fail;
+		/* a folder of other files (a diffusers repo's top) still
+		 * mounts: %repo/ shows them */
+		if ((rc = list_dir(loc, err)) &&
+		    (rc != -ENOENT || !loc->files.n))
+			goto fail;
+		if (rc && err && !(loc->note = strdup(err->msg))) {
+			rc = stfs_nomem(err);
+			goto fail;
+		}
+		rc = 0;
 		*out = loc;
 		return 0;
 	}
@@ -350,6 +361,9 @@ void stfs_location_free(struct stfs_location *loc)
 	free_list(loc->names, loc->nnames);
 	free_list(loc->etag_names, loc->netags);
 	free_list(loc->etags, loc->netags);
+	stfs_rlist_free(&loc->files);
+	free(loc->repo_base);
+	free(loc->note);
 	stfs_auth_unref(loc->auth);
 	free(loc->local_base);
 	free(loc->repo);

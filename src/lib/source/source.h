@@ -100,6 +100,49 @@ void stfs_remote_free(struct stfs_remote *r);
 /* Stop its idle transfer threads (before a fork; they start again when
  * needed). */
 void stfs_remote_park(struct stfs_remote *r);
+/* ---- the repository: every file of the source (repo.c) ----------------- */
+
+/* Files of at most this many bytes that are not weights are fetched whole
+ * at mount and verified (docs/remote.md). */
+#define STFS_REPO_SMALL_MAX (1u << 20)
+#define STFS_REPO_PATH_MAX 4096
+
+/* One file of the source's repository, as its listing gives it. */
+struct stfs_rfile {
+	char *path;             /* relative, '/' between components */
+	uint64_t size;          /* from the listing (or stat) */
+	char *sum;              /* "sha1-blob:HEX", "sha256:HEX", "md5:HEX",
+				 * or NULL: none published */
+	char *revision;         /* its own (a local file's mtime, an
+				 * object's ETag), or NULL */
+	const char *left_out;   /* why it is not shown (a static text), or
+				 * NULL */
+	int small;              /* fetched whole at mount (remote only) */
+	char *bytes;            /* a small file's verified bytes */
+	char *fault;            /* why its bytes are never served, or NULL */
+};
+
+struct stfs_rlist {
+	struct stfs_rfile *f;
+	size_t n, cap;
+	int listed;             /* the source lists its files (else the
+				 * model's own files are the repository) */
+};
+
+/* Add a file: 0 or -ENOMEM. */
+int stfs_rlist_push(struct stfs_rlist *l, const char *path, uint64_t size,
+		    const char *sum, const char *left_out);
+void stfs_rlist_free(struct stfs_rlist *l);
+/* Why a path may not be shown (a static text), or NULL if it may. */
+const char *stfs_repo_path_bad(const char *path);
+/* Every regular file under dir (symlinks followed only while they stay
+ * under root, which may be wider than dir: the Hugging Face cache's
+ * blobs): 0 or -errno. */
+int stfs_rlist_walk(struct stfs_rlist *l, const char *dir, const char *root,
+		    struct stfs_error *err);
+/* Is a file called path (of size bytes) small: fetched whole at mount? */
+int stfs_repo_is_small(const char *path, uint64_t size);
+
 /* ---- the locator ------------------------------------------------------ */
 
 enum stfs_loc_kind {
@@ -132,6 +175,9 @@ struct stfs_location {
 	char **etag_names, **etags; /* the service's ETag of each file */
 	size_t netags;
 	struct stfs_remote *net;    /* the remote layer its sources use */
+	struct stfs_rlist files;    /* every file, for %repo/ (repo.c) */
+	char *repo_base;            /* local: the directory the files are in */
+	char *note;                 /* a warning for the model to give */
 };
 
 /* Find what SOURCE names, its remote sources (and requests) of net
@@ -140,6 +186,16 @@ struct stfs_location {
 int stfs_locate(const char *arg, struct stfs_remote *net,
 		struct stfs_location **out, struct stfs_error *err);
 void stfs_location_free(struct stfs_location *loc);
+/* Open the file at path (relative, '/' allowed) of loc's repository:
+ * 0 or -errno. */
+int stfs_location_open_path(const struct stfs_location *loc,
+			    const char *path, struct stfs_source **out,
+			    struct stfs_error *err);
+/* Fetch loc's small files (several at a time) and verify each against
+ * its published checksum: a file that does not match keeps its fault
+ * (and is never served).  0, or -errno for what stops the mount. */
+int stfs_repo_fetch_small(struct stfs_location *loc,
+			  void (*warn)(void *, const char *), void *ctx);
 /* Open the file called name at loc. */
 int stfs_location_open(const struct stfs_location *loc, const char *name,
 		       struct stfs_source **out, struct stfs_error *err);

@@ -291,6 +291,25 @@ struct lister {
 	int recursive;
 };
 
+/* A file of the repo for %repo/: its checksum by its length (a git
+ * blob's sha1, an LFS object's sha256), small or not. */
+static int repo_file(struct stfs_rlist *rl, const char *name,
+		     const char *etag, uint64_t size)
+{
+	size_t n = etag ? strlen(etag) : 0;
+	char sum[96];
+	int rc;
+
+	if (n == 40 || n == 64)
+		snprintf(sum, sizeof(sum), "%s:%s", n == 40 ? "sha1-blob" :
+			 "sha256", etag);
+	rc = stfs_rlist_push(rl, name, size, n == 40 || n == 64 ? sum : NULL,
+			     stfs_repo_path_bad(name));
+	if (!rc)
+		rl->f[rl->n - 1].small = stfs_repo_is_small(name, size);
+	return rc;
+}
+
 static int on_file(void *arg, const char *path, const char *etag,
 		   uint64_t size)
 {
@@ -299,12 +318,13 @@ static int on_file(void *arg, const char *path, const char *etag,
 	size_t sl = strlen(h->subdir);
 	const char *name = path, *slash;
 
-	(void)size;
 	if (sl) {
 		if (strncmp(path, h->subdir, sl) != 0 || path[sl] != '/')
 			return 0;
 		name = path + sl + 1;
 	}
+	if (l->recursive && h->rl && repo_file(h->rl, name, etag, size))
+		return -ENOMEM;
 	if (!(slash = strrchr(name, '/')))
 		return stfs_hf_push(h, name, etag);
 	/* deeper: a subfolder holding weights? */
@@ -502,8 +522,12 @@ int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 		rc = stfs_nomem(err);
 		goto out;
 	}
+	h.rl = &loc->files;
 	rc = h.offline ? stfs_hf_list_cached(&h, snap, 0, "", err) :
-			 list_online(&h, auth, 0, err);
+			 list_online(&h, auth, 1, err);
+	if (!rc && h.offline && access(snap, F_OK) == 0)
+		rc = stfs_rlist_walk(&loc->files, snap, h.cache, err);
+	loc->files.listed = 1;
 	if (rc)
 		goto out;
 	if (h.file) {
@@ -513,11 +537,17 @@ int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 					       err))) {
 		if (rc != -ENOENT)
 			goto out;
-		/* nothing here: which folders have weights? */
-		if (!*h.subdir && !h.offline)
-			(void)list_online(&h, auth, 1, err);
+		/* nothing here: which folders have weights?  (a repo of
+		 * other files still mounts: %repo/ shows them) */
 		rc = no_weights(&h, err);
-		goto out;
+		if (!loc->files.n || h.file)
+			goto out;
+		loc->kind = STFS_LOC_DIR;
+		if (err && !(loc->note = strdup(err->msg))) {
+			rc = stfs_nomem(err);
+			goto out;
+		}
+		rc = 0;
 	}
 	/* what the service says of each file */
 	loc->etag_names = h.names;

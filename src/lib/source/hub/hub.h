@@ -28,6 +28,7 @@ struct hf {
 	size_t n;
 	char **dirs;            /* subfolders with weights (no SUBDIR) */
 	size_t ndirs;
+	struct stfs_rlist *rl;  /* every file under SUBDIR (%repo/) */
 };
 
 /* hub.c: a file of the folder (its Hub ETag), a subfolder with weights;

@@ -74,7 +74,10 @@ int stfs_hub_parse_tree(const char *json, size_t len,
 			rc = -EINVAL;
 			break;
 		}
-		if (strcmp(json_object_get_string(t), "file") != 0)
+		/* (a path with a NUL in it is no path: never shown) */
+		if (strcmp(json_object_get_string(t), "file") != 0 ||
+		    strlen(json_object_get_string(p)) !=
+		    (size_t)json_object_get_string_len(p))
 			continue;
 		/* the Hub's ETag: the LFS object's sha256, else the blob's */
 		if (json_object_object_get_ex(e, "lfs", &lfs) &&

@@ -7,7 +7,8 @@
  *                          none: its PyTorch index or checkpoints)
  *                          directly under PREFIX, listed with
  *                          ListObjectsV2; its index by name when the
- *                          keys may not list
+ *                          keys may not list (every object under it is
+ *                          in %repo/)
  *
  * AWS's conventions: keys from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
  * AWS_SESSION_TOKEN, else the profile in ~/.aws/credentials and
@@ -111,7 +112,34 @@ struct names {
 	const char *prefix;
 	char **all;
 	size_t n;
+	struct stfs_rlist *rl;  /* every object under the prefix (%repo/) */
 };
+
+/* An object under the prefix, for %repo/: its ETag is the MD5 of its
+ * bytes when it is 32 hex digits (a single-part upload; a multipart
+ * ETag ends "-N" and checks nothing). */
+static int repo_object(struct stfs_rlist *rl, const char *rel,
+		       uint64_t size, const char *etag)
+{
+	char sum[48];
+	size_t n = etag ? strlen(etag) : 0;
+	int md5 = n == 34 && etag[0] == '"' && etag[33] == '"' &&
+		  strspn(etag + 1, "0123456789abcdef") == 32;
+	int rc;
+
+	if (!*rel || rel[strlen(rel) - 1] == '/')
+		return 0;               /* a folder marker */
+	if (md5)
+		snprintf(sum, sizeof(sum), "md5:%.32s", etag + 1);
+	rc = stfs_rlist_push(rl, rel, size, md5 ? sum : NULL,
+			     stfs_repo_path_bad(rel));
+	if (!rc)
+		rl->f[rl->n - 1].small = stfs_repo_is_small(rel, size);
+	/* its revision (user.stfs.revision): the ETag */
+	if (!rc && etag && !(rl->f[rl->n - 1].revision = strdup(etag)))
+		rc = -ENOMEM;
+	return rc;
+}
 
 static int on_object(void *arg, const char *key, uint64_t size,
 		     const char *etag)
@@ -120,10 +148,11 @@ static int on_object(void *arg, const char *key, uint64_t size,
 	size_t pl = strlen(l->prefix);
 	char **a;
 
-	(void)size;
-	(void)etag;
-	if (strncmp(key, l->prefix, pl) != 0 || !key[pl] ||
-	    strchr(key + pl, '/'))
+	if (strncmp(key, l->prefix, pl) != 0 || !key[pl])
+		return 0;
+	if (l->rl && repo_object(l->rl, key + pl, size, etag))
+		return -ENOMEM;
+	if (strchr(key + pl, '/'))
 		return 0;               /* not directly under the prefix */
 	if (!(a = realloc(l->all, (l->n + 1) * sizeof(*a))))
 		return -ENOMEM;
@@ -175,8 +204,7 @@ static int list(const struct s3 *s, struct stfs_auth *auth, struct names *l,
 
 		/* the query's parameters sorted, as SigV4 signs them */
 		if (!pre || (token && !tok) ||
-		    asprintf(&url, "%s/?%s%s%sdelimiter=%%2F&list-type=2&"
-			     "prefix=%s", root, tok ? "continuation-token=" :
+		    asprintf(&url, "%s/?%s%s%slist-type=2&prefix=%s", root, tok ? "continuation-token=" :
 			     "", tok ? tok : "", tok ? "&" : "", pre) < 0)
 			url = NULL;
 		curl_free(tok);
@@ -246,7 +274,9 @@ static int what_key_names(struct s3 *s, struct stfs_location *loc,
 
 	if (!*s->key || s->key[strlen(s->key) - 1] == '/') {
 		l.prefix = s->key;
+		l.rl = &loc->files;
 		rc = list(s, loc->auth, &l, err);
+		loc->files.listed = !rc;
 		if (rc == -EACCES && *s->key) {
 			/* no right to list: its index, if there is one */
 			loc->kind = STFS_LOC_INDEX;
@@ -258,6 +288,12 @@ static int what_key_names(struct s3 *s, struct stfs_location *loc,
 		} else if (!rc) {
 			rc = stfs_location_pick_one(loc, l.all, l.n,
 						    "this prefix", err);
+			/* no weights at the top: %repo/ still shows the rest */
+			if (rc == -ENOENT && loc->files.n) {
+				loc->kind = STFS_LOC_DIR;
+				rc = err && !(loc->note = strdup(err->msg)) ?
+				     stfs_nomem(err) : 0;
+			}
 		}
 	} else {
 		slash = strrchr(s->key, '/');

@@ -1,0 +1,677 @@
+/*
+ * repo.c: %repo/, the source's repository as frameworks open it: every
+ * file the locator listed (a local directory's regular files, every file
+ * of a Hub commit, every object under an S3 prefix; else the model's own
+ * files) under its own path, with its folders, its size from the listing,
+ * read-only.  A file the model opened as a shard is read through that
+ * very source (one map, one cached block, one fetch); a small file of a
+ * remote source is served from the bytes fetched and verified at mount;
+ * any other is opened when first opened and kept until unmount.
+ *
+ * Paths that cannot be shown (a component "..", a control byte, a name
+ * over 255 bytes, over 4096 in all), two that differ only in ASCII case,
+ * and a path that is both a file and a folder are left out with a
+ * warning; `stfs inspect --files` says why.
+ *
+ * Nodes: k = 0 is %repo/ itself, then its folders and files in path
+ * order (preorder), each folder's children sorted by name.
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "format.h"
+#include "content.h"
+#include "model.h"
+
+#define ROUNDS 8
+
+struct rnode {
+	uint32_t parent;
+	uint32_t first, count, subdirs;
+	int64_t file;           /* index into loc->files, or -1: a folder */
+	char *name;             /* NUL-terminated (folders': malloc'd) */
+	uint16_t name_len;
+};
+
+struct rsrc {
+	struct stfs_source *src;
+	int own;
+	char *fault;            /* found when opened: never served */
+};
+
+struct stfs_repo {
+	struct rnode *nodes;
+	uint32_t n, cap;
+	uint32_t *children;
+	struct rsrc *srcs;      /* per file of loc->files */
+	size_t nsrcs;
+	pthread_mutex_t mu;
+	char *revision;         /* of %repo/ itself */
+	uint32_t base;
+};
+
+/* Paths in component order: '/' before every other byte, so that a
+ * folder's files come right after it and siblings sort by name. */
+static int cmp_path(const char *a, const char *b)
+{
+	for (;; a++, b++) {
+		unsigned char x = *a == '/' ? 1 : (unsigned char)*a;
+		unsigned char y = *b == '/' ? 1 : (unsigned char)*b;
+
+		if (x != y || !x)
+			return (x > y) - (x < y);
+	}
+}
+
+struct sorter {
+	const struct stfs_rlist *l;
+	size_t *idx;
+	size_t n;
+};
+
+static int cmp_idx(const void *x, const void *y, void *arg)
+{
+	const struct stfs_rlist *l = arg;
+
+	return cmp_path(l->f[*(const size_t *)x].path,
+			l->f[*(const size_t *)y].path);
+}
+
+static int add_node(struct stfs_repo *r, uint32_t parent, int64_t file,
+		    const char *name, size_t len)
+{
+	struct rnode *n;
+
+	if (r->n == r->cap) {
+		uint32_t cap = r->cap ? 2 * r->cap : 64;
+		if (!(n = realloc(r->nodes, cap * sizeof(*n))))
+			return -ENOMEM;
+		r->nodes = n;
+		r->cap = cap;
+	}
+	n = &r->nodes[r->n];
+	memset(n, 0, sizeof(*n));
+	n->parent = parent;
+	n->file = file;
+	n->name_len = (uint16_t)len;
+	if (!(n->name = strndup(name, len)))
+		return -ENOMEM;
+	r->n++;
+	return 0;
+}
+
+static void drop_nodes(struct stfs_repo *r)
+{
+	for (uint32_t i = 0; i < r->n; i++)
+		free(r->nodes[i].name);
+	free(r->children);
+	r->children = NULL;
+	r->n = 0;
+}
+
+/* The last child made under dir, or 0 (none). */
+static uint32_t last_child(const struct stfs_repo *r, uint32_t dir)
+{
+	for (uint32_t i = r->n; i-- > dir + 1;)
+		if (r->nodes[i].parent == dir)
+			return i;
+	return 0;
+}
+
+/* Place file j (path p) under the folders it names: 0, 1 if it clashes
+ * with a file or folder placed before (left out), or -ENOMEM. */
+static int place(struct stfs_repo *r, uint32_t *stack, size_t *depth,
+		 size_t j, const char *p)
+{
+	size_t d = 1;                   /* stack[0]: %repo/ */
+	const char *c = p;
+
+	for (;;) {
+		size_t len = strcspn(c, "/");
+		uint32_t top = stack[d - 1], last;
+
+		if (d < *depth && r->nodes[stack[d]].name_len == len &&
+		    !memcmp(r->nodes[stack[d]].name, c, len) && c[len]) {
+			d++;
+			c += len + 1;
+			continue;
+		}
+		*depth = d;             /* leave the folders we are past */
+		last = last_child(r, top);
+		if (last && r->nodes[last].name_len == len &&
+		    !memcmp(r->nodes[last].name, c, len))
+			return 1;       /* a file and a folder, or twice */
+		if (!c[len])
+			return add_node(r, top, (int64_t)j, c, len);
+		if (add_node(r, top, -1, c, len))
+			return -ENOMEM;
+		stack[(*depth)++] = r->n - 1;
+		d = *depth;
+		c += len + 1;
+	}
+}
+
+/* Children arrays from the parents (preorder keeps each sorted). */
+static int link_children(struct stfs_repo *r)
+{
+	uint32_t *fill;
+
+	if (!(r->children = calloc(r->n + 1, sizeof(*r->children))) ||
+	    !(fill = calloc(r->n + 1, sizeof(*fill))))
+		return -ENOMEM;
+	for (uint32_t i = 1; i < r->n; i++) {
+		r->nodes[r->nodes[i].parent].count++;
+		if (r->nodes[i].file < 0)
+			r->nodes[r->nodes[i].parent].subdirs++;
+	}
+	for (uint32_t i = 0, at = 0; i < r->n; i++) {
+		r->nodes[i].first = at;
+		at += r->nodes[i].count;
+	}
+	for (uint32_t i = 1; i < r->n; i++) {
+		struct rnode *p = &r->nodes[r->nodes[i].parent];
+		r->children[p->first + fill[r->nodes[i].parent]++] = i;
+	}
+	free(fill);
+	return 0;
+}
+
+/* Leave out every file at or under node k's path. */
+static void leave_out(struct stfs_repo *r, struct stfs_rlist *l, uint32_t k,
+		      const char *why)
+{
+	if (r->nodes[k].file >= 0) {
+		l->f[r->nodes[k].file].left_out = why;
+		return;
+	}
+	for (uint32_t i = 0; i < r->nodes[k].count; i++)
+		leave_out(r, l, r->children[r->nodes[k].first + i], why);
+}
+
+static int cmp_case(const void *x, const void *y, void *arg)
+{
+	const struct stfs_repo *r = arg;
+	const struct rnode *a = &r->nodes[*(const uint32_t *)x];
+	const struct rnode *b = &r->nodes[*(const uint32_t *)y];
+	int c = strcasecmp(a->name, b->name);
+
+	return c ? c : (a > b) - (a < b);
+}
+
+/* Two children of a folder whose names differ only in ASCII case: the
+ * later is left out.  1 if one was, 0 if none, -ENOMEM. */
+static int case_clash(struct stfs_repo *r, struct stfs_rlist *l)
+{
+	uint32_t *tmp = malloc((r->n + 1) * sizeof(*tmp));
+	int found = 0;
+
+	if (!tmp)
+		return -ENOMEM;
+	for (uint32_t d = 0; d < r->n; d++) {
+		const struct rnode *dn = &r->nodes[d];
+
+		if (dn->file >= 0 || dn->count < 2)
+			continue;
+		memcpy(tmp, r->children + dn->first, dn->count * sizeof(*tmp));
+		qsort_r(tmp, dn->count, sizeof(*tmp), cmp_case, r);
+		for (uint32_t a = 1; a < dn->count; a++) {
+			if (strcasecmp(r->nodes[tmp[a - 1]].name,
+				       r->nodes[tmp[a]].name))
+				continue;
+			leave_out(r, l, tmp[a], "its path differs from "
+				  "another's only in case");
+			found = 1;
+		}
+	}
+	free(tmp);
+	return found;
+}
+
+/* One round: the tree of the files not left out.  0, 1 if a clash left
+ * some out (build again), -ENOMEM. */
+static int build_round(struct stfs_repo *r, struct stfs_rlist *l,
+		       const size_t *idx)
+{
+	uint32_t stack[STFS_REPO_PATH_MAX / 2 + 2];
+	size_t depth = 1;
+	int again = 0, rc;
+
+	drop_nodes(r);
+	if (add_node(r, 0, -1, STFS_REPO_DIR, strlen(STFS_REPO_DIR)))
+		return -ENOMEM;
+	stack[0] = 0;
+	for (size_t i = 0; i < l->n; i++) {
+		struct stfs_rfile *f = &l->f[idx[i]];
+
+		if (f->left_out)
+			continue;
+		if ((rc = place(r, stack, &depth, idx[i], f->path)) < 0)
+			return rc;
+		if (rc) {
+			f->left_out = "its path is also a folder's (or "
+				      "listed twice)";
+			again = 1;
+		}
+	}
+	if (link_children(r) || (rc = case_clash(r, l)) < 0)
+		return -ENOMEM;
+	return rc || again;
+}
+
+/* Keep the files the globs select; a glob that selects none is an
+ * error. */
+static int select_files(struct stfs_rlist *l, const struct stfs_model_opts *o,
+			struct stfs_error *err)
+{
+	char q[160];
+
+	for (size_t g = 0; g < o->nfiles; g++) {
+		int hit = 0;
+		for (size_t i = 0; i < l->n; i++)
+			hit |= fnmatch(o->files[g], l->f[i].path, 0) == 0;
+		if (!hit)
+			return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET,
+					 "files=%s matches no file of the "
+					 "repository", stfs_quote(o->files[g],
+					 strlen(o->files[g]), q, sizeof(q)));
+	}
+	for (size_t i = 0; o->nfiles && i < l->n; i++) {
+		size_t g = 0;
+		while (g < o->nfiles && fnmatch(o->files[g], l->f[i].path, 0))
+			g++;
+		if (g == o->nfiles && !l->f[i].left_out)
+			l->f[i].left_out = "not selected by files=";
+	}
+	return 0;
+}
+
+/* Without a listing, the model's own files are the repository. */
+static int own_files(struct stfs_model *m, struct stfs_rlist *l)
+{
+	for (size_t i = 0; i < m->nfiles; i++) {
+		struct stfs_source_info si;
+		const char *ver;
+		int rc;
+
+		stfs_source_info(m->files[i]->src, &si);
+		if ((rc = stfs_rlist_push(l, m->file_names[i], si.size, NULL,
+					  stfs_repo_path_bad(
+					  m->file_names[i]))))
+			return rc;
+		ver = si.url ? si.etag : NULL;
+		if (ver && *ver && !(l->f[l->n - 1].revision = strdup(ver)))
+			return -ENOMEM;
+		if ((!ver || !*ver) && asprintf(&l->f[l->n - 1].revision,
+			"%" PRId64 ".%09ld", si.mtime_sec, si.mtime_nsec) < 0) {
+			l->f[l->n - 1].revision = NULL;
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+/* The shards the model opened serve their paths (the same source). */
+static void share_sources(struct stfs_model *m, struct stfs_repo *r,
+			  const size_t *idx)
+{
+	struct stfs_rlist *l = &m->loc->files;
+
+	for (size_t i = 0; i < m->nfiles; i++) {
+		size_t lo = 0, hi = l->n;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			int c = cmp_path(l->f[idx[mid]].path,
+					 m->file_names[i]);
+			if (!c) {
+				r->srcs[idx[mid]].src = m->files[i]->src;
+				break;
+			}
+			if (c < 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+	}
+}
+
+static int warn_left_out(const struct stfs_model_opts *o,
+			 const struct stfs_rlist *l)
+{
+	for (size_t i = 0; o->warn && i < l->n; i++) {
+		char line[600], q[300];
+		const char *why = l->f[i].left_out;
+
+		if (!why || !strcmp(why, "not selected by files="))
+			continue;
+		snprintf(line, sizeof(line), "%%repo/: %s is left out: %s",
+			 stfs_quote(l->f[i].path, strlen(l->f[i].path), q,
+				    sizeof(q)), why);
+		o->warn(o->ctx, line);
+	}
+	return 0;
+}
+
+/* %repo/'s revision: the commit, else the directory's mtime, else (a
+ * remote listing) a hash of the listing. */
+static int dir_revision(const struct stfs_model *m, struct stfs_repo *r)
+{
+	struct stat st;
+	int n;
+
+	if (m->loc->revision)
+		return (r->revision = strdup(m->loc->revision)) ? 0 : -ENOMEM;
+	if (m->loc->http || m->loc->remote) {
+		/* no commit: the listing's own, a hash of every path and
+		 * its ETag, which changes when any file does */
+		const struct stfs_rlist *l = &m->loc->files;
+		uint64_t h = 1469598103934665603ull;
+
+		for (size_t i = 0; i < l->n; i++) {
+			const char *v = l->f[i].revision ? l->f[i].revision : "";
+			h = h * 1099511628211ull ^
+			    stfs_hash64(l->f[i].path, strlen(l->f[i].path));
+			h = h * 1099511628211ull ^ stfs_hash64(v, strlen(v));
+		}
+		n = asprintf(&r->revision, "listing-%016" PRIx64, h);
+		if (n < 0)
+			r->revision = NULL;
+		return n < 0 ? -ENOMEM : 0;
+	}
+	if (stat(m->loc->canonical, &st))
+		return 0;
+	n = asprintf(&r->revision, "%" PRId64 ".%09ld",
+		     (int64_t)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+	if (n < 0)
+		r->revision = NULL;
+	return n < 0 ? -ENOMEM : 0;
+}
+
+int stfs_repo_build(struct stfs_model *m, const struct stfs_model_opts *o,
+		    struct stfs_error *err)
+{
+	struct stfs_rlist *l = &m->loc->files;
+	uint64_t base = (uint64_t)m->tree.nnodes * (STFS_VIRTUAL_KIND_COUNT + 1);
+	struct stfs_repo *r;
+	size_t *idx = NULL;
+	int rc = 0, round = 0;
+
+	if (!l->listed && (rc = own_files(m, l)))
+		return stfs_fail(err, rc, NULL, STFS_NO_OFFSET, "out of memory");
+	if ((rc = select_files(l, o, err)))
+		return rc;
+	if (base + l->n * 2 + 2 >= UINT32_MAX)
+		return stfs_fail(err, -EOVERFLOW, NULL, STFS_NO_OFFSET,
+				 "too many files in the repository (%zu)", l->n);
+	if (!(r = m->repo = calloc(1, sizeof(*r))) ||
+	    !(r->srcs = calloc(l->n + 1, sizeof(*r->srcs))) ||
+	    !(idx = calloc(l->n + 1, sizeof(*idx))))
+		return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET,
+				 "out of memory");
+	pthread_mutex_init(&r->mu, NULL);
+	r->nsrcs = l->n;
+	r->base = (uint32_t)base;
+	for (size_t i = 0; i < l->n; i++)
+		idx[i] = i;
+	qsort_r(idx, l->n, sizeof(*idx), cmp_idx, l);
+	share_sources(m, r, idx);
+	while ((rc = build_round(r, l, idx)) == 1 && ++round < ROUNDS)
+		;
+	free(idx);
+	if (rc < 0)
+		return stfs_fail(err, rc, NULL, STFS_NO_OFFSET, "out of memory");
+	if (rc)
+		return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "the "
+				 "repository's paths clash past %d rounds",
+				 ROUNDS);
+	warn_left_out(o, l);
+	if (m->loc->note && o->warn) {
+		char line[700];
+
+		snprintf(line, sizeof(line), "%.500s (%%repo/ shows every "
+			 "file)", m->loc->note);
+		o->warn(o->ctx, line);
+	}
+	for (size_t i = 0; i < l->n; i++) {
+		struct stfs_source_info si;
+
+		if (!r->srcs[i].src)
+			continue;
+		stfs_source_info(r->srcs[i].src, &si);
+		if (si.size != l->f[i].size &&
+		    asprintf(&r->srcs[i].fault, "the listing says %" PRIu64
+			     " bytes, the object has %" PRIu64,
+			     l->f[i].size, si.size) < 0)
+			r->srcs[i].fault = NULL;
+	}
+	if ((rc = dir_revision(m, r)))
+		return stfs_fail(err, rc, NULL, STFS_NO_OFFSET, "out of memory");
+	return stfs_repo_fetch_small(m->loc, o->warn, o->ctx);
+}
+
+void stfs_repo_free(struct stfs_repo *r)
+{
+	if (!r)
+		return;
+	drop_nodes(r);
+	free(r->nodes);
+	for (size_t i = 0; r->srcs && i < r->nsrcs; i++) {
+		if (r->srcs[i].own)
+			stfs_source_close(r->srcs[i].src);
+		free(r->srcs[i].fault);
+	}
+	free(r->srcs);
+	free(r->revision);
+	pthread_mutex_destroy(&r->mu);
+	free(r);
+}
+
+/* ---- the nodes ------------------------------------------------------------ */
+
+uint32_t stfs_repo_base(const struct stfs_model *m)
+{
+	return m->repo ? m->repo->base : UINT32_MAX;
+}
+
+uint32_t stfs_repo_count(const struct stfs_model *m)
+{
+	return m->repo ? m->repo->n : 0;
+}
+
+void stfs_repo_node(const struct stfs_model *m, uint32_t k,
+		    struct stfs_node_info *out)
+{
+	const struct rnode *n = &m->repo->nodes[k];
+
+	memset(out, 0, sizeof(*out));
+	out->parent = n->parent;
+	out->name = n->name;
+	out->name_len = n->name_len;
+	if (n->file < 0) {
+		out->kind = STFS_NODE_KIND_DIR;
+		out->children = n->count;
+		out->subdirs = n->subdirs;
+	} else {
+		out->kind = STFS_NODE_KIND_REPO;
+		out->size = m->loc->files.f[n->file].size;
+	}
+}
+
+int64_t stfs_repo_child(const struct stfs_model *m, uint32_t k, uint32_t i)
+{
+	const struct rnode *n = &m->repo->nodes[k];
+
+	if (n->file >= 0 || i >= n->count)
+		return -ENOENT;
+	return m->repo->children[n->first + i];
+}
+
+int64_t stfs_repo_lookup(const struct stfs_model *m, uint32_t k,
+			 const char *name, size_t len)
+{
+	const struct stfs_repo *r = m->repo;
+	const struct rnode *n = &r->nodes[k];
+	size_t lo = 0, hi = n->count;
+
+	if (n->file >= 0)
+		return -ENOTDIR;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct rnode *c = &r->nodes[r->children[n->first + mid]];
+		int d = memcmp(c->name, name, c->name_len < len ? c->name_len :
+			       len);
+
+		if (!d)
+			d = (c->name_len > len) - (c->name_len < len);
+		if (!d)
+			return r->children[n->first + mid];
+		if (d < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -ENOENT;
+}
+
+char *stfs_repo_path(const struct stfs_model *m, uint32_t k)
+{
+	const struct rnode *n = &m->repo->nodes[k];
+
+	if (!k)
+		return strdup("");
+	if (n->file >= 0)
+		return strdup(m->loc->files.f[n->file].path);
+	{
+		char *p = stfs_repo_path(m, n->parent), *q;
+		if (!p || asprintf(&q, "%s%s%s", p, *p ? "/" : "", n->name) < 0)
+			q = NULL;
+		free(p);
+		return q;
+	}
+}
+
+const char *stfs_repo_revision(const struct stfs_model *m, uint32_t k)
+{
+	const struct rnode *n = &m->repo->nodes[k];
+
+	if (m->repo->revision && (k == 0 || m->loc->revision))
+		return m->repo->revision;
+	if (n->file < 0)
+		return NULL;
+	return m->loc->files.f[n->file].revision;
+}
+
+/* The source of file j, opened now if it was not (kept until unmount):
+ * 0, or -EIO with its fault recorded. */
+static int source_of(const struct stfs_model *m, int64_t j,
+		     struct stfs_source **out)
+{
+	struct stfs_repo *r = m->repo;
+	struct rsrc *s = &r->srcs[j];
+	const struct stfs_rfile *f = &m->loc->files.f[j];
+	struct stfs_error e = { 0 };
+	struct stfs_source_info si;
+	int rc = 0;
+
+	pthread_mutex_lock(&r->mu);
+	if (!s->src && !s->fault) {
+		rc = stfs_location_open_path(m->loc, f->path, &s->src, &e);
+		s->own = !rc;
+		if (rc && asprintf(&s->fault, "cannot be opened: %s",
+				   e.msg[0] ? e.msg : strerror(-rc)) < 0)
+			s->fault = NULL;
+		if (!rc) {
+			stfs_source_info(s->src, &si);
+			if (si.size != f->size &&
+			    asprintf(&s->fault, "the listing says %" PRIu64
+				     " bytes, the object has %" PRIu64,
+				     f->size, si.size) < 0)
+				s->fault = NULL;
+		}
+	}
+	*out = s->fault ? NULL : s->src;
+	pthread_mutex_unlock(&r->mu);
+	return *out ? 0 : -EIO;
+}
+
+int stfs_repo_content(const struct stfs_model *m, uint32_t k,
+		      struct stfs_content **out)
+{
+	const struct rnode *n = &m->repo->nodes[k];
+	const struct stfs_rfile *f;
+	struct stfs_source *src;
+	struct stfs_content *c;
+	int rc = 0;
+
+	*out = NULL;
+	if (n->file < 0)
+		return -EISDIR;
+	f = &m->loc->files.f[n->file];
+	if (f->fault)
+		return -EIO;
+	if (!f->bytes && f->size && (rc = source_of(m, n->file, &src)))
+		return rc;
+	if (!(c = stfs_content_new()))
+		return -ENOMEM;
+	if (f->bytes)
+		rc = stfs_content_add_shared(c, f->bytes, f->size, NULL,
+					     NULL);
+	else if (f->size)
+		rc = stfs_content_add_range(c, src, 0, f->size);
+	if (rc) {
+		stfs_content_free(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+void stfs_repo_error(const struct stfs_model *m, uint32_t k, int code,
+		     char *out, size_t outsz)
+{
+	const struct rnode *n = &m->repo->nodes[k];
+	const char *why = NULL;
+
+	if (n->file >= 0) {
+		why = m->loc->files.f[n->file].fault;
+		if (!why) {
+			pthread_mutex_lock(&m->repo->mu);
+			why = m->repo->srcs[n->file].fault;
+			pthread_mutex_unlock(&m->repo->mu);
+		}
+	}
+	snprintf(out, outsz, "%s", why ? why : strerror(code < 0 ? -code :
+							 code));
+}
+
+/* ---- the listing, for `stfs inspect --files` ------------------------------ */
+
+size_t stfs_model_repo_count(const struct stfs_model *m)
+{
+	return m->repo ? m->loc->files.n : 0;
+}
+
+int stfs_model_repo_info(const struct stfs_model *m, size_t i,
+			 struct stfs_repo_info *out)
+{
+	const struct stfs_rfile *f;
+
+	if (i >= stfs_model_repo_count(m))
+		return -ENOENT;
+	f = &m->loc->files.f[i];
+	memset(out, 0, sizeof(*out));
+	out->path = f->path;
+	out->size = f->size;
+	out->verify = f->sum;
+	out->small = f->small;
+	out->left_out = f->left_out;
+	out->fault = f->fault ? f->fault : m->repo->srcs[i].fault;
+	return 0;
+}

@@ -1,0 +1,419 @@
+/*
+ * repo.c: the source's repository, every file of it (the model layer's
+ * %repo/ shows them): the list a locator fills (a local directory walked
+ * here; the Hub's tree and S3's listing in their rooms), the rules a
+ * path must keep to be shown, opening a file by its path, and the small
+ * files (configuration, tokenizer, code, README) fetched whole at mount,
+ * several at a time, and checked against the checksum the source
+ * publishes (the Hub: a git blob's sha1 or an LFS sha256; S3: a
+ * single-part ETag's MD5).
+ */
+#define _GNU_SOURCE
+#include <curl/curl.h>
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "format.h"
+#include "remote.h"
+
+#define FETCHERS 16
+#define WALK_DEPTH 64
+
+int stfs_rlist_push(struct stfs_rlist *l, const char *path, uint64_t size,
+		    const char *sum, const char *left_out)
+{
+	struct stfs_rfile *f;
+
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		if (!(f = realloc(l->f, cap * sizeof(*f))))
+			return -ENOMEM;
+		l->f = f;
+		l->cap = cap;
+	}
+	f = &l->f[l->n];
+	memset(f, 0, sizeof(*f));
+	f->size = size;
+	f->left_out = left_out;
+	if (!(f->path = strdup(path)) || (sum && !(f->sum = strdup(sum)))) {
+		free(f->path);
+		return -ENOMEM;
+	}
+	l->n++;
+	return 0;
+}
+
+void stfs_rlist_free(struct stfs_rlist *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->f[i].path);
+		free(l->f[i].sum);
+		free(l->f[i].revision);
+		free(l->f[i].bytes);
+		free(l->f[i].fault);
+	}
+	free(l->f);
+	memset(l, 0, sizeof(*l));
+}
+
+const char *stfs_repo_path_bad(const char *path)
+{
+	const char *c = path;
+
+	if (!*path)
+		return "an empty name";
+	if (strlen(path) > STFS_REPO_PATH_MAX)
+		return "a path over 4096 bytes";
+	for (;;) {
+		size_t n = strcspn(c, "/");
+
+		if (!n)
+			return "an empty component (or a leading '/')";
+		if (n > STFS_NAME_MAX)
+			return "a name over 255 bytes";
+		if ((n == 1 && c[0] == '.') ||
+		    (n == 2 && c[0] == '.' && c[1] == '.'))
+			return "a component \".\" or \"..\"";
+		for (size_t i = 0; i < n; i++)
+			if ((unsigned char)c[i] < 0x20 || c[i] == 0x7f)
+				return "a control byte in a name";
+		if (!c[n])
+			return NULL;
+		c += n + 1;
+	}
+}
+
+/* Weight formats: never small, whatever their size. */
+static const char *const weights[] = {
+	".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".ggml",
+	".onnx", ".onnx_data", "_data", ".h5", ".msgpack", ".npz", ".npy",
+	".pb", ".tflite", ".ot", ".mlmodel", ".pkl", ".joblib", ".keras",
+	".tar", ".zip", ".gz", ".zst", ".pte",
+};
+
+int stfs_repo_is_small(const char *path, uint64_t size)
+{
+	if (size > STFS_REPO_SMALL_MAX)
+		return 0;
+	for (size_t i = 0; i < sizeof(weights) / sizeof(*weights); i++)
+		if (stfs_ends_with(path, weights[i]))
+			return 0;
+	return 1;
+}
+
+/* ---- a local directory ---------------------------------------------------- */
+
+static int is_under(const char *p, const char *root)
+{
+	size_t n = strlen(root);
+
+	return !strncmp(p, root, n) && (p[n] == '/' || !p[n] ||
+					(n && root[n - 1] == '/'));
+}
+
+/* One entry of a walk: rel is its path in the repository. */
+static int walk_one(struct stfs_rlist *l, const char *full, const char *rel,
+		    const char *root, int depth, struct stfs_error *err);
+
+static int walk_dir(struct stfs_rlist *l, const char *dir, const char *rel,
+		    const char *root, int depth, struct stfs_error *err)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int rc = 0;
+
+	if (!d)
+		return stfs_fail(err, -errno, NULL, STFS_NO_OFFSET,
+				 "cannot open directory %s: %s", dir,
+				 strerror(errno));
+	while (!rc && (de = readdir(d))) {
+		char *full = NULL, *r = NULL;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (asprintf(&full, "%s/%s", dir, de->d_name) < 0 ||
+		    asprintf(&r, "%s%s%s", rel, *rel ? "/" : "",
+			     de->d_name) < 0) {
+			free(full);
+			closedir(d);
+			return -ENOMEM;
+		}
+		rc = walk_one(l, full, r, root, depth, err);
+		free(full);
+		free(r);
+	}
+	closedir(d);
+	return rc;
+}
+
+static int walk_one(struct stfs_rlist *l, const char *full, const char *rel,
+		    const char *root, int depth, struct stfs_error *err)
+{
+	struct stat st;
+	char *real;
+	int rc;
+
+	if (lstat(full, &st) != 0)
+		return stfs_rlist_push(l, rel, 0, NULL, "cannot be read");
+	if (S_ISDIR(st.st_mode))
+		return depth >= WALK_DEPTH ?
+		       stfs_rlist_push(l, rel, 0, NULL, "folders nested over "
+				       "64 deep") :
+		       walk_dir(l, full, rel, root, depth + 1, err);
+	if (S_ISLNK(st.st_mode)) {
+		if (!(real = realpath(full, NULL)) || !is_under(real, root) ||
+		    stat(real, &st) != 0 || !S_ISREG(st.st_mode)) {
+			free(real);
+			return stfs_rlist_push(l, rel, 0, NULL, "a symbolic link "
+					       "that leaves the directory (or "
+					       "is not to a regular file)");
+		}
+		free(real);
+	}
+	if (!S_ISREG(st.st_mode))
+		return stfs_rlist_push(l, rel, 0, NULL, "not a regular file");
+	if ((rc = stfs_rlist_push(l, rel, (uint64_t)st.st_size, NULL,
+				  stfs_repo_path_bad(rel))))
+		return rc;
+	if (asprintf(&l->f[l->n - 1].revision, "%" PRId64 ".%09ld",
+		     (int64_t)st.st_mtim.tv_sec, st.st_mtim.tv_nsec) < 0) {
+		l->f[l->n - 1].revision = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int stfs_rlist_walk(struct stfs_rlist *l, const char *dir, const char *root,
+		    struct stfs_error *err)
+{
+	char *rdir = realpath(dir, NULL), *rroot = realpath(root, NULL);
+	int rc;
+
+	if (!rdir || !rroot) {
+		rc = stfs_fail(err, -errno, NULL, STFS_NO_OFFSET, "%s: %s",
+			       dir, strerror(errno));
+	} else {
+		rc = walk_dir(l, rdir, "", rroot, 0, err);
+		if (rc == -ENOMEM)
+			rc = stfs_fail(err, rc, NULL, STFS_NO_OFFSET,
+				       "out of memory");
+	}
+	free(rdir);
+	free(rroot);
+	l->listed = 1;
+	return rc;
+}
+
+/* ---- opening a file by its path ------------------------------------------- */
+
+static char *escape_path(const char *path)
+{
+	size_t cap = strlen(path) * 3 + 1;
+	char *out = malloc(cap), *o = out;
+	const char *c = path;
+
+	if (!out)
+		return NULL;
+	*o = '\0';
+	while (*c) {
+		size_t n = strcspn(c, "/");
+		char *e = curl_easy_escape(NULL, c, (int)n);
+
+		if (!e) {
+			free(out);
+			return NULL;
+		}
+		o += sprintf(o, "%s%s", o == out ? "" : "/", e);
+		curl_free(e);
+		c += n;
+		if (*c)
+			c++;
+	}
+	return out;
+}
+
+int stfs_location_open_path(const struct stfs_location *loc,
+			    const char *path, struct stfs_source **out,
+			    struct stfs_error *err)
+{
+	char *full = NULL, *esc;
+	int rc;
+
+	*out = NULL;
+	if (stfs_repo_path_bad(path))
+		return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET,
+				 "not a path of the repository");
+	if (!strchr(path, '/') && (loc->http || loc->remote))
+		return stfs_location_open(loc, path, out, err);
+	if (loc->local_base) {
+		if (asprintf(&full, "%s/%s", loc->local_base, path) < 0)
+			return -ENOMEM;
+		if (loc->offline || access(full, F_OK) == 0) {
+			rc = stfs_source_open_file(full, out, err);
+			free(full);
+			return rc;
+		}
+		free(full);
+	}
+	if (loc->http || loc->remote) {
+		if (!(esc = escape_path(path)) ||
+		    asprintf(&full, "%s/%s", loc->base, esc) < 0) {
+			free(esc);
+			return -ENOMEM;
+		}
+		free(esc);
+		rc = stfs_source_open_http(loc->net, full, loc->auth, out, err);
+		free(full);
+		return rc;
+	}
+	/* (the daemon's working directory is "/": the absolute path) */
+	if (asprintf(&full, "%s/%s", loc->repo_base ? loc->repo_base :
+		     loc->canonical, path) < 0)
+		return -ENOMEM;
+	rc = stfs_source_open_file(full, out, err);
+	free(full);
+	return rc;
+}
+
+/* ---- small files, fetched and verified ------------------------------------ */
+
+/* The hex digest of bytes as sum's kind says ("sha1-blob": git's blob
+ * id, the sha1 of "blob SIZE\0" and the bytes): 0, or -EINVAL for a kind
+ * stfs does not know. */
+static int digest(const char *kind, const char *b, size_t len, char *hex)
+{
+	const EVP_MD *md = !strcmp(kind, "sha256") ? EVP_sha256() :
+			   !strcmp(kind, "md5") ? EVP_md5() :
+			   !strcmp(kind, "sha1-blob") ? EVP_sha1() : NULL;
+	unsigned char d[EVP_MAX_MD_SIZE];
+	unsigned dl = 0;
+	EVP_MD_CTX *c;
+	char pre[48];
+	int ok;
+
+	if (!md || !(c = EVP_MD_CTX_new()))
+		return md ? -ENOMEM : -EINVAL;
+	ok = EVP_DigestInit_ex(c, md, NULL);
+	if (ok && md == EVP_sha1()) {
+		int n = snprintf(pre, sizeof(pre), "blob %zu", len);
+		ok = EVP_DigestUpdate(c, pre, (size_t)n + 1);
+	}
+	ok = ok && EVP_DigestUpdate(c, b, len) &&
+	     EVP_DigestFinal_ex(c, d, &dl);
+	EVP_MD_CTX_free(c);
+	for (unsigned i = 0; ok && i < dl; i++)
+		sprintf(hex + 2 * i, "%02x", d[i]);
+	return ok ? 0 : -EIO;
+}
+
+/* Fetch f whole and check it: its bytes, or its fault. */
+static void fetch_one(const struct stfs_location *loc, struct stfs_rfile *f)
+{
+	struct stfs_source *src = NULL;
+	struct stfs_error e = { 0 };
+	char hex[2 * EVP_MAX_MD_SIZE + 1] = "", kind[16] = "";
+	const char *want = f->sum ? strchr(f->sum, ':') : NULL;
+	size_t len = 0;
+	char *b = NULL;
+	int rc;
+
+	/* an empty file is not fetched: a range of no bytes is no request
+	 * a server answers (its checksum is still checked) */
+	if (!f->size)
+		rc = (b = calloc(1, 1)) ? 0 : -ENOMEM;
+	else if ((rc = stfs_location_open_path(loc, f->path, &src, &e)) == 0)
+		rc = stfs_source_slurp(src, STFS_REPO_SMALL_MAX, &b, &len);
+	stfs_source_close(src);
+	if (rc) {
+		if (asprintf(&f->fault, "cannot be fetched: %s", e.msg[0] ?
+			     e.msg : strerror(-rc)) < 0)
+			f->fault = NULL;
+		return;
+	}
+	if (len != f->size) {
+		if (asprintf(&f->fault, "the listing says %" PRIu64 " bytes, "
+			     "the server sent %zu", f->size, len) < 0)
+			f->fault = NULL;
+		free(b);
+		return;
+	}
+	if (want && (size_t)(want - f->sum) < sizeof(kind)) {
+		memcpy(kind, f->sum, (size_t)(want - f->sum));
+		want++;
+		if (digest(kind, b, len, hex) == 0 && strcmp(hex, want)) {
+			if (asprintf(&f->fault, "checksum mismatch: expected "
+				     "%s %s, computed %s", kind, want, hex) < 0)
+				f->fault = NULL;
+			free(b);
+			return;
+		}
+	}
+	f->bytes = b;
+}
+
+struct fetchers {
+	const struct stfs_location *loc;
+	struct stfs_rfile **todo;
+	size_t n, next;
+	pthread_mutex_t mu;
+};
+
+static void *fetcher(void *arg)
+{
+	struct fetchers *o = arg;
+
+	for (;;) {
+		size_t i;
+
+		pthread_mutex_lock(&o->mu);
+		i = o->next++;
+		pthread_mutex_unlock(&o->mu);
+		if (i >= o->n)
+			return NULL;
+		fetch_one(o->loc, o->todo[i]);
+	}
+}
+
+int stfs_repo_fetch_small(struct stfs_location *loc,
+			  void (*warn)(void *, const char *), void *ctx)
+{
+	struct fetchers o = { loc, NULL, 0, 0, PTHREAD_MUTEX_INITIALIZER };
+	struct stfs_rlist *l = &loc->files;
+	pthread_t th[FETCHERS];
+	size_t nth = 0;
+
+	if (!(loc->http || loc->remote) || !l->n)
+		return 0;
+	if (!(o.todo = calloc(l->n, sizeof(*o.todo))))
+		return -ENOMEM;
+	for (size_t i = 0; i < l->n; i++)
+		if (l->f[i].small && !l->f[i].left_out)
+			o.todo[o.n++] = &l->f[i];
+	while (nth < FETCHERS && nth + 1 < o.n &&
+	       pthread_create(&th[nth], NULL, fetcher, &o) == 0)
+		nth++;
+	fetcher(&o);
+	for (size_t i = 0; i < nth; i++)
+		pthread_join(th[i], NULL);
+	for (size_t i = 0; warn && i < o.n; i++) {
+		char line[1024], q[300];
+
+		if (!o.todo[i]->fault)
+			continue;
+		snprintf(line, sizeof(line), "%%repo/%s: %s",
+			 stfs_quote(o.todo[i]->path, strlen(o.todo[i]->path),
+				    q, sizeof(q)), o.todo[i]->fault);
+		warn(ctx, line);
+	}
+	free(o.todo);
+	return 0;
+}

@@ -1,0 +1,307 @@
+#!/usr/bin/env python3
+"""test_repo.py: %repo/, every file of the source under its own path.
+
+- a diffusers-style repository (model_index.json, no weights at the top,
+  component folders) and a sentence-transformers one, from a local
+  directory and from hf:// (the tests' Hub emulator): `ls -R` and the
+  sha256 of every file equal the source's; user.stfs.revision;
+- PyTorch reads from %repo/: torch.load of pytorch_model.bin, and
+  torch.UntypedStorage.from_file (the private mapping safe_open makes)
+  of a safetensors shard, every tensor equal;
+- -o repo: the repository at the root, the tensors under %tensors/;
+  -o files=GLOB; `stfs inspect --files`;
+- hostile names (a symlink out of the directory, "..", control bytes,
+  NUL, over 255 bytes, case-only twins, a file that is also a folder):
+  left out with a warning, never a name outside the mount;
+- small files: fetched and verified at mount, so config.json is read with
+  no request; a small file whose bytes do not match its checksum is EIO,
+  the log naming the file and both checksums; a listing that lies about
+  a weight's size is EIO.
+"""
+import hashlib
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stfstest as T  # noqa: E402
+from fixtures import env, fake_cache, stfs, world  # noqa: E402
+from repofix import (S3World, diffusers_repo, st_model_repo, tree,  # noqa
+                     tree_of, write_tree)
+
+REV = "user.stfs.revision"
+
+
+def check_repo(root, files):
+    """root shows exactly files ({path: bytes}), byte for byte."""
+    got = tree(root)
+    want = tree_of(files)
+    assert got == want, (sorted(set(got) ^ set(want)))[:10]
+    ls = subprocess.run(["ls", "-R", root], capture_output=True, text=True)
+    assert ls.returncode == 0, ls.stderr
+    assert os.getxattr(root, REV)
+    for p in files:
+        assert os.getxattr(os.path.join(root, p), REV)
+
+
+def test_local_diffusers(d, mnt):
+    files = diffusers_repo()
+    src = write_tree(os.path.join(d, "src"), files)
+    p = T.mount_fg(src, mnt)
+    try:
+        check_repo(os.path.join(mnt, "%repo"), files)
+        # there by name; listed with the virtual files (show_virtual)
+        assert "%repo" not in os.listdir(mnt)
+        st = os.stat(os.path.join(mnt, "%repo", "unet"))
+        assert st.st_mode & 0o777 == 0o555
+        st = os.stat(os.path.join(mnt, "%repo", "model_index.json"))
+        assert st.st_mode & 0o777 == 0o444
+        try:
+            open(os.path.join(mnt, "%repo", "README.md"), "w")
+            raise AssertionError("a %repo/ file opened for writing")
+        except OSError:
+            pass
+    finally:
+        T.stop_fg(p, mnt)
+    p = T.mount_fg(src, mnt, "-o", "show_virtual")
+    try:
+        assert "%repo" in os.listdir(mnt)
+    finally:
+        T.stop_fg(p, mnt)
+
+
+def torch_checks(root, files):
+    """torch.load of the .bin and from_file of the safetensors shard."""
+    import torch
+    from repofix import _arrays  # the same arrays the repo was written with
+    want = _arrays(3, ["embeddings.word_embeddings.weight",
+                       "encoder.layer.0.attention.self.query.weight"])
+    sd = torch.load(os.path.join(root, "pytorch_model.bin"))
+    for k, v in want.items():
+        assert np.array_equal(sd[k].numpy(), v), k
+    path = os.path.join(root, "model.safetensors")
+    size = os.path.getsize(path)
+    s = torch.UntypedStorage.from_file(path, shared=False, nbytes=size) \
+        if hasattr(torch, "UntypedStorage") else None
+    raw = bytes(s) if s is not None else open(path, "rb").read()
+    import json
+    import struct
+    n = struct.unpack("<Q", raw[:8])[0]
+    hdr = json.loads(raw[8:8 + n])
+    for k, v in want.items():
+        b, e = hdr[k]["data_offsets"]
+        a = np.frombuffer(raw[8 + n + b:8 + n + e], dtype=np.float32)
+        assert np.array_equal(a.reshape(v.shape), v), k
+    assert len(raw) == len(files["model.safetensors"])
+
+
+def test_local_st_model(d, mnt):
+    files = st_model_repo()
+    src = write_tree(os.path.join(d, "src"), files)
+    p = T.mount_fg(src, mnt)
+    try:
+        root = os.path.join(mnt, "%repo")
+        check_repo(root, files)
+        torch_checks(root, files)
+        # the shard and the tensor file: the same bytes of one source
+        t = os.path.join(mnt, "embeddings", "word_embeddings", "weight")
+        with open(t, "rb") as f:
+            tb = f.read()
+        assert tb in files["model.safetensors"]
+    finally:
+        T.stop_fg(p, mnt)
+    r = stfs("inspect", "--files", src)
+    assert r.returncode == 0, r.stderr
+    lines = [x.split("\t") for x in r.stdout.splitlines()]
+    assert [x[0] for x in lines] == sorted(files), lines
+    for x in lines:
+        assert int(x[1]) == len(files[x[0]]) and x[3] == "lazy", x
+
+
+def test_repo_root(d, mnt):
+    """-o repo: the repository is the root, the tensors %tensors/."""
+    files = st_model_repo()
+    src = write_tree(os.path.join(d, "src"), files)
+    p = T.mount_fg(src, mnt, "-o", "repo")
+    try:
+        want = tree_of(files)
+        got = [x for x in tree(mnt) if not x[0].startswith("%tensors")]
+        assert got == want
+        assert sorted(os.listdir(mnt)) == sorted(
+            ["%tensors"] + list({f.split("/")[0] for f in files}))
+        assert os.path.exists(os.path.join(mnt, "%tensors", "%header.json"))
+        assert os.path.exists(os.path.join(
+            mnt, "%tensors", "embeddings", "word_embeddings", "weight"))
+        assert os.path.realpath(os.path.join(mnt, "%tensors", "..")) == \
+            os.path.realpath(mnt)
+        torch_checks(mnt, files)
+    finally:
+        T.stop_fg(p, mnt)
+    p = T.mount_fg(src, mnt, "-o", "files=*.json", "-o", "files=vocab.txt")
+    try:
+        shown = sorted(x[0] for x in tree(os.path.join(mnt, "%repo"))
+                       if x[1] == "file")
+        assert shown == sorted(f for f in files if f.endswith(".json") or
+                               f == "vocab.txt"), shown
+    finally:
+        T.stop_fg(p, mnt)
+    r = stfs("mount", "-o", "files=nothing*", src, mnt)
+    assert r.returncode == 1 and "files=" in r.stderr and \
+        "matches no file" in r.stderr, r.stderr
+
+
+def test_hostile_local(d, mnt):
+    src = os.path.join(d, "src")
+    files = {"model.safetensors": st_model_repo()["model.safetensors"],
+             "A.json": b"1", "a.json": b"2", "ctl\x01name": b"3",
+             "ok/x.txt": b"4"}
+    write_tree(src, files)
+    with open(os.path.join(d, "secret"), "wb") as f:
+        f.write(b"secret")
+    os.symlink(os.path.join(d, "secret"), os.path.join(src, "out"))
+    os.symlink("ok/x.txt", os.path.join(src, "in"))
+    p = T.mount_fg(src, mnt)
+    try:
+        root = os.path.join(mnt, "%repo")
+        names = sorted(os.listdir(root))
+        assert "out" not in names and "ctl\x01name" not in names
+        assert names.count("A.json") + names.count("a.json") == 1
+        with open(os.path.join(root, "in"), "rb") as f:
+            assert f.read() == b"4"
+    finally:
+        T.stop_fg(p, mnt)
+    r = stfs("inspect", "--files", src)
+    assert "out\t0\t-\tleft out: a symbolic link" in r.stdout, r.stdout
+    assert "only in case" in r.stdout and "control byte" in r.stdout
+    assert "warning: %repo/" in r.stderr
+
+
+def hub_repo(w, rid, files):
+    return w.hub.push(w.hub.repo(rid), files)
+
+
+def test_hub_layouts(d, mnt):
+    """Both layouts over hf://; small files fetched at mount, verified,
+    read after it with no request."""
+    with world(d) as w:
+        for rid, files in (("org/pipe", diffusers_repo()),
+                           ("org/st", st_model_repo())):
+            sha_ = hub_repo(w, rid, files)
+            p = T.mount_fg("hf://" + rid, mnt)
+            try:
+                root = os.path.join(mnt, "%repo")
+                n = w.hub.log.count()
+                with open(os.path.join(root, "model_index.json" if
+                                       "pipe" in rid else "config.json"),
+                          "rb") as f:
+                    f.read()
+                assert w.hub.log.count() == n
+                ngx = w.nginx_log().count("\n")
+                with open(os.path.join(root, "README.md"), "rb") as f:
+                    f.read()
+                assert w.nginx_log().count("\n") == ngx, "a request"
+                check_repo(root, files)
+                assert os.getxattr(root, REV) == sha_.encode()
+                if "st" in rid:
+                    torch_checks(root, files)
+            finally:
+                T.stop_fg(p, mnt)
+            r = stfs("inspect", "--files", "hf://" + rid)
+            assert r.returncode == 0, r.stderr
+            for line in r.stdout.splitlines():
+                path, size, how, kind = line.split("\t")
+                data = files[path]
+                assert int(size) == len(data)
+                if path.endswith(".safetensors") or path.endswith(".bin"):
+                    assert how == "sha256:" + hashlib.sha256(
+                        data).hexdigest() and kind == "lazy", line
+                else:
+                    assert how.startswith("sha1-blob:") and \
+                        kind == "small", line
+
+
+def test_hub_faults(d, mnt):
+    """A small file whose bytes do not match: EIO, logged; a weight
+    whose listed size lies: EIO; hostile names left out."""
+    with world(d) as w:
+        files = st_model_repo()
+        files.update({"../evil": b"x", "a\x01b": b"x", "n\0ul": b"x",
+                      "L" * 300: b"x", "dup/A": b"1", "dup/a": b"2",
+                      "f": b"file", "f/g": b"under a file"})
+        sha_ = hub_repo(w, "org/bad", files)
+        on_disk = os.path.join(w.files, "org/bad", sha_)
+        with open(os.path.join(on_disk, "config.json"), "r+b") as f:
+            f.write(b"X")
+        with open(os.path.join(on_disk, "pytorch_model.bin"), "ab") as f:
+            f.write(b"longer than listed")
+        p = T.mount_fg("hf://org/bad", mnt)
+        try:
+            root = os.path.join(mnt, "%repo")
+            T.expect_errno(os.path.join(root, "config.json"), 5, 10)
+            T.expect_errno(os.path.join(root, "pytorch_model.bin"), 5, 10)
+            names = os.listdir(root)
+            assert not any(".." in n or n == "evil" for n in names)
+            assert not any(n.startswith("a") and "b" in n and len(n) == 3
+                           for n in names)
+            assert not any(len(n) > 255 for n in names)
+            assert len(os.listdir(os.path.join(root, "dup"))) == 1
+            assert "f" in names and os.path.isfile(os.path.join(root, "f"))
+            with open(os.path.join(root, "tokenizer.json"), "rb") as f:
+                assert f.read() == files["tokenizer.json"]
+        finally:
+            T.unmount(mnt)
+            err = p.communicate(timeout=10)[1].decode()
+        assert "config.json" in err and "checksum mismatch" in err, err
+        assert "expected sha1-blob" in err and "computed" in err, err
+        assert "pytorch_model.bin" in err, err
+
+
+def test_hub_offline(d, mnt):
+    """HF_HUB_OFFLINE=1: %repo/ is the Hugging Face cache's snapshot,
+    every file, with no server at all."""
+    files = st_model_repo()
+    cache = os.path.join(d, "hub")
+    fake_cache(cache, "org/off", files)
+    with env(HF_HUB_OFFLINE="1", HF_HUB_CACHE=cache,
+             HF_ENDPOINT="http://127.0.0.1:9", HF_TOKEN=None):
+        p = T.mount_fg("hf://org/off", mnt)
+        try:
+            root = os.path.join(mnt, "%repo")
+            check_repo(root, files)
+            torch_checks(root, files)
+        finally:
+            T.stop_fg(p, mnt)
+
+
+def test_s3_layouts(d, mnt):
+    """Both layouts under s3:// prefixes: every object under the prefix,
+    small ones verified against their single-part MD5 ETag."""
+    with S3World(d) as s3:
+        for prefix, files in (("pipe/", diffusers_repo()),
+                              ("st/", st_model_repo())):
+            s3.put_tree(prefix, files)
+            src = "s3://repos/" + prefix
+            p = T.mount_fg(src, mnt)
+            try:
+                root = os.path.join(mnt, "%repo")
+                check_repo(root, files)
+                if prefix == "st/":
+                    torch_checks(root, files)
+            finally:
+                T.stop_fg(p, mnt)
+            r = stfs("inspect", "--files", src)
+            assert r.returncode == 0, r.stderr
+            for line in r.stdout.splitlines():
+                path, size, how, kind = line.split("\t")
+                assert how == "md5:" + hashlib.md5(files[path]).hexdigest()
+                assert kind == ("lazy" if path.endswith(
+                    (".safetensors", ".bin")) else "small"), line
+
+
+if __name__ == "__main__":
+    sys.exit(T.run_tests([test_local_diffusers, test_local_st_model,
+                          test_repo_root, test_hostile_local,
+                          test_hub_layouts, test_hub_faults, test_hub_offline,
+                          test_s3_layouts]))
