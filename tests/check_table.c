@@ -19,7 +19,7 @@ static struct stfs_rec rec(const char *name, enum stfs_dtype dt,
 			   uint64_t e)
 {
 	struct stfs_rec r = { name, strlen(name), dt, "t", 0, rank, shape,
-			      NULL, b, e };
+			      NULL, b, e, 0 };
 	return r;
 }
 
@@ -83,6 +83,47 @@ START_TEST(table_overlap_and_views)
 }
 END_TEST
 
+START_TEST(table_view_elem_and_size)
+{
+	/* a transposed 2x3 of 16-byte elements (complex128: dtype NONE) */
+	uint64_t s[2] = { 3, 2 }, st[2] = { 1, 3 }, big = (1ull << 61) - 1,
+		 zero = 0, out;
+	struct stfs_rec c = rec("c", STFS_DTYPE_NONE, s, 2, 0, 96);
+	struct stfs_rec e = rec("e", STFS_DTYPE_U8, &big, 1, 96, 97);
+	struct stfs_error err;
+	struct stfs_header *h;
+	struct stfs_table *tb;
+
+	c.strides = st;
+	c.type = "torch.complex128";
+	tb = stfs_table_new("test", "f");
+	ck_assert_int_eq(stfs_table_add(tb, &c, 100, &err), -EINVAL);
+	ck_assert_str_eq(err.rule, "view-dtype");
+	c.elem_bytes = 16;
+	ck_assert_int_eq(stfs_table_add(tb, &c, 100, &err), 0);
+	ck_assert_int_eq(stfs_table_finish(tb, 0, &h, &err), 0);
+	ck_assert_uint_eq(stfs_tensor_bytes(stfs_header_tensor_by_name(h, 0)),
+			  96);
+	ck_assert_uint_eq(stfs_header_tensor_by_name(h, 0)->foreign->elem_bytes,
+			  16);
+	stfs_header_free(h);
+	/* an expand() of one byte to 2^61-1: past the limit, whatever the
+	 * reader does; 2^30 bytes of it are within it */
+	e.strides = &zero;
+	ck_assert(!stfs_rec_view_fits(&e, &out));
+	ck_assert_uint_eq(out, big);
+	tb = stfs_table_new("test", "f");
+	ck_assert_int_eq(stfs_table_add(tb, &e, 100, &err), -EINVAL);
+	ck_assert_str_eq(err.rule, "view-size");
+	big = STFS_VIEW_BYTES_FLOOR;
+	ck_assert(stfs_rec_view_fits(&e, &out));
+	ck_assert_int_eq(stfs_table_add(tb, &e, 100, &err), 0);
+	big++;
+	ck_assert(!stfs_rec_view_fits(&e, &out));
+	stfs_table_free(tb);
+}
+END_TEST
+
 START_TEST(gguf_minimal)
 {
 	/* v3, one F32 [2] tensor "w" at 0, general.alignment 8 */
@@ -136,6 +177,7 @@ Suite *table_suite(void)
 
 	tcase_add_test(tc, table_sizes_and_ranges);
 	tcase_add_test(tc, table_overlap_and_views);
+	tcase_add_test(tc, table_view_elem_and_size);
 	tcase_add_test(tc, gguf_minimal);
 	tcase_add_test(tc, dequant_q8_0);
 	suite_add_tcase(s, tc);

@@ -65,9 +65,10 @@ struct rec {
 	unsigned method;
 };
 
-/* A zip of the records; lho_bump moves record 1's central offset. */
-static void make_zip(struct mbuf *z, const struct rec *r, size_t nr,
-		     long lho_bump, unsigned count_bump)
+/* A zip of the records; lho_bump moves record 1's central offset; gap
+ * bytes follow record 0's data (the offsets after it moved with them). */
+static void make_zip_gap(struct mbuf *z, const struct rec *r, size_t nr,
+			 long lho_bump, unsigned count_bump, size_t gap)
 {
 	uint64_t lho[8], cd, cdn;
 
@@ -86,6 +87,8 @@ static void make_zip(struct mbuf *z, const struct rec *r, size_t nr,
 		put_le(z, 0, 2);
 		put_s(z, r[i].name);
 		put(z, r[i].data, r[i].n);
+		for (size_t k = 0; i == 0 && k < gap; k++)
+			put(z, "\xab", 1);
 	}
 	cd = z->n;
 	for (size_t i = 0; i < nr; i++) {
@@ -115,6 +118,12 @@ static void make_zip(struct mbuf *z, const struct rec *r, size_t nr,
 	put_le(z, cdn, 4);
 	put_le(z, cd, 4);
 	put_le(z, 0, 2);
+}
+
+static void make_zip(struct mbuf *z, const struct rec *r, size_t nr,
+		     long lho_bump, unsigned count_bump)
+{
+	make_zip_gap(z, r, nr, lho_bump, count_bump, 0);
 }
 
 /* ---- pickle building ---- */
@@ -232,7 +241,8 @@ END_TEST
 
 START_TEST(zip_remote_reads)
 {
-	/* a tail read and data.pkl's read: no local header of a storage */
+	/* the first bytes, the tail, one read of every record's local
+	 * header (they lie within 1 MiB), data.pkl's read */
 	struct mbuf p;
 	struct stfs_torch *t;
 	struct stfs_error err;
@@ -246,10 +256,150 @@ START_TEST(zip_remote_reads)
 	make_zip(&z, r, 2, 0, 0);
 	z.reads = 0;
 	ck_assert_int_eq(stfs_torch_open(rd, &z, z.n, 0, "t", &t, &err), 0);
-	ck_assert_int_le(z.reads, 3);
+	ck_assert_int_le(z.reads, 4);
 	ck_assert_uint_eq(t->nt, 1);
 	ck_assert_uint_eq(t->t[0].st_len, 16);
 	stfs_torch_free(t);
+	free(z.p);
+	free(p.p);
+}
+END_TEST
+
+START_TEST(zip_gap_refused_alike)
+{
+	/* 64 bytes after a/x's data: both paths refuse it (Z6); without
+	 * the gap both place every record at the same offset */
+	struct rec r[3] = {{"a/x", "hello", 5, 0}, {"a/y", "abc", 3, 0},
+			   {"a/z", "0123456789", 10, 0}};
+	struct stfs_zip zz[2];
+	struct stfs_error err;
+	struct mbuf z;
+
+	make_zip_gap(&z, r, 3, 0, 0, 64);
+	for (int local = 0; local < 2; local++) {
+		ck_assert_int_eq(stfs_zip_open(rd, &z, z.n, local, "z", &zz[0],
+					       &err), -EINVAL);
+		ck_assert_str_eq(err.rule, "Z6 record-bounds");
+		ck_assert_msg(strstr(err.msg, "\"a/x\"") &&
+			      strstr(err.msg, "64 bytes") &&
+			      strstr(err.msg, "gap"), "%s", err.msg);
+	}
+	free(z.p);
+	make_zip(&z, r, 3, 0, 0);
+	for (int local = 0; local < 2; local++)
+		ck_assert_int_eq(stfs_zip_open(rd, &z, z.n, local, "z",
+					       &zz[local], &err), 0);
+	for (size_t i = 0; i < 3; i++) {
+		ck_assert_uint_eq(zz[0].e[i].data, zz[1].e[i].data);
+		ck_assert_int_eq(memcmp(z.p + zz[0].e[i].data, r[i].data,
+					r[i].n), 0);
+	}
+	stfs_zip_free(&zz[0]);
+	stfs_zip_free(&zz[1]);
+	free(z.p);
+}
+END_TEST
+
+START_TEST(byteorder_big_no_leak)
+{
+	/* refused (T1); under ASan the data.pkl buffer must not leak */
+	struct mbuf p;
+	struct stfs_torch *t;
+	struct stfs_error err;
+	unsigned char st[16] = {0};
+	struct rec r[3];
+	struct mbuf z;
+
+	tensor_pickle(&p, 4, 0, 4, 1);
+	r[0] = (struct rec){"a/data.pkl", p.p, p.n, 0};
+	r[1] = (struct rec){"a/byteorder", "big", 3, 0};
+	r[2] = (struct rec){"a/data/0", st, 16, 0};
+	make_zip(&z, r, 3, 0, 0);
+	for (int local = 0; local < 2; local++) {
+		ck_assert_int_eq(stfs_torch_open(rd, &z, z.n, local, "t", &t,
+						 &err), -EINVAL);
+		ck_assert_str_eq(err.rule, "T1 checkpoint-layout");
+		ck_assert_msg(strstr(err.msg, "byteorder"), "%s", err.msg);
+	}
+	free(z.p);
+	free(p.p);
+}
+END_TEST
+
+/* {KEY: tensor over storage SK, ...} of n (key opcodes, storage) */
+static void keys_pickle(struct mbuf *b, const char *const *keys,
+			const size_t *klen, const char *const *sks, size_t n)
+{
+	memset(b, 0, sizeof(*b));
+	put_s(b, "\x80\x02}(");
+	for (size_t i = 0; i < n; i++) {
+		put(b, keys[i], klen[i]);
+		put_s(b, "ctorch._utils\n_rebuild_tensor_v2\n((");
+		pk_str(b, "storage");
+		put_s(b, "ctorch\nFloatStorage\n");
+		pk_str(b, sks[i]);
+		pk_str(b, "cpu");
+		pk_int(b, 1);
+		put_s(b, "tQ");
+		pk_int(b, 0);
+		pk_int(b, 1);
+		put_s(b, "\x85");
+		pk_int(b, 1);
+		put_s(b, "\x85\x89");
+		put_s(b, "ccollections\nOrderedDict\n)RtR");
+	}
+	put_s(b, "u.");
+}
+
+START_TEST(dict_keys_as_python)
+{
+	/* 1, True, 1.0: one key "1" with the last value (storage 2);
+	 * -0.0 and 0: "-0.0" with 0's (storage 1); 1.5 and 1e-05 named as
+	 * repr() writes them; NaN left out with the reason */
+	static const char *const keys[] = {
+		"J\x01\x00\x00\x00", "\x88",
+		"G\x3f\xf0\x00\x00\x00\x00\x00\x00",
+		"G\x80\x00\x00\x00\x00\x00\x00\x00", "J\x00\x00\x00\x00",
+		"G\x3f\xf8\x00\x00\x00\x00\x00\x00",
+		"G\x3e\xe4\xf8\xb5\x88\xe3\x68\xf1",
+		"G\x7f\xf8\x00\x00\x00\x00\x00\x00",
+		"G\x44\x1a\xc4\xda\x03\xbc\x47\xe4"};
+	static const size_t klen[] = {5, 1, 9, 9, 5, 9, 9, 9, 9};
+	static const char *const sks[] = {"0", "1", "2", "0", "1", "3", "3",
+					  "3", "3"};
+	static const char *const want[] = {"1", "-0.0", "1.5", "1e-05",
+					   "1.2345e+20"};
+	static const char *const want_st[] = {"a/data/2", "a/data/1",
+					      "a/data/3", "a/data/3",
+					      "a/data/3"};
+	unsigned char s4[4][4] = {{1}, {2}, {3}, {4}};
+	struct rec r[5] = {{"a/data.pkl", NULL, 0, 0}, {"a/data/0", s4[0], 4, 0},
+			   {"a/data/1", s4[1], 4, 0}, {"a/data/2", s4[2], 4, 0},
+			   {"a/data/3", s4[3], 4, 0}};
+	struct stfs_zip zz;
+	struct stfs_torch *t;
+	struct stfs_error err;
+	struct mbuf p, z;
+
+	keys_pickle(&p, keys, klen, sks, 9);
+	r[0].data = p.p;
+	r[0].n = p.n;
+	make_zip(&z, r, 5, 0, 0);
+	ck_assert_int_eq(stfs_torch_open(rd, &z, z.n, 1, "t", &t, &err), 0);
+	ck_assert_int_eq(stfs_zip_open(rd, &z, z.n, 1, "t", &zz, &err), 0);
+	ck_assert_uint_eq(t->nt, 5);
+	for (size_t i = 0; i < 5; i++) {
+		const struct stfs_zip_entry *e =
+			stfs_zip_find(&zz, want_st[i], strlen(want_st[i]));
+
+		ck_assert_str_eq(t->t[i].name, want[i]);
+		ck_assert_uint_eq(t->t[i].st_begin, e->data);
+	}
+	ck_assert_uint_eq(t->no, 1);
+	ck_assert_int_eq(t->o[0].ref, 2);
+	ck_assert_str_eq(t->o[0].cls, "a dict entry whose key is a float NaN");
+	stfs_torch_free(t);
+	stfs_zip_free(&zz);
 	free(z.p);
 	free(p.p);
 }
@@ -353,6 +503,11 @@ static const struct {
 	{"\x80\x02]NNs.", 6, "P2 stack", "not a container"},
 	{"\x80\x02\x82\x01.", 5, "P1 opcode", "extension"},
 	{"\x80\x02(X\x01\x00\x00\x00" "aQ.", 12, "P7 torch-storage", "persistent"},
+	/* a FRAME of 2^40 bytes in a 13-byte pickle (torch.load: truncated) */
+	{"\x80\x04\x95\x00\x00\x00\x00\x00\x01\x00\x00}.", 13,
+	 "P5 truncated", "FRAME longer"},
+	{"\x80\x04\x95\x03\x00\x00\x00\x00\x00\x00\x00}.", 13,
+	 "P5 truncated", "FRAME longer"},
 };
 
 START_TEST(pickle_bad)
@@ -437,6 +592,9 @@ Suite *torch_suite(void)
 	tcase_add_loop_test(tc, zip_bad, 0,
 			    sizeof(bad_zips) / sizeof(bad_zips[0]));
 	tcase_add_test(tc, zip_remote_reads);
+	tcase_add_test(tc, zip_gap_refused_alike);
+	tcase_add_test(tc, byteorder_big_no_leak);
+	tcase_add_test(tc, dict_keys_as_python);
 	tcase_add_test(tc, tensor_ok);
 	tcase_add_loop_test(tc, tensor_bad, 0,
 			    sizeof(bad_tensors) / sizeof(bad_tensors[0]));

@@ -356,6 +356,10 @@ def hostile():
          ["gguf-"]),
         ("name-utf8", raw_file(1, [], [f32(b"\xff\xfe", 0)]),
          ["name-utf8"]),
+        ("long-key", raw_file(0, [kv_bytes("k" * 65536, "u8", 1)], []),
+         ["65536 bytes", "65535", "gguf-string"]),
+        ("long-tensor-name", raw_file(1, [], [f32("w" * 70000, 0)]),
+         ["70000 bytes", "gguf-string"]),
     ]
 
 
@@ -378,6 +382,55 @@ def test_hostile(d, mnt):
     assert r.returncode == 1 and "overlap" in r.stderr
     assert not T.is_mount(mnt)
     print("     %d hostile files refused" % len(hostile()))
+
+
+def test_long_strings(d, mnt):
+    """Two 40 MiB strings of control bytes (each byte 6 of JSON): cut at
+    64 KiB with the marker naming the length and the offset in
+    %header.json and inspect; memory stays small (it was 1.07 GB and a
+    503 MB %header.json); a string of exactly 64 KiB is whole."""
+    path = os.path.join(d, "long.gguf")
+    big, edge = b"\x01" * (40 << 20), "\u00e9" * (1 << 15)  # 64 KiB
+    x = np.arange(4, dtype=np.float32)
+    G.write(path, [("w", "F32", [4], x.tobytes())],
+            [("a", "string", big), ("b", "string", big),
+             ("edge", "string", edge), ("general.name", "string", "x")])
+    with open(path, "rb") as f:
+        raw = f.read(1 << 20)
+    at_a = raw.index(b"\x01" * 64)
+    peak = ("import resource, subprocess, sys\n"
+            "r = subprocess.run(sys.argv[1:])\n"
+            "print(r.returncode, resource.getrusage("
+            "resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)")
+    r = subprocess.run([sys.executable, "-c", peak, T.STFS, "inspect",
+                        path], capture_output=True, text=True)
+    rc, kb = r.stderr.split()[-2:]
+    assert rc == "0", r.stderr
+    if not os.environ.get("STFS_SANITIZED"):
+        assert int(kb) < 200 * 1024, kb
+    mark = "[... cut by stfs: %d bytes in all, at byte %d of the file]" % (
+        40 << 20, at_a)
+    assert mark in r.stdout, r.stdout[-2000:]
+    p = T.mount_fg(path, mnt)
+    try:
+        h = read(os.path.join(mnt, "%header.json"))
+        assert len(h) < (1 << 20), len(h)
+        meta = json.loads(h)["metadata"]
+        assert meta["a"] == "\x01" * (64 << 10) + " " + mark, \
+            meta["a"][-200:]
+        assert meta["edge"] == edge
+        assert meta["general.name"] == "x"
+        assert read(os.path.join(mnt, "w")) == x.tobytes()
+    finally:
+        T.stop_fg(p, mnt)
+    # a cut inside a character leaves the character out
+    path = os.path.join(d, "utf8.gguf")
+    G.write(path, [("w", "F32", [4], x.tobytes())],
+            [("u", "string", "a" + "\u00e9" * (1 << 15))])
+    meta = json.loads(stfs("inspect", "--json", path).stdout)
+    text = json.dumps(meta)
+    assert "\\ufffd" not in text and "cut by stfs: 65537" in text, \
+        text[-300:]
 
 
 # ---- remote sources ---------------------------------------------------------
@@ -485,6 +538,7 @@ def run():
         test_every_type,
         test_model_safetensors,
         test_hostile,
+        test_long_strings,
         test_http,
         test_hub_file,
         test_s3,

@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
 import s3server  # noqa: E402
 from fixtures import Nginx  # noqa: E402
+import torch_hostile as H  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -464,6 +465,162 @@ def test_http(d, mnt):
         ng.stop()
 
 
+# ---- issue 35: crafted files that went wrong -----------------------------
+
+def test_zip_gap(d, mnt):
+    """64 bytes after a storage's data: torch.load reads it right; the
+    local and the remote mount refuse it alike (Z6), never serving the
+    inserted bytes."""
+    root = os.path.join(d, "www")
+    os.makedirs(root, exist_ok=True)
+    good = os.path.join(d, "good.pt")
+    torch.save({"a": torch.arange(64, dtype=torch.float32),
+                "b": torch.arange(32, dtype=torch.float32)}, good)
+    with zipfile.ZipFile(good) as z:
+        rec = [n for n in z.namelist() if n.endswith("/data/0")][0]
+    path = H.zip_insert_gap(good, os.path.join(root, "gap.pt"), rec,
+                            b"\xab" * 64)
+    assert torch.load(path)["a"].equal(torch.arange(64,
+                                                    dtype=torch.float32))
+    refused(path, mnt, "Z6 record-bounds", "gap", rec)
+    shutil.copyfile(good, os.path.join(root, "good.pt"))
+    ng = Nginx(os.path.join(d, "ng"), root)
+    try:
+        for opts in ("nocache,block_size=64K", "nocache"):
+            r = subprocess.run([T.STFS, "mount", ng.url("gap.pt"), mnt, "-o",
+                                opts], capture_output=True, timeout=60)
+            err = r.stderr.decode()
+            assert r.returncode != 0 and not T.is_mount(mnt), err
+            assert "Z6 record-bounds" in err and "gap" in err, err
+        p = T.mount_fg(ng.url("good.pt"), mnt, "-o", "nocache,block_size=64K")
+        try:
+            assert open(os.path.join(mnt, "a"), "rb").read() == \
+                tbytes(torch.arange(64, dtype=torch.float32))
+        finally:
+            T.stop_fg(p, mnt)
+    finally:
+        ng.stop()
+
+
+def test_view_size_limit(d, mnt):
+    """Views with stride 0 over a 1-byte storage, 2^61-1 elements each:
+    left out with the reason (view-size), never a wrapped size; one of
+    1000 elements (a fair expand) is served."""
+    for n in (1, 4, 8):
+        path = zip_with_pickle(os.path.join(d, "expand%d.pt" % n),
+                               H.pickle_expand(n), {"0": b"\x07"})
+        info = T.inspect_json(path)
+        text = json.dumps(info)
+        assert text.count("view-size") == n, text[:2000]
+        p = T.mount_fg(path, mnt)
+        try:
+            assert "ok" in os.listdir(mnt), os.listdir(mnt)
+            assert not os.path.exists(os.path.join(mnt, "t0"))
+            assert open(os.path.join(mnt, "ok"), "rb").read() == b"\x07"
+            st = os.stat(os.path.join(mnt, "%model.safetensors"))
+            assert st.st_size < 4096, st.st_size
+            with open(os.path.join(mnt, "%model.safetensors"), "rb") as f:
+                assert len(f.read()) == st.st_size
+        finally:
+            T.stop_fg(p, mnt)
+    path = zip_with_pickle(os.path.join(d, "fair.pt"), H.pickle_dict(
+        [(H.key_str("e"), H.val_tensor("0", 1, 0, (1000,), (0,),
+                                       "ByteStorage"))]), {"0": b"\x07"})
+    p = T.mount_fg(path, mnt)
+    try:
+        assert open(os.path.join(mnt, "e"), "rb").read() == b"\x07" * 1000
+    finally:
+        T.stop_fg(p, mnt)
+
+
+def test_complex_views(d, mnt):
+    """Transposed complex128 and complex64 tensors are gathered by their
+    element size (16, 8); the rest mounts."""
+    g = torch.Generator().manual_seed(3)
+    t = torch.randn(3, 4, dtype=torch.complex128, generator=g)
+    path = os.path.join(d, "cplx.pt")
+    torch.save({"c128": t.t(), "c64": t.to(torch.complex64).t(),
+                "c128_strided": t[:, ::2], "ok": torch.ones(2)}, path)
+    obj = torch.load(path)
+    p = T.mount_fg(path, mnt)
+    try:
+        for k, v in obj.items():
+            assert open(os.path.join(mnt, k), "rb").read() == tbytes(v), k
+        assert os.getxattr(os.path.join(mnt, "c128"),
+                           "user.pytorch.type") == b"torch.complex128"
+    finally:
+        T.stop_fg(p, mnt)
+
+
+def test_dict_keys(d, mnt):
+    """Keys Python holds equal are one key, the first naming it and the
+    last one's value winning, as torch.load's dict; a float key is named
+    as repr() writes it; a NaN key is left out with the reason."""
+    path = zip_with_pickle(os.path.join(d, "keys.pt"), H.pickle_dict([
+        (H.key_int(1), H.val_tensor("0")),
+        (H.key_bool(True), H.val_tensor("1")),
+        (H.key_float(1.0), H.val_tensor("2")),
+        (H.key_float(-0.0), H.val_tensor("0")),
+        (H.key_int(0), H.val_tensor("1")),
+        (H.key_float(2.5), H.val_tensor("3")),
+        (H.key_float(1e-05), H.val_tensor("3")),
+        (H.key_float(float("nan")), H.val_tensor("3")),
+        (H.key_str("s"), H.val_tensor("0")),
+        (H.key_str("s"), H.val_tensor("2"))]),
+        {k: bytes([i + 1]) * 4 for i, k in enumerate("0123")})
+    obj = torch.load(path)
+    want = {repr(k): v for k, v in obj.items() if k == k}
+    assert sorted(want) == ["'s'", "-0.0", "1", "1e-05", "2.5"], want
+    p = T.mount_fg(path, mnt)
+    try:
+        names = set()
+        for k, v in obj.items():
+            if k != k:
+                continue                  # NaN: left out
+            f = os.path.join(mnt, *str(k).split("."))
+            if os.path.isdir(f):
+                f = os.path.join(f, "%self")
+            assert open(f, "rb").read() == tbytes(v), k
+            names.add(os.getxattr(f, "user.safetensors.name").decode())
+        assert names == {"1", "-0.0", "2.5", "1e-05", "s"}, names
+    finally:
+        T.stop_fg(p, mnt)
+    r = subprocess.run([T.STFS, "inspect", path], capture_output=True)
+    out = r.stdout.decode()
+    assert r.returncode == 0 and "a dict entry whose key is a float NaN" \
+        in out and "object of class a dict" not in out, out
+
+
+def test_byteorder_refused_clean(d, mnt):
+    """A byteorder record that is not "little": refused (T1), and a
+    sanitizer build reports nothing (the data.pkl buffer is freed)."""
+    good = os.path.join(d, "bo.pt")
+    torch.save({"w": torch.ones(3)}, good)
+    path = H.zip_with_byteorder(good, os.path.join(d, "big.pt"), b"big")
+    err = refused(path, mnt, "T1 checkpoint-layout", "byteorder")
+    assert "Sanitizer" not in err, err
+    ok = H.zip_with_byteorder(good, os.path.join(d, "little.pt"), b"little")
+    p = T.mount_fg(ok, mnt)
+    try:
+        assert open(os.path.join(mnt, "w"), "rb").read() == \
+            tbytes(torch.ones(3))
+    finally:
+        T.stop_fg(p, mnt)
+
+
+def test_frame_past_end(d, mnt):
+    """A protocol-4 FRAME claiming 2^40 bytes: torch.load refuses it as
+    truncated, and so does stfs (P5)."""
+    path = zip_with_pickle(os.path.join(d, "frame.pt"),
+                           H.pickle_frame_past_end())
+    try:
+        torch.load(path)
+        assert False, "torch.load accepted it"
+    except Exception as e:  # noqa: BLE001 (torch's own error types vary)
+        assert "truncated" in str(e) or "frame" in str(e).lower(), e
+    refused(path, mnt, "P5 truncated", "FRAME")
+
+
 def main():
     try:
         return T.run_tests([
@@ -471,7 +628,9 @@ def main():
             test_hub_bin_only, test_s3_bin,
             test_os_system_not_run, test_deep_nesting, test_memo_abuse,
             test_unknown_opcode, test_truncated_zip, test_compressed,
-            test_storage_too_small, test_http])
+            test_storage_too_small, test_http, test_zip_gap,
+            test_view_size_limit, test_complex_views, test_dict_keys,
+            test_byteorder_refused_clean, test_frame_past_end])
     finally:
         s3server.stop_shared()
 

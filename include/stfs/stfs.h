@@ -109,6 +109,9 @@ struct stfs_foreign {
 	const uint64_t *strides;  /* a view: rank strides in elements, the
 				   * first element at begin, gathered on
 				   * read; NULL for a contiguous tensor */
+	unsigned elem_bytes;      /* a view's element size in bytes (its
+				   * dtype's, or its own type's: 16 for
+				   * torch.complex128) */
 };
 
 /* One tensor.  Strings are length-counted and may contain NUL bytes. */
@@ -121,6 +124,11 @@ struct stfs_tensor {
 	uint64_t begin, end;   /* data_offsets, relative to the data section */
 	const struct stfs_foreign *foreign; /* NULL for safetensors */
 };
+
+/* How a key-value of another format too long to show whole ends (a GGUF
+ * string past 64 KiB): "[... cut by stfs: N bytes in all, at byte OFF of
+ * the file]", within the JSON string. */
+#define STFS_CUT_MARK "[... cut by stfs: "
 
 /* One __metadata__ entry (unescaped, NUL-terminated too). */
 struct stfs_meta {

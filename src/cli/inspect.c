@@ -74,9 +74,16 @@ static void print_foreign(const struct stfs_model *m, size_t i)
 	       stfs_header_kv_count(h));
 	for (size_t k = 0; k < stfs_header_kv_count(h); k++) {
 		const struct stfs_meta *e = stfs_header_kv(h, k);
+		size_t tail = e->value_len < 120 ? e->value_len : 120;
+		const char *cut = memmem(e->value + e->value_len - tail, tail,
+					 STFS_CUT_MARK, strlen(STFS_CUT_MARK));
+
 		stfs_quote(e->key, e->key_len, q, sizeof(q));
 		stfs_quote(e->value, e->value_len, v, 120);
-		printf("  %s = %s\n", q, v);
+		/* a value the reader cut: its marker shown whole */
+		printf("  %s = %s%s%.*s\n", q, v, cut ? " " : "",
+		       cut ? (int)(e->value + e->value_len - cut) : 0,
+		       cut ? cut : "");
 	}
 	for (size_t k = 0; k < stfs_header_skipped_count(h); k++)
 		printf("%s  skipped: %s\n", k ? "" : "\n",

@@ -192,7 +192,7 @@ static int stfs_content_add_gather(struct stfs_content *c,
 				   struct stfs_source *src,
 				   uint64_t off, const struct stfs_tensor *t)
 {
-	unsigned es = stfs_dtype_bits(t->dtype) / 8;
+	unsigned es = t->foreign ? t->foreign->elem_bytes : 0;
 	uint64_t nel = stfs_tensor_elements(t);
 	struct stfs_seg *s;
 

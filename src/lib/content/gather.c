@@ -20,7 +20,7 @@
 
 static unsigned esize(const struct stfs_seg *s)
 {
-	return stfs_dtype_bits(s->t->dtype) / 8;
+	return s->t->foreign->elem_bytes;
 }
 
 /* The multi-index of output element e (row-major). */

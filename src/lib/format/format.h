@@ -154,9 +154,21 @@ struct stfs_rec {
 	const uint64_t *shape;        /* row-major; copied */
 	const uint64_t *strides;      /* elements, or NULL; copied */
 	uint64_t begin, end;          /* absolute bytes in the file */
+	unsigned elem_bytes;          /* a view with dtype NONE: the bytes
+				       * of one element (complex128: 16) */
 };
 
+/* A record's element size in bytes, for a view (0: no whole-byte
+ * element); whether a view's gathered bytes (*out) are within
+ * STFS_VIEW_BYTES_FLOOR or its storage's bytes. */
+unsigned stfs_rec_elem_bytes(const struct stfs_rec *r);
+int stfs_rec_view_fits(const struct stfs_rec *r, uint64_t *out);
+
 #define STFS_TABLE_RANK_MAX 64
+/* A view's gathered bytes are at most its storage's bytes or this,
+ * whichever is larger (an expand() of one byte cannot make a 2^61-byte
+ * file); a reader leaves a larger view out, with the reason. */
+#define STFS_VIEW_BYTES_FLOOR (1ull << 30)
 #define STFS_TABLE_TENSORS_MAX (1u << 24)
 
 struct stfs_table;

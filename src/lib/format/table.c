@@ -149,17 +149,47 @@ static int want_bytes(const struct stfs_table *tb, const struct stfs_rec *r,
 	return 0;
 }
 
-/* A view's furthest element must lie inside [begin, end). */
+/* The bytes one element of a view takes: its dtype's, or (dtype NONE)
+ * the reader's; 0: it has none (a sub-byte or block type). */
+unsigned stfs_rec_elem_bytes(const struct stfs_rec *r)
+{
+	unsigned bits = stfs_dtype_bits(r->dtype);
+
+	if (r->dtype == STFS_DTYPE_NONE)
+		return r->quant ? 0 : r->elem_bytes;
+	return bits % 8 ? 0 : bits / 8;
+}
+
+int stfs_rec_view_fits(const struct stfs_rec *r, uint64_t *out)
+{
+	uint64_t nel = 1, eb = stfs_rec_elem_bytes(r), span = r->end - r->begin;
+
+	for (size_t i = 0; i < r->rank; i++)
+		if (__builtin_mul_overflow(nel, r->shape[i], &nel))
+			nel = UINT64_MAX;
+	if (__builtin_mul_overflow(nel, eb, out))
+		*out = UINT64_MAX;
+	return *out <= (span > STFS_VIEW_BYTES_FLOOR ? span
+						     : STFS_VIEW_BYTES_FLOOR);
+}
+
+/* A view's furthest element must lie inside [begin, end), and its
+ * gathered bytes within the limit. */
 static int check_strides(const struct stfs_table *tb,
 			 const struct stfs_rec *r, const char *q, uint64_t nel,
 			 struct stfs_error *err)
 {
-	uint64_t last = 0, eb = stfs_dtype_bits(r->dtype) / 8;
+	uint64_t last = 0, eb = stfs_rec_elem_bytes(r), out;
 
-	if (eb == 0 || stfs_dtype_bits(r->dtype) % 8)
+	if (eb == 0)
 		return stfs_fail(err, -EINVAL, "view-dtype", STFS_NO_OFFSET,
-				 "tensor \"%s\": a strided view of a "
-				 "sub-byte dtype", q);
+				 "tensor \"%s\": a strided view of a type "
+				 "with no whole-byte element", q);
+	if (!stfs_rec_view_fits(r, &out))
+		return stfs_fail(err, -EINVAL, "view-size", STFS_NO_OFFSET,
+				 "tensor \"%s\": a view of %" PRIu64 " bytes "
+				 "over %" PRIu64 " bytes of storage, past the "
+				 "limit", q, out, r->end - r->begin);
 	if (nel == 0)
 		return 0;
 	for (size_t i = 0; i < r->rank; i++) {
@@ -253,6 +283,7 @@ int stfs_table_add(struct stfs_table *tb, const struct stfs_rec *r,
 	x->f.type = r->type;
 	x->f.quant = r->quant;
 	x->f.strides = r->strides ? x->dims + r->rank : NULL;
+	x->f.elem_bytes = r->strides ? stfs_rec_elem_bytes(r) : 0;
 	x->t.name = (const char *)(x->dims + nd);
 	x->t.name_len = r->name_len;
 	x->t.dtype = r->dtype;

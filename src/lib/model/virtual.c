@@ -335,10 +335,16 @@ static int generate(struct stfs_model *m, uint32_t node, uint32_t dir,
 	meta(&w, m);
 	for (size_t i = 0; i < h->n; i++) {
 		const struct stfs_tensor *t = m->entries[h->order[i]].t;
-		uint64_t end = data + out_bytes(t, kind);
+		uint64_t end;
 		const char *s;
 		size_t sl;
 
+		if (__builtin_add_overflow(data, out_bytes(t, kind), &end) ||
+		    end > (UINT64_MAX >> 1)) {
+			free(stfs_jw_finish(&w, &len));
+			vhdr_put(h);
+			return -EOVERFLOW;   /* never a wrapped size */
+		}
 		strip(t, skip, &s, &sl);
 		stfs_jw_tensor(&w, s, sl, kind == STFS_VIRTUAL_KIND_F32 &&
 			       stfs_tensor_to_f32(t) ? STFS_DTYPE_F32 :
@@ -356,6 +362,11 @@ static int generate(struct stfs_model *m, uint32_t node, uint32_t dir,
 	n = len - 8;
 	for (int i = 0; i < 8; i++)
 		json[i] = (char)((n >> (8 * i)) & 0xff);
+	if (data > (UINT64_MAX >> 1) - len) {
+		free(json);
+		vhdr_put(h);
+		return -EOVERFLOW;
+	}
 	h->bytes = json;
 	h->len = len;
 	vs->node = node + 1;

@@ -24,8 +24,12 @@ const struct stfs_ggml_type *stfs_ggml_type(uint32_t id);
 #define STFS_GGUF_HEADER_MAX (1ULL << 28)   /* bytes of header read */
 #define STFS_GGUF_KV_MAX (1u << 20)         /* key-values */
 #define STFS_GGUF_ARRAY_MAX (1ULL << 24)    /* elements in one array */
-#define STFS_GGUF_JSON_MAX (1ULL << 29)     /* the key-values as JSON */
+#define STFS_GGUF_JSON_MAX (1ULL << 27)     /* the key-values as JSON */
 #define STFS_GGUF_STRING_MAX (1ULL << 26)   /* bytes of one string */
+#define STFS_GGUF_SHOWN_MAX (1u << 16)      /* bytes of a string value
+					     * shown; the rest is cut */
+#define STFS_GGUF_NAME_MAX 65535            /* bytes of a key or a
+					     * tensor name (the spec's) */
 #define STFS_GGUF_DEPTH_MAX 8               /* arrays in arrays */
 #define STFS_GGUF_DIMS_MAX 4                /* GGML_MAX_DIMS */
 

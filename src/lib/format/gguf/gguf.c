@@ -88,6 +88,10 @@ static int take(struct cur *c, void *dst, uint64_t n)
 	if (c->pos + n > STFS_GGUF_HEADER_MAX)
 		return fail(c, "gguf-header-limit", "the header runs past %llu "
 			    "bytes", STFS_GGUF_HEADER_MAX);
+	if (!d) {                 /* skipped: nothing to read */
+		c->pos += n;
+		return 0;
+	}
 	while (n) {
 		size_t at, k;
 		int rc;
@@ -141,10 +145,11 @@ static int u64(struct cur *c, uint64_t *v)
 	return rc;
 }
 
-/* A string: its bytes in a malloc'd, NUL-terminated copy. */
-static int string(struct cur *c, char **s, uint64_t *len)
+/* A string: its bytes in a malloc'd, NUL-terminated copy; at most max
+ * bytes of it are kept (the rest skipped), *len says how long it is. */
+static int string_cut(struct cur *c, char **s, uint64_t *len, uint64_t max)
 {
-	uint64_t n;
+	uint64_t n, keep;
 	int rc;
 
 	*s = NULL;
@@ -156,15 +161,84 @@ static int string(struct cur *c, char **s, uint64_t *len)
 	if (n > STFS_GGUF_STRING_MAX)
 		return fail(c, "gguf-string", "a string of %" PRIu64 " bytes, "
 			    "over the limit of %llu", n, STFS_GGUF_STRING_MAX);
-	if (!(*s = malloc((size_t)n + 1)))
+	keep = n < max ? n : max;
+	if (!(*s = malloc((size_t)keep + 1)))
 		return stfs_fail(c->err, -ENOMEM, NULL, c->pos, "out of memory");
-	if ((rc = take(c, *s, n))) {
+	if ((rc = take(c, *s, keep)) || (rc = take(c, NULL, n - keep))) {
 		free(*s);
 		*s = NULL;
 		return rc;
 	}
-	(*s)[n] = 0;
+	(*s)[keep] = 0;
 	*len = n;
+	return 0;
+}
+
+/* A key or a tensor name: whole, at most the specification's 65535
+ * bytes. */
+static int string(struct cur *c, char **s, uint64_t *len)
+{
+	uint64_t at = c->pos;
+	int rc = string_cut(c, s, len, STFS_GGUF_NAME_MAX + 1ull);
+
+	if (!rc && *len > STFS_GGUF_NAME_MAX) {
+		free(*s);
+		*s = NULL;
+		c->pos = at;
+		return fail(c, "gguf-string", "a name of %" PRIu64 " bytes, over "
+			    "the specification's limit of %d", *len,
+			    STFS_GGUF_NAME_MAX);
+	}
+	return rc;
+}
+
+/* n, or less so that a UTF-8 character across byte n is left out. */
+static size_t utf8_cut(const unsigned char *s, size_t n)
+{
+	size_t i = n;
+
+	while (i > 0 && n - i < 3 && (s[i - 1] & 0xc0) == 0x80)
+		i--;
+	if (i > 0 && s[i - 1] >= 0xc0) {
+		size_t need = s[i - 1] >= 0xf0 ? 4 : s[i - 1] >= 0xe0 ? 3 : 2;
+
+		if (n - (i - 1) < need)
+			return i - 1;
+	}
+	return n;
+}
+
+/*
+ * A string value as JSON: whole up to STFS_GGUF_SHOWN_MAX bytes; past
+ * it, its first bytes (cut at a character's start) and the marker
+ * " [... cut by stfs: N bytes in all, at byte OFF of the file]", so the
+ * metadata's JSON stays within a few times the file's bytes and the
+ * whole value can still be read from the file.
+ */
+static int string_value(struct cur *c, struct stfs_jw *w)
+{
+	uint64_t len, at = c->pos + 8;
+	size_t k;
+	char *s, *t;
+	int rc = string_cut(c, &s, &len, STFS_GGUF_SHOWN_MAX);
+
+	if (rc)
+		return rc;
+	if (len <= STFS_GGUF_SHOWN_MAX) {
+		stfs_jw_str(w, s, (size_t)len);
+		free(s);
+		return 0;
+	}
+	k = utf8_cut((const unsigned char *)s, STFS_GGUF_SHOWN_MAX);
+	if (!(t = realloc(s, k + 100))) {
+		free(s);
+		return stfs_fail(c->err, -ENOMEM, NULL, c->pos, "out of memory");
+	}
+	k += (size_t)snprintf(t + k, 100, " " STFS_CUT_MARK "%" PRIu64
+			      " bytes in all, at byte %" PRIu64 " of the "
+			      "file]", len, at);
+	stfs_jw_str(w, t, k);
+	free(t);
 	return 0;
 }
 
@@ -223,19 +297,13 @@ static int array(struct cur *c, struct stfs_jw *w, int depth)
 static int value(struct cur *c, uint32_t type, struct stfs_jw *w, int depth)
 {
 	unsigned char b[8];
-	uint64_t v = 0, len;
-	char *s;
+	uint64_t v = 0;
 	int rc;
 
 	if (type == T_ARRAY)
 		return array(c, w, depth);
-	if (type == T_STRING) {
-		if ((rc = string(c, &s, &len)))
-			return rc;
-		stfs_jw_str(w, s, (size_t)len);
-		free(s);
-		return 0;
-	}
+	if (type == T_STRING)
+		return string_value(c, w);
 	if (type >= T_COUNT)
 		return fail(c, "gguf-type", "unknown value type %" PRIu32, type);
 	if ((rc = take(c, b, tsize[type])))

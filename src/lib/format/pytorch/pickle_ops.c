@@ -479,8 +479,13 @@ int stfs_pk_op(struct stfs_pk *pk, int *done)
 			rc = stfs_pk_fail(pk, -EINVAL, PR_OP,
 					  "a protocol past 5", "");
 		return rc;
-	case 0x95:   /* FRAME: a length we need not trust */
-		return operand(pk, 8, &u);
+	case 0x95:   /* FRAME: the frame must lie in the pickle */
+		rc = operand(pk, 8, &u);
+		if (!rc && u > pk->len - pk->pos)
+			rc = stfs_pk_fail(pk, -ENODATA, PR_TRUNC,
+					  "a FRAME longer than the rest of "
+					  "the pickle", "");
+		return rc;
 	case '.':
 		pk->result = stfs_pk_pop(pk);
 		*done = 1;

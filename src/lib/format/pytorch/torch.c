@@ -242,9 +242,9 @@ static int zip_open(stfs_read_fn rd, void *ctx, uint64_t size,
 	memcpy(tmp + w->prefix_len, "/byteorder", 10);
 	bo = stfs_zip_find(&w->zip, tmp, w->prefix_len + 10);
 	rc = zip_pickle(&w->zip, rd, ctx, name, pkl, bo, &buf, err);
+	w->pickle_buf = buf;   /* freed by the caller, on error too */
 	if (rc)
 		return rc;
-	w->pickle_buf = buf;
 	w->pickle_off = pkl->data;
 	w->pickle_len = pkl->size;
 	return stfs_pk_run(buf, (size_t)pkl->size, pkl->data, 1, name, &w->pk,

@@ -66,11 +66,13 @@ struct stfs_zip {
 
 /*
  * Read the end records and the central directory of the zip file of size
- * bytes behind rd.  read_local: read every record's local header (cheap
- * for a local file) and take each data offset from it; otherwise each
- * data offset is where the record's data must start for the record to end
- * where the next one begins (records of torch's writer are gapless), and
- * only stfs_zip_load() reads a local header.  Only stored records are
+ * bytes behind rd, and every record's local header: each record's data
+ * starts where its local header ends, and the record must end where the
+ * next begins (no gap; with a data descriptor, 12 to 24 bytes later).
+ * read_local (reads are cheap: a local file) reads each header with a
+ * window; otherwise only the bytes where the header must lie for the
+ * record to end where the next begins.  Both accept the same files and
+ * place every record at the same offset.  Only stored records are
  * accepted.  name: the file, for messages.  *out is the caller's, freed
  * with stfs_zip_free().
  */
@@ -214,8 +216,11 @@ struct stfs_torch_value {
 struct stfs_torch_object {
 	char *key;              /* where it was */
 	size_t key_len;
-	char *cls;              /* the class or callable never called */
-	int ref;                /* a bare reference (a class, a dtype) */
+	char *cls;              /* the class or callable never called;
+				 * with ref 2, the reason it is left out */
+	int ref;                /* 1: a bare reference (a class, a dtype);
+				 * 2: not an object (a dict entry whose
+				 * key is a NaN) */
 };
 
 struct stfs_torch {

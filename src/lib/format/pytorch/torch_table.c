@@ -33,10 +33,30 @@ static const char *type_name(const char *torch_dtype)
 	return "torch.?";
 }
 
+/* A view whose gathered bytes are past the limit: listed, left out. */
+static int skip_view(struct stfs_table *tb, const struct stfs_torch_tensor *t,
+		     uint64_t out, uint64_t span, struct stfs_error *err)
+{
+	char line[500], q[300];
+
+	stfs_quote(t->name, t->name_len, q, sizeof(q));
+	if (out == UINT64_MAX)
+		snprintf(line, sizeof(line), "%s: a view whose size overflows "
+			 "64 bits, left out (view-size)", q);
+	else
+		snprintf(line, sizeof(line), "%s: a view of %" PRIu64 " bytes "
+			 "over %" PRIu64 " bytes of storage (past the larger "
+			 "of its storage and %llu bytes), left out "
+			 "(view-size)", q, out, span,
+			 (unsigned long long)STFS_VIEW_BYTES_FLOOR);
+	return stfs_table_skip(tb, line, err);
+}
+
 static int add_tensor(struct stfs_table *tb, const struct stfs_torch_tensor *t,
 		      uint64_t size, struct stfs_error *err)
 {
 	struct stfs_rec r = {0};
+	uint64_t out;
 
 	r.name = t->name;
 	r.name_len = t->name_len;
@@ -52,7 +72,10 @@ static int add_tensor(struct stfs_table *tb, const struct stfs_torch_tensor *t,
 		r.end = r.begin + t->nbytes;
 	} else {
 		r.strides = t->stride;
+		r.elem_bytes = t->elem_size;
 		r.end = t->st_begin + t->st_len;
+		if (!stfs_rec_view_fits(&r, &out))
+			return skip_view(tb, t, out, r.end - r.begin, err);
 	}
 	return stfs_table_add(tb, &r, size, err);
 }
@@ -114,7 +137,8 @@ static int fill(struct stfs_table *tb, const struct stfs_torch *t,
 	}
 	for (size_t i = 0; !rc && i < t->no; i++) {
 		stfs_quote(t->o[i].key, t->o[i].key_len, q, sizeof(q));
-		snprintf(line, sizeof(line), t->o[i].ref ?
+		snprintf(line, sizeof(line), t->o[i].ref == 2 ?
+			 "%s: %s, left out" : t->o[i].ref ?
 			 "%s: a reference to %s, left out" :
 			 "%s: an object of class %s, never made, left out",
 			 q[0] ? q : "(the root)", t->o[i].cls);

@@ -354,59 +354,54 @@ static int key_push(struct stfs_torch_walk *w, const char *seg, size_t n,
 	return 0;
 }
 
-/* A dict key as a name segment; 1: not a plain key. */
-static int key_seg(const struct stfs_pk_val *k, char *buf, size_t bn,
-		   const char **s, size_t *n)
+/* A dict: each key once, as Python's dict has it (torch_keys.c). */
+static int walk_dict(struct stfs_torch_walk *w, const struct stfs_pk_val *v,
+		     int depth)
 {
-	switch (k->kind) {
-	case STFS_PK_STR:
-		*s = k->u.str.s;
-		*n = k->u.str.n;
-		return 0;
-	case STFS_PK_INT:
-		if (k->big)
-			return 1;
-		*n = (size_t)snprintf(buf, bn, "%" PRId64, k->u.i);
-		break;
-	case STFS_PK_BOOL:
-		*n = (size_t)snprintf(buf, bn, "%s", k->u.i ? "True" : "False");
-		break;
-	case STFS_PK_NONE:
-		*n = (size_t)snprintf(buf, bn, "None");
-		break;
-	default:
-		return 1;
+	size_t *win, old;
+	char buf[64], why[120];
+	int rc = 0;
+
+	if (stfs_torch_dict_winners(v, &win))
+		return stfs_fail_sys(w->err, -ENOMEM, w->name);
+	for (size_t i = 0; !rc && i < v->u.seq.count / 2; i++) {
+		const char *s, *what;
+		size_t n;
+
+		if (win[i] == SIZE_MAX)
+			continue;   /* an earlier key is the same key */
+		if (stfs_torch_key_seg(v->u.seq.items[2 * i], buf, sizeof(buf),
+				       &s, &n, &what)) {
+			int k = snprintf(why, sizeof(why), "a dict entry whose "
+					 "key is %s", what);
+
+			rc = add_object_ref(w, why, (size_t)k, 2);
+			continue;
+		}
+		rc = key_push(w, s, n, &old);
+		if (!rc)
+			rc = walk(w, v->u.seq.items[2 * win[i] + 1], depth + 1);
+		w->key_len = old;
 	}
-	*s = buf;
-	return 0;
+	free(win);
+	return rc;
 }
 
 static int walk_items(struct stfs_torch_walk *w, const struct stfs_pk_val *v,
 		      int depth)
 {
-	int dict = v->kind == STFS_PK_DICT;
-	size_t step = dict ? 2 : 1, old;
+	size_t old;
 	char buf[32];
 	int rc = 0;
 
-	for (size_t i = 0; !rc && i + step - 1 < v->u.seq.count; i += step) {
-		const char *s;
-		size_t n;
+	if (v->kind == STFS_PK_DICT)
+		return walk_dict(w, v, depth);
+	for (size_t i = 0; !rc && i < v->u.seq.count; i++) {
+		size_t n = (size_t)snprintf(buf, sizeof(buf), "%zu", i);
 
-		if (!dict) {
-			n = (size_t)snprintf(buf, sizeof(buf), "%zu", i);
-			s = buf;
-		} else if (key_seg(v->u.seq.items[i], buf, sizeof(buf), &s,
-				   &n)) {
-			static const char why[] = "a dict entry whose key "
-				"is not a string or a number";
-
-			rc = add_object(w, why, sizeof(why) - 1);
-			continue;
-		}
-		rc = key_push(w, s, n, &old);
+		rc = key_push(w, buf, n, &old);
 		if (!rc)
-			rc = walk(w, v->u.seq.items[i + step - 1], depth + 1);
+			rc = walk(w, v->u.seq.items[i], depth + 1);
 		w->key_len = old;
 	}
 	return rc;

@@ -50,5 +50,14 @@ int stfs_torch_legacy_storages(struct stfs_torch_walk *w,
 			       stfs_read_fn rd, void *ctx, uint64_t size,
 			       const char *name, struct stfs_error *err);
 
+/* For each of dict d's entries, the entry whose value its key takes
+ * (its own, or the last one Python holds equal to it), or SIZE_MAX when
+ * an earlier entry's key is the same key (torch_keys.c).  *out is
+ * malloc'd; -ENOMEM. */
+int stfs_torch_dict_winners(const struct stfs_pk_val *d, size_t **out);
+/* A dict key as a name segment, as Python writes it (in buf, or the
+ * key's own bytes): 0; or 1 and *why (a float NaN, a tuple, ...). */
+int stfs_torch_key_seg(const struct stfs_pk_val *k, char *buf, size_t bn,
+		       const char **s, size_t *n, const char **why);
 
 #endif

@@ -108,6 +108,6 @@ const char *stfs_tensor_type(const struct stfs_tensor *t)
 uint64_t stfs_tensor_bytes(const struct stfs_tensor *t)
 {
 	if (t->foreign && t->foreign->strides)
-		return stfs_tensor_elements(t) * stfs_dtype_bits(t->dtype) / 8;
+		return stfs_tensor_elements(t) * t->foreign->elem_bytes;
 	return t->end - t->begin;
 }
