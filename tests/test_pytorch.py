@@ -539,11 +539,26 @@ def test_complex_views(d, mnt):
     g = torch.Generator().manual_seed(3)
     t = torch.randn(3, 4, dtype=torch.complex128, generator=g)
     path = os.path.join(d, "cplx.pt")
+    # big enough (1 MiB, 512 KiB) that the kernel reads them in several
+    # requests, at offsets inside the view: each one's bytes come from
+    # the gather, never from past its buffer
+    big = torch.randn(256, 256, dtype=torch.complex128, generator=g)
     torch.save({"c128": t.t(), "c64": t.to(torch.complex64).t(),
-                "c128_strided": t[:, ::2], "ok": torch.ones(2)}, path)
+                "c128_strided": t[:, ::2], "ok": torch.ones(2),
+                "big128": big.t(), "big64": big.to(torch.complex64).t()},
+               path)
     obj = torch.load(path)
     p = T.mount_fg(path, mnt)
     try:
+        # first, reads that start inside the view (nothing cached yet)
+        want = tbytes(obj["big128"])
+        fd = os.open(os.path.join(mnt, "big128"), os.O_RDONLY)
+        try:
+            for off in (16, 131072 + 48, 700000, len(want) - 4096):
+                got = os.pread(fd, 8192, off)
+                assert got == want[off:off + 8192], off
+        finally:
+            os.close(fd)
         for k, v in obj.items():
             assert open(os.path.join(mnt, k), "rb").read() == tbytes(v), k
         assert os.getxattr(os.path.join(mnt, "c128"),

@@ -595,13 +595,25 @@ def test_names_escaped(d, mnt):
                       "a\\x1b[31m.safetensors.index.json",
                       "b\\x07.safetensors.index.json")
         no_control(err)
-        # weights only in folders whose names are hostile
+        # weights only in folders whose names are hostile: the repo
+        # mounts (its %repo/, the hostile paths left out) and the warning
+        # names the folders, escaped
         w.hub.push(w.hub.repo("org/dirs"), {
             esc + "/model.safetensors": mbytes,
             nl + "/model.safetensors": mbytes})
-        err = refused("hf://org/dirs", mnt, "these folders hold weights",
-                      "a\\x1b[31m", "c\\x0ad")
-        no_control(err)
+        r = stfs("mount", "hf://org/dirs", mnt)
+        T._mounts.append(mnt)
+        try:
+            assert r.returncode == 0, r
+            for want in ("these folders hold weights", "a\\x1b[31m",
+                         "c\\x0ad", "a control byte in a name"):
+                assert want in r.stderr, r.stderr
+            no_control(r.stderr)
+            assert os.listdir(os.path.join(mnt, "%repo")) == [], \
+                os.listdir(os.path.join(mnt, "%repo"))
+        finally:
+            T.unmount(mnt)
+            assert T.wait_gone(mnt)
     # an index whose shard names are hostile, on nginx
     data = os.path.join(d, "data")
     os.mkdir(data)

@@ -459,7 +459,7 @@ static size_t gather(struct rd *r, const struct stfs_seg *s, uint64_t lo,
 		     uint64_t hi, char *out, struct iovec *v)
 {
 	const char *map = stfs_source_map(s->u.r.src);
-	unsigned es = stfs_dtype_bits(s->t->dtype) / 8;
+	unsigned es = stfs_gather_esize(s);
 	struct stfs_gather g;
 	size_t need = stfs_gather_need(s, lo, hi, map != NULL), outn;
 	uint64_t span;

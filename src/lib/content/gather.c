@@ -18,7 +18,7 @@
 #include "content.h"
 #include "gather.h"
 
-static unsigned esize(const struct stfs_seg *s)
+unsigned stfs_gather_esize(const struct stfs_seg *s)
 {
 	return s->t->foreign->elem_bytes;
 }
@@ -62,7 +62,7 @@ void stfs_gather_plan(const struct stfs_seg *s, uint64_t lo, uint64_t hi,
 {
 	const struct stfs_tensor *t = s->t;
 	uint64_t idx[STFS_GATHER_RANK_MAX], o;
-	unsigned es = esize(s);
+	unsigned es = stfs_gather_esize(s);
 
 	g->e0 = lo / es;
 	g->e1 = (hi + es - 1) / es;
@@ -82,7 +82,7 @@ size_t stfs_gather_need(const struct stfs_seg *s, uint64_t lo, uint64_t hi,
 			int mapped)
 {
 	struct stfs_gather g;
-	unsigned es = esize(s);
+	unsigned es = stfs_gather_esize(s);
 	size_t out;
 
 	stfs_gather_plan(s, lo, hi, &g);
@@ -97,7 +97,7 @@ void stfs_gather_copy(const struct stfs_seg *s, const struct stfs_gather *g,
 {
 	const struct stfs_tensor *t = s->t;
 	uint64_t idx[STFS_GATHER_RANK_MAX], o;
-	unsigned es = esize(s);
+	unsigned es = stfs_gather_esize(s);
 
 	unravel(t, g->e0, idx);
 	o = source_el(t, idx);
@@ -116,7 +116,7 @@ int stfs_gather_map(const struct stfs_seg *s, const struct stfs_gather *g,
 	const struct stfs_tensor *t = s->t;
 	struct iovec rem[BATCH], loc = { out, 0 };
 	uint64_t idx[STFS_GATHER_RANK_MAX], o;
-	unsigned es = esize(s);
+	unsigned es = stfs_gather_esize(s);
 	size_t n = 0;
 
 	unravel(t, g->e0, idx);

@@ -24,6 +24,10 @@ struct stfs_gather {
 
 void stfs_gather_plan(const struct stfs_seg *s, uint64_t lo, uint64_t hi,
 		      struct stfs_gather *g);
+/* The bytes of one element of a GATHER segment's view: its format's
+ * element size (a complex128 is 16 bytes, whatever dtype it maps to). The
+ * one place every gather computation takes it from. */
+unsigned stfs_gather_esize(const struct stfs_seg *s);
 /* Buffer bytes the read needs (8-aligned): the output elements, and the
  * source span unless the source is mapped. */
 size_t stfs_gather_need(const struct stfs_seg *s, uint64_t lo, uint64_t hi,
