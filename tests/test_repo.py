@@ -178,6 +178,40 @@ def test_hostile_local(d, mnt):
     assert "warning: %repo/" in r.stderr
 
 
+def test_swapped_for_link(d, mnt):
+    """A file, or a folder, swapped for a symbolic link out of the
+    directory after the mount is refused at open: the mount never serves
+    a byte from outside the directory, even of the listed size."""
+    src = os.path.join(d, "src")
+    secret = b"the secret bytes"
+    write_tree(src, {"model.safetensors": st_model_repo()["model.safetensors"],
+                     "notes.txt": b"x" * len(secret),
+                     "sub/notes.txt": b"y" * len(secret)})
+    outside = os.path.join(d, "outside")
+    os.mkdir(outside)
+    with open(os.path.join(outside, "notes.txt"), "wb") as f:
+        f.write(secret)
+    p = T.mount_fg(src, mnt)
+    try:
+        root = os.path.join(mnt, "%repo")
+        assert os.path.getsize(os.path.join(root, "notes.txt")) == len(secret)
+        os.unlink(os.path.join(src, "notes.txt"))
+        os.symlink(os.path.join(outside, "notes.txt"),
+                   os.path.join(src, "notes.txt"))
+        os.rename(os.path.join(src, "sub"), os.path.join(d, "sub.old"))
+        os.symlink(outside, os.path.join(src, "sub"))
+        for name in ("notes.txt", "sub/notes.txt"):
+            try:
+                with open(os.path.join(root, name), "rb") as f:
+                    got = f.read()
+            except OSError:
+                continue
+            assert secret not in got, name
+            raise AssertionError("%s opened through a link: %r" % (name, got))
+    finally:
+        T.stop_fg(p, mnt)
+
+
 def hub_repo(w, rid, files):
     return w.hub.push(w.hub.repo(rid), files)
 
@@ -303,5 +337,6 @@ def test_s3_layouts(d, mnt):
 if __name__ == "__main__":
     sys.exit(T.run_tests([test_local_diffusers, test_local_st_model,
                           test_repo_root, test_hostile_local,
+                          test_swapped_for_link,
                           test_hub_layouts, test_hub_faults, test_hub_offline,
                           test_s3_layouts]))

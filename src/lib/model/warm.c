@@ -167,6 +167,7 @@ static int plan(struct stfs_warm *w, const struct range *r, size_t n,
 	struct stfs_warm_info wi = { 0 };
 	uint64_t last_file = UINT64_MAX, last_block = UINT64_MAX, cap = 0;
 	uint64_t cache_max = 0;
+	int over = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		struct warm_file *f = &w->files[r[i].file];
@@ -195,6 +196,17 @@ static int plan(struct stfs_warm *w, const struct range *r, size_t n,
 			size_t len = size - b * wi.block < wi.block ?
 				     (size_t)(size - b * wi.block) : wi.block;
 
+			if (cache_max && (over || w->st.bytes_total + len >
+					  cache_max)) {
+				/* refused below: count the rest, keep no
+				 * block list for it */
+				uint64_t end = b1 * wi.block < size ?
+					       b1 * wi.block : size;
+
+				w->st.bytes_total += end - b * wi.block;
+				over = 1;
+				break;
+			}
 			if (w->nblocks == cap) {
 				struct warm_block *nb;
 
@@ -213,7 +225,7 @@ static int plan(struct stfs_warm *w, const struct range *r, size_t n,
 		}
 		last_file = r[i].file;
 	}
-	if (w->st.bytes_total > cache_max && cache_max) {
+	if (over) {
 		err->code = -EFBIG;
 		snprintf(err->msg, sizeof(err->msg), "the prefetch needs %"
 			 PRIu64 " bytes (%.1f GiB) of cache, more than its "

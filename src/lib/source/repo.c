@@ -12,6 +12,8 @@
 #include <curl/curl.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <openssl/evp.h>
@@ -20,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "format.h"
@@ -241,6 +244,40 @@ static char *escape_path(const char *path)
 	return out;
 }
 
+/*
+ * A file of a local directory, opened only if its path resolves beneath
+ * the directory now, not only when it was listed: a name swapped for a
+ * symbolic link (or a folder for a link) after the mount is refused, so
+ * nothing outside the directory is ever served.  The file is then opened
+ * as a source through its descriptor.  0, or -errno (-ENOSYS: no openat2).
+ */
+static int open_beneath(const char *root, const char *path,
+			struct stfs_source **out, struct stfs_error *err)
+{
+	struct open_how how = {
+		.flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+	};
+	char proc[64];
+	int dfd, fd, rc;
+
+	if ((dfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return stfs_fail_sys(err, -errno, "cannot open the directory");
+	fd = (int)syscall(SYS_openat2, dfd, path, &how, sizeof(how));
+	rc = fd < 0 ? -errno : 0;
+	close(dfd);
+	if (rc == -EXDEV || rc == -ELOOP)
+		return stfs_fail(err, -EACCES, NULL, STFS_NO_OFFSET, "it now "
+				 "leads out of the directory (a symbolic link "
+				 "put there after the mount)");
+	if (rc)
+		return rc == -ENOSYS ? rc : stfs_fail_sys(err, rc, "cannot open");
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	rc = stfs_source_open_file(proc, out, err);
+	close(fd);
+	return rc;
+}
+
 int stfs_location_open_path(const struct stfs_location *loc,
 			    const char *path, struct stfs_source **out,
 			    struct stfs_error *err)
@@ -275,6 +312,9 @@ int stfs_location_open_path(const struct stfs_location *loc,
 		free(full);
 		return rc;
 	}
+	if (loc->kind == STFS_LOC_DIR &&
+	    (rc = open_beneath(loc->canonical, path, out, err)) != -ENOSYS)
+		return rc;
 	/* (the daemon's working directory is "/": the absolute path) */
 	if (asprintf(&full, "%s/%s", loc->repo_base ? loc->repo_base :
 		     loc->canonical, path) < 0)
@@ -395,9 +435,17 @@ int stfs_repo_fetch_small(struct stfs_location *loc,
 		return 0;
 	if (!(o.todo = calloc(l->n, sizeof(*o.todo))))
 		return -ENOMEM;
-	for (size_t i = 0; i < l->n; i++)
-		if (l->f[i].small && !l->f[i].left_out)
-			o.todo[o.n++] = &l->f[i];
+	for (size_t i = 0, bytes = 0; i < l->n; i++) {
+		if (!l->f[i].small || l->f[i].left_out)
+			continue;
+		if (o.n >= STFS_REPO_SMALL_FILES ||
+		    bytes + l->f[i].size > STFS_REPO_SMALL_BYTES) {
+			l->f[i].small = 0;      /* past the budget: lazy */
+			continue;
+		}
+		bytes += (size_t)l->f[i].size;
+		o.todo[o.n++] = &l->f[i];
+	}
 	while (nth < FETCHERS && nth + 1 < o.n &&
 	       pthread_create(&th[nth], NULL, fetcher, &o) == 0)
 		nth++;

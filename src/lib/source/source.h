@@ -112,6 +112,11 @@ void stfs_remote_park(struct stfs_remote *r);
 /* Files of at most this many bytes that are not weights are fetched whole
  * at mount and verified (docs/remote.md). */
 #define STFS_REPO_SMALL_MAX (1u << 20)
+/* What a mount fetches whole and keeps at most: past this many small files
+ * or bytes of them (path order), the rest are read lazily like large ones,
+ * unverified (stfs inspect --files says "lazy"). */
+#define STFS_REPO_SMALL_FILES 4096
+#define STFS_REPO_SMALL_BYTES (64u << 20)
 #define STFS_REPO_PATH_MAX 4096
 
 /* One file of the source's repository, as its listing gives it. */
