@@ -569,7 +569,10 @@ const char *stfs_repo_revision(const struct stfs_model *m, uint32_t k)
 }
 
 /* The source of file j, opened now if it was not (kept until unmount):
- * 0, or -EIO with its fault recorded. */
+ * 0, or -EIO with its fault recorded.  The open (a request, for a remote
+ * file) runs outside the lock, so one slow server holds up no other
+ * file; of two threads that opened it at once, the first to install its
+ * source wins and the other closes its own. */
 static int source_of(const struct stfs_model *m, int64_t j,
 		     struct stfs_source **out)
 {
@@ -578,24 +581,40 @@ static int source_of(const struct stfs_model *m, int64_t j,
 	const struct stfs_rfile *f = &m->loc->files.f[j];
 	struct stfs_error e = { 0 };
 	struct stfs_source_info si;
-	int rc = 0;
+	struct stfs_source *src = NULL;
+	char *fault = NULL;
+	int rc, done;
 
 	pthread_mutex_lock(&r->mu);
-	if (!s->src && !s->fault) {
-		rc = stfs_location_open_path(m->loc, f->path, &s->src, &e);
-		s->own = !rc;
-		if (rc && asprintf(&s->fault, "cannot be opened: %s",
+	done = s->src || s->fault;
+	pthread_mutex_unlock(&r->mu);
+	if (!done) {
+		rc = stfs_location_open_path(m->loc, f->path, &src, &e);
+		if (rc && asprintf(&fault, "cannot be opened: %s",
 				   e.msg[0] ? e.msg : strerror(-rc)) < 0)
-			s->fault = NULL;
+			fault = NULL;
 		if (!rc) {
-			stfs_source_info(s->src, &si);
+			stfs_source_info(src, &si);
 			if (si.size != f->size &&
-			    asprintf(&s->fault, "the listing says %" PRIu64
+			    asprintf(&fault, "the listing says %" PRIu64
 				     " bytes, the object has %" PRIu64,
 				     f->size, si.size) < 0)
-				s->fault = NULL;
+				fault = NULL;
 		}
+		pthread_mutex_lock(&r->mu);
+		if (!s->src && !s->fault) {
+			s->src = src;
+			s->own = !rc;
+			s->fault = fault;
+			src = NULL;
+			fault = NULL;
+		}
+		pthread_mutex_unlock(&r->mu);
+		if (src)
+			stfs_source_close(src);
+		free(fault);
 	}
+	pthread_mutex_lock(&r->mu);
 	*out = s->fault ? NULL : s->src;
 	pthread_mutex_unlock(&r->mu);
 	return *out ? 0 : -EIO;
