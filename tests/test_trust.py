@@ -22,6 +22,7 @@ raw-socket servers of this file's own; mounts read through the kernel.
   cache are refused;
 - AWS credentials and profiles resolved as the aws CLI resolves them.
 """
+import errno
 import hashlib
 import json
 import os
@@ -180,7 +181,10 @@ def test_umount_only_stfs(d, mnt):
     try:
         os.stat(mnt)
     except OSError as e:
-        assert e.errno == 107, e        # ENOTCONN
+        # ENOTCONN; ECONNABORTED when the kernel ends the connection
+        # while this request is already queued (its daemon's exit and
+        # the release of /dev/fuse race with it)
+        assert e.errno in (errno.ENOTCONN, errno.ECONNABORTED), e
     r = stfs("umount", mnt)
     assert r.returncode == 0, r
     assert not T.is_mount(mnt)
