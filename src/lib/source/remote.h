@@ -55,6 +55,10 @@ enum stfs_scheme {
 enum stfs_scheme stfs_url_scheme(const char *arg);
 /* Write url's scheme (if it is one of the above) in lower case. */
 void stfs_url_lower_scheme(char *url);
+/* path with each component URL-escaped, its slashes kept (repo.c): a new
+ * string, or NULL. */
+char *stfs_url_escape_path(const char *path);
+
 /* ---- the remote object, seen by the rooms (remote.c, http.c, httpc.c) ---- */
 
 /* -o offline: no network, the cache only. */

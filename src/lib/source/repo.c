@@ -218,7 +218,9 @@ int stfs_rlist_walk(struct stfs_rlist *l, const char *dir, const char *root,
 
 /* ---- opening a file by its path ------------------------------------------- */
 
-static char *escape_path(const char *path)
+/* path with each component URL-escaped and its slashes kept (for the
+ * Hub's and any base URL's files); a new string, or NULL. */
+char *stfs_url_escape_path(const char *path)
 {
 	size_t cap = strlen(path) * 3 + 1;
 	char *out = malloc(cap), *o = out;
@@ -302,7 +304,7 @@ int stfs_location_open_path(const struct stfs_location *loc,
 		free(full);
 	}
 	if (loc->http || loc->remote) {
-		if (!(esc = escape_path(path)) ||
+		if (!(esc = stfs_url_escape_path(path)) ||
 		    asprintf(&full, "%s/%s", loc->base, esc) < 0) {
 			free(esc);
 			return -ENOMEM;

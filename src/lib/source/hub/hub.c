@@ -231,33 +231,6 @@ bad:
 
 /* ---- online: the API ----------------------------------------------------- */
 
-static char *escape_path(const char *path)
-{
-	/* each component escaped, the slashes kept */
-	size_t cap = strlen(path) * 3 + 1;
-	char *out = malloc(cap), *o = out;
-	const char *c = path;
-
-	if (!out)
-		return NULL;
-	*o = '\0';
-	while (*c) {
-		size_t n = strcspn(c, "/");
-		char *e = curl_easy_escape(NULL, c, (int)n);
-
-		if (!e) {
-			free(out);
-			return NULL;
-		}
-		o += sprintf(o, "%s%s", o == out ? "" : "/", e);
-		curl_free(e);
-		c += n;
-		if (*c)
-			c++;
-	}
-	return out;
-}
-
 static int resolve(struct hf *h, struct stfs_auth *auth,
 		   struct stfs_error *err)
 {
@@ -394,7 +367,7 @@ static int list_online(struct hf *h, struct stfs_auth *auth, int recursive,
 {
 	struct lister l = { h, recursive };
 	struct stfs_pages seen = { 0 };
-	char *sub = escape_path(h->subdir), *url = NULL;
+	char *sub = stfs_url_escape_path(h->subdir), *url = NULL;
 	size_t elen = strlen(h->endpoint);
 	int rc = 0;
 
@@ -555,7 +528,7 @@ int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 	loc->netags = h.n;
 	h.names = h.etags = NULL;
 	h.n = 0;
-	if (!(sub = escape_path(h.subdir)) ||
+	if (!(sub = stfs_url_escape_path(h.subdir)) ||
 	    asprintf(&loc->base, "%s/%s%s/resolve/%s%s%s", h.endpoint,
 		     h.dataset ? "datasets/" : "", h.repo, h.sha,
 		     *sub ? "/" : "", sub) < 0) {
