@@ -151,11 +151,11 @@ struct curl_slist *stfs_auth_headers(const struct stfs_auth *a,
 				     const char *url, struct curl_slist *list,
 				     int *ok);
 
-/* An S3 error document (s3xml.c), for the client's messages. */
-/* An S3 error document's "Code: Message" into out (cut to fit, control
- * characters made spaces): 0, or -EINVAL when xml is not one.  Only the
- * start of the document may be at hand: a Code complete before the cut
- * is enough. */
+/* An S3 error document's "Code: Message" into out (s3xml.c), for the
+ * client's messages, cut to fit and control characters made spaces: 0,
+ * -EINVAL when xml is not one, -ENOSPC when not one character fits.  Only
+ * the start of the document may be at hand: a Code complete before the
+ * cut is enough. */
 int stfs_s3_error_parse(const char *xml, size_t len, char *out,
 			size_t outsz);
 /* ---- the pages of a listing (pages.c) ------------------------------------ */

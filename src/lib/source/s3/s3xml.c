@@ -308,6 +308,11 @@ int stfs_s3_error_parse(const char *xml, size_t len, char *out,
 		}
 		memcpy(out, d->text, n);
 		out[n] = '\0';
+		/* no room for even one character: nothing to tell */
+		if (!n) {
+			free(d);
+			return -ENOSPC;
+		}
 		/* a line of text: no control characters from the server */
 		for (char *p = out; *p; p++)
 			if ((unsigned char)*p < 0x20 || *p == 0x7f)
