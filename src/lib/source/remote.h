@@ -12,8 +12,10 @@
  *   http/resolve.c     redirects followed once per object: the target
  *                      reused while valid, resolved again before it expires
  *   http/transfer.c    the threads that move every request's bytes
- *   blocks/blocks.c    the block engine: blocks in flight, the write-behind
- *                      cache writer, reads of an object's bytes by block
+ *   blocks/blocks.c    the block engine: blocks in flight, reads of an
+ *                      object's bytes by block
+ *   blocks/writeback.c the write-behind: fetched blocks to the cache, by
+ *                      the writer threads, flushed in batches
  *   blocks/pool.c      the worker threads, their queues, the prefetch policy
  *   blocks/cache.c     the cache store on disk
  *   blocks/cachedir.c  the cache directory: usable, private, walked without
@@ -261,8 +263,25 @@ int stfs_cache_open_block(const struct stfs_cache_obj *o, uint64_t block,
 			  size_t block_len);
 /* len bytes at off of an open block: 0, or -ENOENT if it is shorter. */
 int stfs_cache_pread(int fd, void *buf, size_t len, size_t off);
+/* Write block (or STFS_CACHE_HEAD) of o to the cache: 0, or -errno.  A
+ * block is flushed before it takes its name; the head is not. */
 int stfs_cache_put(struct stfs_cache *c, const struct stfs_cache_obj *o,
 		   uint64_t block, const void *buf, size_t len);
+
+#define STFS_CACHE_BATCH 16
+
+/* One block to write, and the result (rc). */
+struct stfs_cache_item {
+	const struct stfs_cache_obj *o;
+	uint64_t block;                 /* never STFS_CACHE_HEAD */
+	const void *buf;
+	size_t len;
+	int rc;
+};
+/* Write n blocks (each rc set): all written, then all flushed, then all
+ * renamed into place, so that the disk is waited for once. */
+void stfs_cache_put_batch(struct stfs_cache *c, struct stfs_cache_item *it,
+			  size_t n);
 
 /* ---- the cache directory (cachedir.c) ------------------------------------ */
 
@@ -279,8 +298,23 @@ int stfs_cachedir_opendir(int root, const char *shown, const char *rel,
  * writable by others, of exactly size bytes (UINT64_MAX: any size): a
  * descriptor, or -ENOENT. */
 int stfs_cachedir_open_file(int dir, const char *name, uint64_t size);
-/* len bytes of buf to name in dir: a 0600 temporary file, locked while
- * written, flushed if durable, renamed: 0, or -errno. */
+/* A file of the cache being written: its temporary name, open, locked. */
+struct stfs_cachedir_tmpf {
+	int dir, fd;                    /* dir is the caller's */
+	int flushed;                    /* set by whoever flushed fd */
+	char name[64];
+	char tmp[128];
+};
+/* len bytes of buf to name in dir, staged: written to a 0600 temporary
+ * file, locked, not flushed: 0 (publish t then), or -errno (nothing
+ * left). */
+int stfs_cachedir_stage(int dir, const char *name, const void *buf,
+			size_t len, struct stfs_cachedir_tmpf *t);
+/* A staged file renamed into place if rc is 0 (its pages dropped if it
+ * was flushed), else removed; closed either way: 0, or -errno. */
+int stfs_cachedir_publish(struct stfs_cachedir_tmpf *t, int rc);
+/* len bytes of buf to name in dir: staged, flushed if durable, published:
+ * 0, or -errno. */
 int stfs_cachedir_put(int dir, const char *name, const void *buf,
 		      size_t len, int durable);
 /* name in dir, if a temporary file ("*.tmp.*"): removed if its writer is
@@ -510,8 +544,8 @@ struct stfs_blocks {
 
 struct stfs_job;
 
-/* Cache writer threads: a block's write waits for its flush to the disk,
- * and several flushes at once go faster than one after another. */
+/* Cache writer threads (writeback.c): a batch's write waits for its
+ * flush to the disk, and another writer writes meanwhile. */
 #define STFS_WRITERS 4
 
 struct stfs_pool {
@@ -525,7 +559,7 @@ struct stfs_pool {
 	unsigned nworkers;
 	pid_t pid;                      /* the process the threads run in */
 	int stopping;
-	/* blocks for the writer thread */
+	/* blocks for the writer threads (writeback.c) */
 	struct stfs_inflight *wq, **wq_tail;
 	unsigned nwq;
 	pthread_cond_t wq_cv;
@@ -559,11 +593,11 @@ void stfs_blocks_prefetch(struct stfs_fetcher *f, struct stfs_object *o,
  * read's): 0, or -errno (-EOPNOTSUPP: no cache). */
 int stfs_blocks_warm(struct stfs_fetcher *f, struct stfs_object *o,
 		     uint64_t b);
-/* The blocks f fetched go to the cache, after their readers have been
- * answered: to the writer thread, or written here. */
-void stfs_blocks_write_behind(struct stfs_fetcher *f);
-/* Write one block to the cache, then unlist and free it (the writer). */
-void stfs_blocks_write(struct stfs_remote *r, struct stfs_inflight *me);
+/* The cache's view of block me (to write it). */
+void stfs_inflight_item(const struct stfs_inflight *me,
+			struct stfs_cache_item *it);
+/* Block me is written to the cache (or failed to be): unlist, free it. */
+void stfs_blocks_written(struct stfs_remote *r, struct stfs_inflight *me);
 struct stfs_object *stfs_inflight_object(const struct stfs_inflight *me);
 struct stfs_inflight **stfs_inflight_later(struct stfs_inflight *me);
 /* o is closing: let go of its blocks held in memory. */
@@ -582,19 +616,30 @@ void stfs_pool_read(struct stfs_object *o, void *buf, size_t len,
 /* A read served without a worker (a cache hit): plan prefetches. */
 void stfs_pool_hit(struct stfs_object *o, uint64_t off, size_t len,
 		   const struct stfs_extent *ext);
-/* Hand block me over to the writer thread: 0, or -1 (write it here). */
-int stfs_pool_give_writer(struct stfs_remote *r, struct stfs_inflight *me);
+/* One asynchronous job of o (a read, prefetch, warm or block queued for
+ * the writers) is over (under the pool's mu). */
+void stfs_pool_job_over(struct stfs_object *o);
 /* o is closing: drop its prefetches and wait for its reads. */
 void stfs_pool_drain(struct stfs_object *o);
 /* Drop o's warm blocks not started yet (each answered -ECANCELED). */
 void stfs_pool_unwarm(struct stfs_object *o);
-/* Wait until the writer thread has written every block handed to it. */
-void stfs_pool_flush(struct stfs_remote *r);
 /* Bring block b of o into the cache for a warm (`stfs prefetch`), after
  * every read and prefetch queued: done(arg, 0) once it is fetched and
- * written, or handed to the writer (stfs_pool_flush()); or -errno. */
+ * written, or handed to the writers (stfs_writeback_flush()); or -errno. */
 void stfs_pool_warm(struct stfs_object *o, uint64_t b, stfs_source_done done,
 		    void *arg);
+
+/* ---- write-behind (writeback.c) ------------------------------------------ */
+
+/* The blocks f fetched go to the cache, after their readers have been
+ * answered: to the writer threads, or written here, together. */
+void stfs_writeback(struct stfs_fetcher *f);
+/* Start the writer threads (under the pool's mu, with the workers). */
+void stfs_writeback_start(struct stfs_remote *r);
+/* Stop and join them once they have written what is queued. */
+void stfs_writeback_stop(struct stfs_remote *r);
+/* Wait until the writers have written every block handed to them. */
+void stfs_writeback_flush(struct stfs_remote *r);
 
 /* ---- the remote object (remote.c) ---------------------------------------- */
 

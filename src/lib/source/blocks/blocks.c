@@ -190,25 +190,18 @@ static int copy_listed(struct stfs_remote *r, struct stfs_inflight *other,
 	return rc;
 }
 
-void stfs_blocks_write(struct stfs_remote *r, struct stfs_inflight *me)
+void stfs_inflight_item(const struct stfs_inflight *me,
+			struct stfs_cache_item *it)
 {
-	(void)stfs_cache_put(stfs_remote_cache(r), &me->s->cobj, me->block,
-			     me->data, me->len);
+	*it = (struct stfs_cache_item){ .o = &me->s->cobj, .block = me->block,
+					.buf = me->data, .len = me->len };
+}
+
+void stfs_blocks_written(struct stfs_remote *r, struct stfs_inflight *me)
+{
 	pthread_mutex_lock(&r->blocks.mu);
 	drop(r, me);
 	pthread_mutex_unlock(&r->blocks.mu);
-}
-
-void stfs_blocks_write_behind(struct stfs_fetcher *f)
-{
-	while (f->to_write) {
-		struct stfs_inflight *me = f->to_write;
-		struct stfs_remote *r = me->s->r;
-
-		f->to_write = me->later;
-		if (stfs_pool_give_writer(r, me))
-			stfs_blocks_write(r, me);
-	}
 }
 
 /* Fetch block me (listed by us) into me->data: reader's bytes [off, off
@@ -299,7 +292,7 @@ int stfs_blocks_recent_failure(struct stfs_object *o, uint64_t off,
 
 /* Bytes [off, off + len) of block b of s's cached object: from the cache,
  * from a fetch of it under way, else fetched whole (and written to the
- * cache by stfs_blocks_write_behind()).  With early, a fetch answers the
+ * cache by stfs_writeback(), writeback.c).  With early, a fetch answers the
  * reader through it as soon as those bytes have come (early->done: buf
  * is then the reader's no more, and untouched). */
 static int block_read(struct stfs_fetcher *f, struct stfs_object *s,

@@ -7,9 +7,11 @@
  *   v1/<hash of the URL>/<hash of ETag and size>/<block number>
  * A version is named by the ETag (or Last-Modified) and the size seen at
  * open, so a changed object is never served from an old version's blocks.
- * A block is written to a temporary name, flushed (fsync) and renamed, so
- * it is either complete or absent, even after a crash, kill -9 or a power
- * loss; it is checked to have its exact length when read.  The small
+ * A block is written to a temporary name, flushed (fdatasync) and renamed,
+ * so it is either complete or absent, even after a crash, kill -9 or a
+ * power loss; it is checked to have its exact length when read.  Blocks
+ * written together (stfs_cache_put_batch()) are all written, then all
+ * flushed, then all renamed: one wait for the disk, not one per block.  The small
  * files (meta, latest, head) are renamed into place but not flushed: a
  * power loss can leave them short or empty, and they are checked when
  * read (the head's header is validated as any header is), and a meta
@@ -470,27 +472,20 @@ static void evict(struct stfs_cache *c, uint64_t keep_free)
 	free(sc.list);
 }
 
-int stfs_cache_put(struct stfs_cache *c, const struct stfs_cache_obj *o,
-		   uint64_t block, const void *buf, size_t len)
+/* len bytes of c about to be written (a place made for them). */
+static void reserve(struct stfs_cache *c, size_t len)
 {
-	char name[24], why[512];
-	int rc, d;
-
-	if (!c || !o->valid || len > c->max_bytes)
-		return -ENOENT;
-	if ((d = cache_dir(c, o->dir, 0, why, sizeof(why))) < 0)
-		return d;
 	pthread_mutex_lock(&c->mu);
 	if (!c->scanned || c->used + len > c->max_bytes)
 		evict(c, len);
 	c->used += len;
 	c->writing += len;
 	pthread_mutex_unlock(&c->mu);
-	block_name(block, name, sizeof(name));
-	/* data blocks are flushed: a block that is there is right; the head
-	 * and meta are checked when read (and the header validated) */
-	rc = stfs_cachedir_put(d, name, buf, len, block != STFS_CACHE_HEAD);
-	close(d);
+}
+
+/* len bytes reserved are written (rc 0, now on the list) or not. */
+static void unreserve(struct stfs_cache *c, size_t len, int rc)
+{
 	pthread_mutex_lock(&c->mu);
 	c->writing -= len;
 	if (rc)
@@ -500,5 +495,82 @@ int stfs_cache_put(struct stfs_cache *c, const struct stfs_cache_obj *o,
 	else if (c->used > c->max_bytes)
 		evict(c, 0);
 	pthread_mutex_unlock(&c->mu);
+}
+
+int stfs_cache_put(struct stfs_cache *c, const struct stfs_cache_obj *o,
+		   uint64_t block, const void *buf, size_t len)
+{
+	struct stfs_cache_item it = { .o = o, .block = block, .buf = buf,
+				      .len = len };
+	char name[24], why[512];
+	int rc, d;
+
+	if (block != STFS_CACHE_HEAD) {
+		stfs_cache_put_batch(c, &it, 1);
+		return it.rc;
+	}
+	/* the head is checked when read (its header validated): unflushed */
+	if (!c || !o->valid || len > c->max_bytes)
+		return -ENOENT;
+	if ((d = cache_dir(c, o->dir, 0, why, sizeof(why))) < 0)
+		return d;
+	reserve(c, len);
+	block_name(block, name, sizeof(name));
+	rc = stfs_cachedir_put(d, name, buf, len, 0);
+	close(d);
+	unreserve(c, len, rc);
 	return rc;
+}
+
+/* Stage item it (its directory's descriptor into *d): 0, or -errno. */
+static int stage(struct stfs_cache *c, struct stfs_cache_item *it, int *d,
+		 struct stfs_cachedir_tmpf *t)
+{
+	char name[24], why[512];
+
+	*d = -1;
+	t->fd = -1;
+	if (!c || !it->o->valid || it->len > c->max_bytes ||
+	    it->block == STFS_CACHE_HEAD)
+		return -ENOENT;
+	if ((*d = cache_dir(c, it->o->dir, 0, why, sizeof(why))) < 0)
+		return *d;
+	reserve(c, it->len);
+	block_name(it->block, name, sizeof(name));
+	return stfs_cachedir_stage(*d, name, it->buf, it->len, t);
+}
+
+void stfs_cache_put_batch(struct stfs_cache *c, struct stfs_cache_item *it,
+			  size_t n)
+{
+	struct stfs_cachedir_tmpf t[STFS_CACHE_BATCH];
+	int d[STFS_CACHE_BATCH];
+
+	if (n > STFS_CACHE_BATCH) {
+		stfs_cache_put_batch(c, it + STFS_CACHE_BATCH,
+				     n - STFS_CACHE_BATCH);
+		n = STFS_CACHE_BATCH;
+	}
+	for (size_t i = 0; i < n; i++)
+		it[i].rc = stage(c, &it[i], &d[i], &t[i]);
+	/* every block's writeback started, then each waited for: the disk
+	 * gets them together, and one journal commit can cover them all */
+	for (size_t i = 0; i < n; i++)
+		if (!it[i].rc)
+			(void)sync_file_range(t[i].fd, 0, 0,
+					      SYNC_FILE_RANGE_WRITE);
+	for (size_t i = 0; i < n; i++)
+		if (!it[i].rc && fdatasync(t[i].fd) < 0)
+			it[i].rc = -errno;
+	/* only now, all flushed, do they take their names */
+	for (size_t i = 0; i < n; i++) {
+		if (d[i] < 0)
+			continue;
+		if (t[i].fd >= 0) {
+			t[i].flushed = !it[i].rc;
+			it[i].rc = stfs_cachedir_publish(&t[i], it[i].rc);
+		}
+		close(d[i]);
+		unreserve(c, it[i].len, it[i].rc);
+	}
 }

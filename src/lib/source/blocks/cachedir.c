@@ -28,7 +28,9 @@
  * Files are written to "NAME.tmp.PID.TID" (locked with flock while being
  * written, renamed into place before the lock goes), so a writer killed
  * mid-write leaves an unlocked temporary file, which the next scan
- * removes (stfs_cachedir_tmp()).
+ * removes (stfs_cachedir_tmp()).  Writing is in two steps, so that the
+ * cache can flush several files at once between them: stage (written to
+ * the temporary name, not flushed) and publish (renamed into place).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -295,38 +297,60 @@ static int write_all(int fd, const char *p, size_t len)
 
 /* Blocks written with O_DIRECT instead made a cold read 2.3x slower here:
  * each worker then waited for the disk. */
-int stfs_cachedir_put(int dir, const char *name, const void *buf,
-		      size_t len, int durable)
+int stfs_cachedir_stage(int dir, const char *name, const void *buf,
+			size_t len, struct stfs_cachedir_tmpf *t)
 {
-	char tmp[300];
-	int fd, rc;
+	int rc;
 
-	if (!plain(name, strlen(name)))
+	t->fd = -1;
+	t->dir = dir;
+	if (!plain(name, strlen(name)) || strlen(name) >= sizeof(t->name))
 		return -EINVAL;
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%lx", name, (int)getpid(),
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	snprintf(t->tmp, sizeof(t->tmp), "%s.tmp.%d.%lx", name, (int)getpid(),
 		 (unsigned long)pthread_self());
-	(void)unlinkat(dir, tmp, 0);    /* ours, left by a failed write */
-	fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-		    O_CLOEXEC, 0600);
-	if (fd < 0)
+	(void)unlinkat(dir, t->tmp, 0);  /* ours, left by a failed write */
+	t->fd = openat(dir, t->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+		       O_CLOEXEC, 0600);
+	if (t->fd < 0)
 		return -errno;
 	/* locked while it is written: a scan removes it only once its
 	 * writer is gone */
-	(void)flock(fd, LOCK_EX);
-	rc = write_all(fd, buf, len);
-	if (!rc && durable && fsync(fd) < 0)
-		rc = -errno;
-	/* clean now: its pages leave the page cache (the reader has the
-	 * bytes, and the mount's page cache keeps them) */
-	if (!rc && durable)
-		(void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-	if (!rc && renameat(dir, tmp, dir, name) < 0)
+	(void)flock(t->fd, LOCK_EX);
+	if ((rc = write_all(t->fd, buf, len)))
+		(void)stfs_cachedir_publish(t, rc);
+	return rc;
+}
+
+int stfs_cachedir_publish(struct stfs_cachedir_tmpf *t, int rc)
+{
+	if (t->fd < 0)
+		return rc ? rc : -EBADF;
+	/* flushed, so clean: its pages leave the page cache (the reader has
+	 * the bytes, and the mount's page cache keeps them) */
+	if (!rc && t->flushed)
+		(void)posix_fadvise(t->fd, 0, 0, POSIX_FADV_DONTNEED);
+	if (!rc && renameat(t->dir, t->tmp, t->dir, t->name) < 0)
 		rc = -errno;
 	if (rc)
-		unlinkat(dir, tmp, 0);
-	if (close(fd) < 0 && !rc)
+		unlinkat(t->dir, t->tmp, 0);
+	if (close(t->fd) < 0 && !rc)
 		rc = -errno;
+	t->fd = -1;
 	return rc;
+}
+
+int stfs_cachedir_put(int dir, const char *name, const void *buf,
+		      size_t len, int durable)
+{
+	struct stfs_cachedir_tmpf t = { .flushed = durable };
+	int rc = stfs_cachedir_stage(dir, name, buf, len, &t);
+
+	if (rc)
+		return rc;
+	if (durable && fdatasync(t.fd) < 0)
+		rc = -errno;
+	return stfs_cachedir_publish(&t, rc);
 }
 
 int stfs_cachedir_tmp(int dir, const char *name, uint64_t *size)

@@ -1,20 +1,20 @@
 /*
  * pool.c: the threads of the block engine and what they are given: a
  * pool of workers (connections= of them), each with one request on the
- * wire at a time, the cache writer threads, and the prefetch policy that
- * queues blocks ahead of a reader.
+ * wire at a time, and the prefetch policy that queues blocks ahead of a
+ * reader.
  *
  * Reads someone waits for come first; prefetches after, at most 2 x
  * connections of them queued (so at most connections blocks of memory in
  * flight for them); the blocks of a warm (`stfs prefetch`) last, queued
  * by its thread no more than connections at a time, so that a program's
- * read waits for one block at most.  A worker answers its reader itself, as soon as the
- * reader's bytes are in (blocks.c), then hands the block to the writer
- * thread and takes the next job: a connection never waits for the disk.
- * Past 2 x connections blocks queued for the writers (STFS_WRITERS
- * threads: each write waits for its flush), a worker writes its own.  The threads start on first use, so that they belong to the daemon
- * after it has gone to the background; the request loop never waits for
- * the network.
+ * read waits for one block at most.  A worker answers its reader itself,
+ * as soon as the reader's bytes are in (blocks.c), then hands the block
+ * to the write-behind (writeback.c, whose writer threads start and stop
+ * with the workers) and takes the next job: a connection never waits for
+ * the disk.  The threads start on first use, so that they belong to the
+ * daemon after it has gone to the background; the request loop never
+ * waits for the network.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -57,71 +57,10 @@ void stfs_pool_fini(struct stfs_pool *p)
 	pthread_cond_destroy(&p->written);
 }
 
-/* One asynchronous read or prefetch of s is over (under mu). */
-static void job_over(struct stfs_object *s)
+void stfs_pool_job_over(struct stfs_object *s)
 {
 	if (--s->inflight == 0)
 		pthread_cond_broadcast(&s->idle);
-}
-
-static void *writer(void *arg)
-{
-	struct stfs_remote *r = arg;
-	struct stfs_pool *p = &r->pool;
-
-	pthread_mutex_lock(&p->mu);
-	for (;;) {
-		struct stfs_inflight *me;
-		struct stfs_object *s;
-
-		while (!p->wq && !p->stopping)
-			pthread_cond_wait(&p->wq_cv, &p->mu);
-		if (!(me = p->wq))
-			break;
-		if (!(p->wq = *stfs_inflight_later(me)))
-			p->wq_tail = &p->wq;
-		p->nwq--;
-		p->writing++;
-		s = stfs_inflight_object(me);
-		pthread_mutex_unlock(&p->mu);
-		stfs_blocks_write(r, me);
-		pthread_mutex_lock(&p->mu);
-		job_over(s);
-		if (--p->writing == 0 && !p->wq)
-			pthread_cond_broadcast(&p->written);
-	}
-	pthread_cond_broadcast(&p->written);
-	pthread_mutex_unlock(&p->mu);
-	return NULL;
-}
-
-void stfs_pool_flush(struct stfs_remote *r)
-{
-	struct stfs_pool *p = &r->pool;
-
-	pthread_mutex_lock(&p->mu);
-	while ((p->wq || p->writing) && p->writer_on)
-		pthread_cond_wait(&p->written, &p->mu);
-	pthread_mutex_unlock(&p->mu);
-}
-
-int stfs_pool_give_writer(struct stfs_remote *r, struct stfs_inflight *me)
-{
-	struct stfs_pool *p = &r->pool;
-
-	pthread_mutex_lock(&p->mu);
-	if (!p->writer_on || p->stopping || p->nwq >= 2 * r->o.connections) {
-		pthread_mutex_unlock(&p->mu);
-		return -1;
-	}
-	stfs_inflight_object(me)->inflight++;
-	*stfs_inflight_later(me) = NULL;
-	*p->wq_tail = me;
-	p->wq_tail = stfs_inflight_later(me);
-	p->nwq++;
-	pthread_cond_signal(&p->wq_cv);
-	pthread_mutex_unlock(&p->mu);
-	return 0;
 }
 
 /* A read job's bytes have come, before the rest of their block. */
@@ -194,11 +133,11 @@ static void *worker(void *arg)
 	while ((j = next_job(p))) {
 		pthread_mutex_unlock(&p->mu);
 		run_job(&f, j);
-		stfs_blocks_write_behind(&f);
+		stfs_writeback(&f);
 		if (j->warm)
 			j->done(j->arg, j->rc);
 		pthread_mutex_lock(&p->mu);
-		job_over(j->s);
+		stfs_pool_job_over(j->s);
 		free(j);
 	}
 	pthread_mutex_unlock(&p->mu);
@@ -228,10 +167,8 @@ static int start_workers(struct stfs_remote *r)
 		if (pthread_create(&p->workers[p->nworkers], NULL, worker,
 				   r) == 0)
 			p->nworkers++;
-	for (unsigned i = 0; p->nworkers && i < STFS_WRITERS; i++)
-		if (p->writer_on == i &&
-		    pthread_create(&p->writer_th[i], NULL, writer, r) == 0)
-			p->writer_on++;
+	if (p->nworkers)
+		stfs_writeback_start(r);
 	return p->nworkers ? 0 : -EAGAIN;
 }
 
@@ -248,7 +185,7 @@ static void drop_warms(struct stfs_pool *p, struct stfs_object *s)
 		}
 		*q = j->next;
 		j->done(j->arg, -ECANCELED);
-		job_over(j->s);
+		stfs_pool_job_over(j->s);
 		free(j);
 	}
 	p->warm_tail = &p->warm_queue;
@@ -268,7 +205,7 @@ void stfs_pool_stop(struct stfs_remote *r)
 		struct stfs_job *j = p->pf_queue;
 
 		p->pf_queue = j->next;
-		job_over(j->s);
+		stfs_pool_job_over(j->s);
 		free(j);
 	}
 	p->pf_tail = &p->pf_queue;
@@ -283,13 +220,7 @@ void stfs_pool_stop(struct stfs_remote *r)
 	for (unsigned i = 0; i < n; i++)
 		pthread_join(w[i], NULL);
 	free(w);
-	pthread_mutex_lock(&p->mu);
-	n = p->pid == getpid() ? p->writer_on : 0;
-	p->writer_on = 0;
-	pthread_cond_broadcast(&p->wq_cv);
-	pthread_mutex_unlock(&p->mu);
-	for (unsigned i = 0; i < n; i++)   /* they write what is queued, */
-		pthread_join(p->writer_th[i], NULL);   /* and end */
+	stfs_writeback_stop(r);
 }
 
 /* Queue prefetches of the blocks of [from, to) not queued yet (under mu). */

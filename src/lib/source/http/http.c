@@ -96,7 +96,7 @@ static int http_read(struct stfs_source *src, void *buf, size_t len,
 	rc = f.h ? stfs_blocks_read(&f, &s->obj, buf, len, off, NULL) :
 		   -ENOMEM;
 	stfs_httpc_release(c, f.h);
-	stfs_blocks_write_behind(&f);
+	stfs_writeback(&f);
 	return rc;
 }
 
@@ -215,7 +215,7 @@ static void http_warm(struct stfs_source *src, uint64_t b,
 
 static void http_warm_flush(struct stfs_source *src)
 {
-	stfs_pool_flush(((struct http_src *)src)->obj.r);
+	stfs_writeback_flush(((struct http_src *)src)->obj.r);
 }
 
 static void http_warm_cancel(struct stfs_source *src)
