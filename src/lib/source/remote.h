@@ -16,6 +16,8 @@
  *                      object's bytes by block
  *   blocks/writeback.c the write-behind: fetched blocks to the cache, by
  *                      the writer threads, flushed in batches
+ *   blocks/lookup.c    what is known before a fetch: the cached blocks
+ *                      (kept open) and the fetches that failed a moment ago
  *   blocks/pool.c      the worker threads, their queues, the prefetch policy
  *   blocks/cache.c     the cache store on disk
  *   blocks/cachedir.c  the cache directory: usable, private, walked without
@@ -491,6 +493,7 @@ int stfs_object_fetch(struct stfs_object *o, CURL *h,
 /* ---- the block engine (blocks.c) and its workers (pool.c) ---------------- */
 
 #define STFS_FAIL_SLOTS 16
+#define STFS_FD_SLOTS 16
 
 /* A fetch of bytes [off, end) that failed with rc, remembered until
  * until_ms (monotonic). */
@@ -520,6 +523,12 @@ struct stfs_object {
 	 * reader's block and the prefetches beside it fail together) */
 	struct stfs_failure failed[STFS_FAIL_SLOTS];
 	unsigned nfailed;           /* the next slot to use */
+	/* cached blocks kept open for reading (lookup.c): block b in slot
+	 * b % STFS_FD_SLOTS (fd -1: none); fd_lock is held to read with
+	 * one, and to change */
+	pthread_rwlock_t fd_lock;
+	int fd[STFS_FD_SLOTS];
+	uint64_t fd_block[STFS_FD_SLOTS];
 };
 
 struct stfs_inflight;
@@ -581,11 +590,20 @@ void stfs_blocks_fini(struct stfs_blocks *b);
 int stfs_blocks_read(struct stfs_fetcher *f, struct stfs_object *o,
 		     void *buf, size_t len, uint64_t off,
 		     struct stfs_early *early);
-/* The failure of a fetch of bytes [off, off + len) of o that ended a
- * moment ago (the kernel's retry of a read that failed is answered with
- * it at once, not after another Retry-After), or 0. */
-int stfs_blocks_recent_failure(struct stfs_object *o, uint64_t off,
-			       size_t len);
+/* The cache and the failures of a moment ago, asked about bytes [off,
+ * off + len) of o (len 0: is the block at off cached whole) (lookup.c):
+ * 0 (buf filled from the cache), the -errno of a fetch of them that
+ * failed a moment ago (the kernel's retry of a read that failed is
+ * answered with it at once, not after another Retry-After), or -ENOENT
+ * (to be fetched). */
+int stfs_blocks_lookup(struct stfs_object *o, void *buf, size_t len,
+		       uint64_t off);
+/* The fetch of [off, end) of o failed with rc (under the blocks' mu). */
+void stfs_blocks_failed(struct stfs_object *o, uint64_t off, uint64_t end,
+			int rc);
+/* o's descriptors of cached blocks: none open yet; all closed. */
+void stfs_lookup_init(struct stfs_object *o);
+void stfs_lookup_fini(struct stfs_object *o);
 /* Bring block b of o into the cache (or memory), for a reader to come. */
 void stfs_blocks_prefetch(struct stfs_fetcher *f, struct stfs_object *o,
 			  uint64_t b);

@@ -21,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "format.h"
 #include "remote.h"
@@ -247,50 +246,8 @@ static int fetch_block(struct stfs_fetcher *f, struct stfs_inflight *me,
 	return rc;
 }
 
-/* How long a read of bytes whose fetch just failed fails at once, with
- * that failure: the kernel answers a failed buffered read by asking again
- * for its first page at once, which would otherwise wait as long again
- * (a 429 with Retry-After: 30 s twice). */
-#define FAIL_MEMORY_MS 500
-
-static uint64_t now_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
-}
-
-/* The fetch of [off, end) of s failed with rc (under the blocks' mu). */
-static void remember_failure(struct stfs_object *s, uint64_t off,
-			     uint64_t end, int rc)
-{
-	unsigned k;
-
-	if (rc == -ENOMEM || atomic_load(&s->closing))
-		return;
-	k = s->nfailed++ % STFS_FAIL_SLOTS;
-	s->failed[k] = (struct stfs_failure){ off, end,
-					      now_ms() + FAIL_MEMORY_MS, rc };
-}
-
-int stfs_blocks_recent_failure(struct stfs_object *o, uint64_t off,
-			       size_t len)
-{
-	struct stfs_blocks *bl = &o->r->blocks;
-	uint64_t now = now_ms();
-	int rc = 0;
-
-	pthread_mutex_lock(&bl->mu);
-	for (unsigned k = 0; k < STFS_FAIL_SLOTS && !rc; k++)
-		if (now < o->failed[k].until_ms && off < o->failed[k].end &&
-		    off + len > o->failed[k].off)
-			rc = o->failed[k].rc;
-	pthread_mutex_unlock(&bl->mu);
-	return rc;
-}
-
 /* Bytes [off, off + len) of block b of s's cached object: from the cache,
+ * (or its failure of a moment ago: stfs_blocks_lookup(), lookup.c),
  * from a fetch of it under way, else fetched whole (and written to the
  * cache by stfs_writeback(), writeback.c).  With early, a fetch answers the
  * reader through it as soon as those bytes have come (early->done: buf
@@ -305,10 +262,9 @@ static int block_read(struct stfs_fetcher *f, struct stfs_object *s,
 	struct stfs_inflight *me, **p;
 	int rc;
 
-	if (stfs_cache_read(&s->cobj, b, blen, off, buf, len) == 0) {
-		r->count.hits++;
-		return 0;
-	}
+	if ((rc = stfs_blocks_lookup(s, buf, len, b * r->o.block + off)) !=
+	    -ENOENT)
+		return rc;              /* cached, or failed a moment ago */
 	if (r->o.offline) {
 		struct stfs_error e = { 0 };
 
@@ -341,7 +297,8 @@ static int block_read(struct stfs_fetcher *f, struct stfs_object *s,
 	rc = rc == -EACCES || rc == -ENOMEM ? rc : rc ? -EIO : 0;
 	pthread_mutex_lock(&bl->mu);
 	if (rc)
-		remember_failure(s, b * r->o.block, b * r->o.block + blen, rc);
+		stfs_blocks_failed(s, b * r->o.block, b * r->o.block + blen,
+				   rc);
 	me->rc = rc;
 	me->done = 1;
 	pthread_cond_broadcast(&bl->cv);
@@ -396,7 +353,8 @@ static int read_uncached(struct stfs_fetcher *f, struct stfs_object *s,
 				log_failure(s, q.off, q.len, &e);
 				rc = rc == -EACCES ? rc : -EIO;
 				pthread_mutex_lock(&r->blocks.mu);
-				remember_failure(s, q.off, q.off + q.len, rc);
+				stfs_blocks_failed(s, q.off, q.off + q.len,
+						   rc);
 				pthread_mutex_unlock(&r->blocks.mu);
 				return rc;
 			}
@@ -421,11 +379,12 @@ int stfs_blocks_read(struct stfs_fetcher *f, struct stfs_object *s,
 	size_t block = s->r->o.block;
 	int rc;
 
-	if ((rc = stfs_blocks_recent_failure(s, off, len)))
-		return rc;
-	if (!s->cobj.valid)
+	if (!s->cobj.valid) {
+		if ((rc = stfs_blocks_lookup(s, buf, len, off)) != -ENOENT)
+			return rc;      /* failed a moment ago */
 		return s->r->o.offline ? -EIO :
 		       read_uncached(f, s, buf, len, off);
+	}
 	/* early answers are for a read within one block */
 	if (off / block != (off + len - 1) / block)
 		early = NULL;
@@ -455,12 +414,9 @@ int stfs_blocks_warm(struct stfs_fetcher *f, struct stfs_object *o,
 		     uint64_t b)
 {
 	char none;
-	int rc;
 
 	if (!o->cobj.valid)
 		return -EOPNOTSUPP;
-	if ((rc = stfs_blocks_recent_failure(o, b * o->r->o.block, 1)))
-		return rc;
 	return block_read(f, o, b, 0, &none, 0, NULL);
 }
 

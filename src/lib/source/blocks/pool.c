@@ -295,33 +295,49 @@ void stfs_pool_hit(struct stfs_object *s, uint64_t off, size_t len,
 	pthread_mutex_unlock(&s->r->pool.mu);
 }
 
-void stfs_pool_read(struct stfs_object *s, void *buf, size_t len,
-		    uint64_t off, const struct stfs_extent *ext,
-		    stfs_source_done done, void *arg)
+/* Queue a copy of job t of s: a read (after the reads queued, its
+ * prefetches planned) or a warm's block (after everything); if it cannot
+ * be, t->done says why. */
+static void enqueue(struct stfs_object *s, const struct stfs_job *t,
+		    const struct stfs_extent *ext)
 {
 	struct stfs_pool *p = &s->r->pool;
 	struct stfs_job *j;
 	int rc;
 
 	if (!(j = malloc(sizeof(*j)))) {
-		done(arg, -ENOMEM);
+		t->done(t->arg, -ENOMEM);
 		return;
 	}
-	*j = (struct stfs_job){ .s = s, .buf = buf, .len = len, .off = off,
-				.done = done, .arg = arg };
+	*j = *t;
 	pthread_mutex_lock(&p->mu);
 	if ((rc = start_workers(s->r))) {
 		pthread_mutex_unlock(&p->mu);
 		free(j);
-		done(arg, rc);
+		t->done(t->arg, rc);
 		return;
 	}
 	s->inflight++;
-	*p->queue_tail = j;
-	p->queue_tail = &j->next;
+	if (j->warm) {
+		*p->warm_tail = j;
+		p->warm_tail = &j->next;
+	} else {
+		*p->queue_tail = j;
+		p->queue_tail = &j->next;
+		plan_prefetch(s, j->off, j->len, ext);
+	}
 	pthread_cond_signal(&p->work);
-	plan_prefetch(s, off, len, ext);
 	pthread_mutex_unlock(&p->mu);
+}
+
+void stfs_pool_read(struct stfs_object *s, void *buf, size_t len,
+		    uint64_t off, const struct stfs_extent *ext,
+		    stfs_source_done done, void *arg)
+{
+	struct stfs_job t = { .s = s, .buf = buf, .len = len, .off = off,
+			      .done = done, .arg = arg };
+
+	enqueue(s, &t, ext);
 }
 
 void stfs_pool_drain(struct stfs_object *s)
@@ -353,28 +369,10 @@ void stfs_pool_drain(struct stfs_object *s)
 void stfs_pool_warm(struct stfs_object *s, uint64_t b, stfs_source_done done,
 		    void *arg)
 {
-	struct stfs_pool *p = &s->r->pool;
-	struct stfs_job *j;
-	int rc;
+	struct stfs_job t = { .s = s, .off = b, .done = done, .arg = arg,
+			      .warm = 1 };
 
-	if (!(j = malloc(sizeof(*j)))) {
-		done(arg, -ENOMEM);
-		return;
-	}
-	*j = (struct stfs_job){ .s = s, .off = b, .done = done, .arg = arg,
-				.warm = 1 };
-	pthread_mutex_lock(&p->mu);
-	if ((rc = start_workers(s->r))) {
-		pthread_mutex_unlock(&p->mu);
-		free(j);
-		done(arg, rc);
-		return;
-	}
-	s->inflight++;
-	*p->warm_tail = j;
-	p->warm_tail = &j->next;
-	pthread_cond_signal(&p->work);
-	pthread_mutex_unlock(&p->mu);
+	enqueue(s, &t, NULL);
 }
 
 void stfs_pool_unwarm(struct stfs_object *s)

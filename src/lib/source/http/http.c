@@ -16,7 +16,7 @@
  * what the cache holds.
  *
  * Asynchronous reads whose blocks are in the cache are served here, on
- * the caller's thread, through the blocks kept open; the others go to
+ * the caller's thread (stfs_blocks_lookup(), lookup.c); the others go to
  * the workers (pool.c).  Synchronous reads run on the caller's thread
  * with a handle of the client's pool.
  */
@@ -33,7 +33,6 @@
 #include "httphdr.h"
 
 #define STFS_HTTP_FIRST (64u << 10)
-#define FD_SLOTS 16
 
 struct http_src {
 	struct stfs_source base;
@@ -46,11 +45,6 @@ struct http_src {
 	char *head;                 /* the first block */
 	size_t head_len;
 	char version[256];          /* ETag, else Last-Modified */
-	/* cached blocks kept open for reading: block b in slot b % FD_SLOTS
-	 * (fd -1: none); fd_lock is held to read with one, and to change */
-	pthread_rwlock_t fd_lock;
-	int fd[FD_SLOTS];
-	uint64_t fd_block[FD_SLOTS];
 };
 
 int stfs_is_url(const char *arg)
@@ -100,47 +94,6 @@ static int http_read(struct stfs_source *src, void *buf, size_t len,
 	return rc;
 }
 
-/* Bytes [off, off + len) of s wholly from cached blocks, through the open
- * ones: 0, or -ENOENT if a block is missing (buf then holds garbage). */
-static int cached_read(struct http_src *s, void *buf, size_t len,
-		       uint64_t off)
-{
-	size_t block = s->obj.r->o.block;
-
-	while (len) {
-		uint64_t b = off / block;
-		size_t in = (size_t)(off - b * block);
-		size_t blen = stfs_block_len(&s->obj, b);
-		size_t n = blen - in < len ? blen - in : len;
-		unsigned k = (unsigned)(b % FD_SLOTS);
-		int rc = -ENOENT, fd, old;
-
-		pthread_rwlock_rdlock(&s->fd_lock);
-		if (s->fd[k] >= 0 && s->fd_block[k] == b)
-			rc = stfs_cache_pread(s->fd[k], buf, n, in);
-		pthread_rwlock_unlock(&s->fd_lock);
-		if (rc) {
-			fd = stfs_cache_open_block(&s->obj.cobj, b, blen);
-			if (fd < 0)
-				return -ENOENT;
-			rc = stfs_cache_pread(fd, buf, n, in);
-			pthread_rwlock_wrlock(&s->fd_lock);
-			old = s->fd[k];
-			s->fd[k] = fd;
-			s->fd_block[k] = b;
-			pthread_rwlock_unlock(&s->fd_lock);
-			if (old >= 0)
-				close(old);
-			if (rc)
-				return rc;
-		}
-		buf = (char *)buf + n;
-		off += n;
-		len -= n;
-	}
-	return 0;
-}
-
 static void http_read_async(struct stfs_source *src, void *buf, size_t len,
 			    uint64_t off, const struct stfs_extent *ext,
 			    stfs_source_done done, void *arg)
@@ -154,16 +107,13 @@ static void http_read_async(struct stfs_source *src, void *buf, size_t len,
 		return;
 	}
 	/* blocks in the cache are read here, as a local file would be: a
-	 * hand-over to a worker costs more than the read */
-	if (s->obj.cobj.valid && cached_read(s, buf, len, off) == 0) {
-		s->obj.r->count.hits++;
+	 * hand-over to a worker costs more than the read; and the kernel's
+	 * retry of a read that just failed fails at once, not after a
+	 * worker is free (they may all wait for a Retry-After) */
+	rc = stfs_blocks_lookup(&s->obj, buf, len, off);
+	if (rc == 0)
 		stfs_pool_hit(&s->obj, off, len, ext);
-		done(arg, 0);
-		return;
-	}
-	/* the kernel's retry of a read that just failed: at once, not
-	 * after a worker is free (they may all wait for a Retry-After) */
-	if ((rc = stfs_blocks_recent_failure(&s->obj, off, len))) {
+	if (rc != -ENOENT) {
 		done(arg, rc);
 		return;
 	}
@@ -178,10 +128,7 @@ static void http_close(struct stfs_source *src)
 	stfs_pool_drain(&s->obj);
 	stfs_blocks_forget(&s->obj.r->blocks, &s->obj);
 	pthread_cond_destroy(&s->obj.idle);
-	for (unsigned k = 0; k < FD_SLOTS; k++)
-		if (s->fd[k] >= 0)
-			close(s->fd[k]);
-	pthread_rwlock_destroy(&s->fd_lock);
+	stfs_lookup_fini(&s->obj);
 	stfs_resolver_fini(&s->rv);
 	stfs_auth_unref(s->auth);
 	free(s->head);
@@ -347,9 +294,7 @@ static struct http_src *http_new(struct stfs_remote *r, const char *url,
 		return NULL;
 	}
 	pthread_cond_init(&s->obj.idle, NULL);
-	pthread_rwlock_init(&s->fd_lock, NULL);
-	for (unsigned k = 0; k < FD_SLOTS; k++)
-		s->fd[k] = -1;
+	stfs_lookup_init(&s->obj);
 	s->base.ops = &http_ops;
 	s->auth = stfs_auth_ref(auth);
 	s->obj.r = r;
