@@ -1,14 +1,13 @@
 /*
  * prefetch.c: the mount's side of `stfs prefetch` and -o prefetch=: a
- * warm of the cache (libstfs's stfs_warm) asked for by setting the
- * user.stfs.prefetch xattr of the mount's root, and its state read from
- * an ioctl on the mount's root (STFS_IOC_PREFETCH, mount.h: a read-only
- * mount takes no setxattr), and its state read from the root's
- * user.stfs.prefetch.* xattrs (by the CLI, and by readiness probes
- * without it).
+ * warm of the cache (libstfs's stfs_warm) asked for by an ioctl on the
+ * mount's root (STFS_IOC_PREFETCH, mount.h: a read-only mount takes no
+ * setxattr), and its state read from the root's user.stfs.prefetch.*
+ * xattrs (by the CLI, and by readiness probes without it).
  *
  * The ioctl's value is lines: "+GLOB" includes, "-GLOB" excludes, "#N"
- * the asker's number for it; no GLOB: the whole mount.  It fails with
+ * the asker's number for it; no GLOB: the whole mount (read by
+ * pfspec.c).  It fails with
  * EBUSY while another warm runs, and with the warm's own error otherwise
  * (the state then says why: failed, and the error).
  */
@@ -21,9 +20,9 @@
 
 #include "fs.h"
 #include "mount.h"
+#include "pfspec.h"
 
 #define PF_PREFIX "user.stfs.prefetch"
-#define PF_MAX_GLOBS 256
 
 static const char *state_name(enum stfs_warm_state s)
 {
@@ -107,27 +106,18 @@ int stfs_prefetch_value(struct stfs_fs *fs, const char *name, char *out,
  * (the state then says why, unless -EBUSY). */
 int stfs_prefetch_start(struct stfs_fs *fs, const char *spec, size_t len)
 {
-	const char *inc[PF_MAX_GLOBS], *exc[PF_MAX_GLOBS];
-	struct stfs_warm_sel sel = { .include = inc, .exclude = exc };
+	const char *inc[STFS_PF_MAX_GLOBS], *exc[STFS_PF_MAX_GLOBS];
+	struct stfs_warm_sel sel;
 	struct stfs_warm *w = NULL;
 	struct stfs_error err;
-	char *text = strndup(spec ? spec : "", spec ? len : 0), *save = NULL;
+	char *text = strndup(spec ? spec : "", spec ? len : 0);
 	int rc;
 
 	if (!text)
 		return -ENOMEM;
-	for (char *l = strtok_r(text, "\n", &save); l;
-	     l = strtok_r(NULL, "\n", &save)) {
-		if (*l == '+' && l[1] && sel.ninclude < PF_MAX_GLOBS)
-			inc[sel.ninclude++] = l + 1;
-		else if (*l == '-' && l[1] && sel.nexclude < PF_MAX_GLOBS)
-			exc[sel.nexclude++] = l + 1;
-		else if (*l == '#')
-			sel.id = (unsigned)strtoul(l + 1, NULL, 10);
-		else if (strcmp(l, "all") != 0) {
-			free(text);
-			return -EINVAL;
-		}
+	if ((rc = stfs_prefetch_parse(text, &sel, inc, exc))) {
+		free(text);
+		return rc;
 	}
 	pthread_mutex_lock(&fs->warm_mu);
 	if (fs->warm && stfs_warm_busy(fs->warm)) {

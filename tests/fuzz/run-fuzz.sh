@@ -2,7 +2,8 @@
 # run-fuzz.sh [SECONDS [HARNESS...]]: build the libFuzzer harnesses with
 # meson and clang (ASan + UBSan, in build-fuzz/) and fuzz each for SECONDS
 # (default 60); given names
-# (header, index, http, remote, xml, gguf, zip, pickle, cache), only those:
+# (header, index, http, remote, xml, gguf, zip, pickle, cache, prefetch),
+# only those:
 #   fuzz_header  the header parser and the name mapping, seeded with the
 #                header of every file in tests/data/real and examples/;
 #   fuzz_index   the index.json reader, seeded with every *.index.json there;
@@ -22,14 +23,16 @@
 #   fuzz_pickle  the pickle interpreter and the legacy checkpoint path,
 #                seeded with torch's pickles and legacy checkpoints;
 #   fuzz_cache   the cache's paths from hostile URLs and versions, and its
-#                small files (latest, meta) with hostile contents.
+#                small files (latest, meta) with hostile contents;
+#   fuzz_prefetch the payload of the prefetch ioctl (+GLOB, -GLOB, #ID,
+#                all lines), seeded with what `stfs prefetch` sends.
 # Inputs in tests/fuzz/regressions/<harness>/ are replayed first; crashes
 # are written there too, for review, and become regression inputs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-60}
 shift || true
-harnesses=${*:-header index http remote xml gguf zip pickle cache}
+harnesses=${*:-header index http remote xml gguf zip pickle cache prefetch}
 out=build-fuzz
 # meson builds the harnesses (-Dfuzz=true, tests/fuzz/meson.build) with
 # clang, ASan and UBSan, against libstfs built room by room as always: the
@@ -119,6 +122,11 @@ export STFS_FUZZ_CACHE=$(mktemp -d /tmp/stfs-fuzz-cache-XXXXXX)
 printf '\0https://h/m.safetensors\0"6921b5a0-8fffff90"\0' > "$out/seeds-cache/seed000"
 printf '\1https://h/m.safetensors\0Sun, 22 Nov 2026 08:00:00 GMT\0001\nW/"x"\n' > "$out/seeds-cache/seed001"
 printf '\3https://h/../../x\0"../../etc"\0../../../../tmp/x' > "$out/seeds-cache/seed002"
+mkdir -p "$out"/{corpus,seeds}-prefetch
+printf '+model-0000[12]-*\n-*.bin\n#7\n' > "$out/seeds-prefetch/seed000"
+printf 'all\n\n#4294967296\n+layers/0/*\n' > "$out/seeds-prefetch/seed001"
+printf '+\n-\n#\nnot a line\n' > "$out/seeds-prefetch/seed002"
+printf '+a\0+b\n' > "$out/seeds-prefetch/seed003"
 mkdir -p "$out"/{corpus,seeds}-gguf
 /usr/bin/python3 tests/gguf_seeds.py "$out/seeds-gguf"
 mkdir -p "$out"/{corpus,seeds}-{zip,pickle}
