@@ -7,8 +7,7 @@
  * on 0 every glob is non-empty, lies within the payload, is one line of
  * it (no newline) and follows its '+' or '-' at a line's start (after the
  * payload's start, a newline, or the NUL that ended the line before), and
- * there are at most
- * STFS_PF_MAX_GLOBS of each.
+ * there are at most STFS_PF_MAX_GLOBS of each.
  */
 #define _GNU_SOURCE
 #include <errno.h>
