@@ -19,5 +19,6 @@ Suite *table_suite(void);
 Suite *s3xml_suite(void);
 Suite *torch_suite(void);
 Suite *repo_suite(void);
+Suite *cache_suite(void);
 
 #endif
