@@ -110,10 +110,22 @@ def kvs():
 
 
 def write_model(path, seed=7):
-    """Write the model to path; returns its bytes."""
-    G.write(path, tensors(seed), kvs())
+    """Write the model to path; returns its bytes and {tensor name:
+    (offset, size)}."""
+    where = G.write(path, tensors(seed), kvs())
     with open(path, "rb") as f:
-        return f.read()
+        return f.read(), where
+
+
+def wrong_byte(data, where):
+    """data with one byte changed: the high byte of the first value of
+    the embedding of the prompt's last piece (its exponent: the value
+    changes by orders of magnitude, so the tokens do)."""
+    off, _ = where["token_embd.weight"]
+    last = vocab()[0].index(SPACE + PROMPT.split()[-1])
+    b = bytearray(data)
+    b[off + last * EMBD * 4 + 3] ^= 0x40
+    return bytes(b)
 
 
 def run_check(paths, timeout=300):
