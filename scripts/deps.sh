@@ -7,7 +7,9 @@
 # OpenStack Swift and memcached for the S3 tests, Node.js and the Hugging
 # Face JavaScript client from tests/hubjs/package-lock.json for the Hub
 # tests, and the GGUF parser @huggingface/gguf from
-# tests/ggufjs/package-lock.json for the GGUF tests; squashfuse and
+# tests/ggufjs/package-lock.json for the GGUF tests, and llama.cpp's
+# prebuilt CPU binary (node-llama-cpp) from tests/llamajs/package-lock.json
+# for the llama.cpp loader test; squashfuse and
 # squashfs-tools for the benchmarks' squashfuse_ll baseline).  Quiet when
 # everything is there.
 set -euo pipefail
@@ -35,11 +37,14 @@ fi
 hubjs() {   # the pinned JavaScript packages, from their lockfiles
 	local d m
 	[ "${1:-test}" = test ] || return 0
-	for m in hubjs/hub ggufjs/gguf; do
-		d="$(dirname "$0")/../tests/${m%/*}"
-		[ -d "$d/node_modules/@huggingface/${m#*/}" ] && continue
-		(cd "$d" && npm ci --no-audit --no-fund --loglevel=error \
-			>/dev/null)
+	for m in hubjs/@huggingface/hub ggufjs/@huggingface/gguf \
+		llamajs/node-llama-cpp; do
+		d="$(dirname "$0")/../tests/${m%%/*}"
+		[ -d "$d/node_modules/${m#*/}" ] && continue
+		# llamajs/.npmrc: no install scripts, no GPU builds; and
+		# node-llama-cpp never downloads llama.cpp from GitHub
+		(cd "$d" && NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm ci \
+			--no-audit --no-fund --loglevel=error >/dev/null)
 	done
 }
 if [ ${#missing[@]} -eq 0 ]; then
