@@ -49,6 +49,13 @@ def vocab():
     return toks, scores, types
 
 
+def prompt_ids():
+    """The ids the prompt is, by the vocabulary: <s>, then one piece per
+    word (each word a piece of its own, with its word-start mark)."""
+    toks = vocab()[0]
+    return [1] + [toks.index(SPACE + w) for w in PROMPT.split()]
+
+
 def tensors(seed):
     """(name, "F32", row-major shape, bytes) of every weight."""
     rng = np.random.default_rng(seed)
