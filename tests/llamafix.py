@@ -147,4 +147,5 @@ def run_check(paths, timeout=300):
                         PROMPT, str(N_TOKENS)] + list(paths),
                        capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, r.stderr[-4000:]
-    return json.loads(r.stdout)
+    # the last line: anything node-llama-cpp itself prints comes before
+    return json.loads(r.stdout.strip().splitlines()[-1])
