@@ -6,6 +6,7 @@ written with Debian's python3-onnx); what the graph computes, in numpy;
 and the run of tests/transformersjs/check.mjs on a directory."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -171,10 +172,16 @@ def run_js(path):
     """What transformers.js makes of the model directory path, as the
     JSON tests/transformersjs/check.mjs prints: the config, the
     tokenizer's encodings and decodings of TEXTS, the feature-extraction
-    pipeline's tensors (unpooled, and mean-pooled normalized)."""
+    pipeline's tensors (unpooled, and mean-pooled normalized).  A folder
+    whose name could be a model id is named so, under env.localModelPath
+    (its parent); another ("%repo") by its whole path, as transformers.js
+    takes a name that is no model id."""
     path = os.path.abspath(path)
-    r = subprocess.run(["node", os.path.join(TFJS, "check.mjs"),
-                        os.path.dirname(path), os.path.basename(path)]
+    base = os.path.basename(path)
+    where = [os.path.dirname(path), base] if re.fullmatch(
+        r"[A-Za-z0-9][A-Za-z0-9._-]*", base) and ".." not in base and \
+        "--" not in base else ["-", path]
+    r = subprocess.run(["node", os.path.join(TFJS, "check.mjs")] + where
                        + TEXTS, capture_output=True, text=True,
                        timeout=120, cwd=TFJS)
     assert r.returncode == 0, "check.mjs %s: %s" % (path, r.stderr[-2000:])
