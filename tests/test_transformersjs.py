@@ -155,6 +155,11 @@ def test_s3(d, mnt):
             same(run_js(os.path.join(mnt, "%repo")), want)
         finally:
             T.stop_fg(p, mnt)
+        p = T.mount_fg("s3://repos/tiny-bert/", mnt, "-o", "repo")
+        try:
+            same(run_js(mnt), want)
+        finally:
+            T.stop_fg(p, mnt)
 
 
 if __name__ == "__main__":
