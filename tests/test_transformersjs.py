@@ -50,6 +50,17 @@ def same(got, want):
     assert not diff, "transformers.js differs: %s" % "; ".join(diff[:10])
 
 
+def same_both_ways(source, mnt, want):
+    """transformers.js on %repo/ of a mount of source, then on the root of
+    its -o repo mount (the mount point is the model directory)."""
+    for opts, where in (((), "%repo"), (("-o", "repo"), "")):
+        p = T.mount_fg(source, mnt, *opts)
+        try:
+            same(run_js(os.path.join(mnt, where) if where else mnt), want)
+        finally:
+            T.stop_fg(p, mnt)
+
+
 def reference(d):
     """The source directory and what transformers.js makes of it,
     checked against the model's own arithmetic."""
@@ -83,17 +94,7 @@ def reference(d):
 
 def test_local(d, mnt):
     files, src, want = reference(d)
-    p = T.mount_fg(src, mnt)
-    try:
-        same(run_js(os.path.join(mnt, "%repo")), want)
-    finally:
-        T.stop_fg(p, mnt)
-    # -o repo: the mount point is the model directory
-    p = T.mount_fg(src, mnt, "-o", "repo")
-    try:
-        same(run_js(mnt), want)
-    finally:
-        T.stop_fg(p, mnt)
+    same_both_ways(src, mnt, want)
 
 
 def test_changed_weights(d, mnt):
@@ -127,16 +128,7 @@ def test_hub(d, mnt):
     files, src, want = reference(d)
     with world(os.path.join(d, "w")) as w:
         w.hub.push(w.hub.repo("org/tiny-bert"), files)
-        p = T.mount_fg("hf://org/tiny-bert", mnt)
-        try:
-            same(run_js(os.path.join(mnt, "%repo")), want)
-        finally:
-            T.stop_fg(p, mnt)
-        p = T.mount_fg("hf://org/tiny-bert", mnt, "-o", "repo")
-        try:
-            same(run_js(mnt), want)
-        finally:
-            T.stop_fg(p, mnt)
+        same_both_ways("hf://org/tiny-bert", mnt, want)
         r = stfs("inspect", "--files", "hf://org/tiny-bert")
         assert r.returncode == 0, r.stderr
         kinds = {x.split("\t")[0]: x.split("\t")[3]
@@ -150,16 +142,7 @@ def test_s3(d, mnt):
     files, src, want = reference(d)
     with S3World(os.path.join(d, "s3")) as s3:
         s3.put_tree("tiny-bert/", files)
-        p = T.mount_fg("s3://repos/tiny-bert/", mnt)
-        try:
-            same(run_js(os.path.join(mnt, "%repo")), want)
-        finally:
-            T.stop_fg(p, mnt)
-        p = T.mount_fg("s3://repos/tiny-bert/", mnt, "-o", "repo")
-        try:
-            same(run_js(mnt), want)
-        finally:
-            T.stop_fg(p, mnt)
+        same_both_ways("s3://repos/tiny-bert/", mnt, want)
 
 
 if __name__ == "__main__":
