@@ -128,7 +128,7 @@ fi
 
 if [ -x tests/fuzz/run-fuzz.sh ]; then   # one case per harness
 	stage "fuzz (build and run)"
-	out=$(bash tests/fuzz/run-fuzz.sh "${STFS_FUZZ_SECONDS:-60}" 2>&1)
+	out=$(bash tests/fuzz/run-fuzz.sh "${STFS_FUZZ_SECONDS:-40}" 2>&1)
 	echo "$out"
 	# a harness that started and never said how it ended failed too
 	n=$(echo "$out" | grep -cE "^fuzz: fuzz_[a-z]+ for [0-9]+ s$")

@@ -13,11 +13,16 @@
   the numbers and the option, nothing fetched;
 - a server that is gone: exit 1 naming the file, state failed;
 - -o prefetch=all warms at mount, and reads then make no request;
-- an unmount during a long warm (a paced server) is not held up.
+- an unmount during a long warm (a paced server) is not held up;
+- `stfs mount` on a terminal shows a progress line while slow headers
+  arrive (a paced server), erased when the mount is live; off a terminal,
+  none.
 """
 import json
 import os
+import pty
 import re
+import select
 import subprocess
 import sys
 import time
@@ -312,9 +317,96 @@ def test_unmount_while_warming(d, mnt):
         paced.wait()
 
 
+def paced_server(root, rate):
+    """pacedhttp.py serving root, every connection at rate bytes/s: its
+    Popen (killed at the end of the run) and port."""
+    port = free_port()
+    paced = subprocess.Popen([sys.executable, os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "pacedhttp.py"), root,
+        str(port), str(rate)])
+    T._procs.append(paced)
+    assert wait_port(port), "pacedhttp.py did not start"
+    return paced, port
+
+
+def mount_on_tty(url, mnt, tty):
+    """`stfs mount -o nocache url mnt` (it returns once the daemon
+    serves) with stderr on a terminal or not: its status and stderr."""
+    if not tty:
+        r = subprocess.run([T.STFS, "mount", "-o", "nocache", url, mnt],
+                           capture_output=True, timeout=120)
+        return r.returncode, r.stderr.decode(errors="replace")
+    master, slave = pty.openpty()
+    p = subprocess.Popen([T.STFS, "mount", "-o", "nocache", url, mnt],
+                         stdin=subprocess.DEVNULL, stdout=slave,
+                         stderr=slave)
+    os.close(slave)
+    out, end = b"", time.time() + 120
+    while time.time() < end:
+        if select.select([master], [], [], 0.2)[0]:
+            try:
+                b = os.read(master, 4096)
+            except OSError:         # the terminal's last holder is gone
+                b = b""
+            if not b and p.poll() is not None:
+                break
+            out += b
+        elif p.poll() is not None:
+            break
+    os.close(master)
+    return p.wait(timeout=10), out.decode(errors="replace")
+
+
+def test_mount_progress_line(d, mnt):
+    """Headers that take seconds to arrive (3 shards of ~250 KB headers,
+    100 KB/s a connection): on a terminal, `stfs mount` draws the line
+    (files read of 3, bytes, rate, time) and erases it before it returns;
+    with stderr not a terminal, it prints nothing."""
+    srv = os.path.join(d, "srv")
+    os.mkdir(srv)
+    wm = {}
+    for i in range(3):
+        name = "model-%05d-of-00003.safetensors" % (i + 1)
+        ts = [("model.layers.%d.block_%05d.weight" % (i, k), "U8", [1],
+               bytes([k % 251])) for k in range(1500)]
+        T.write_st(os.path.join(srv, name), ts)
+        wm.update({t[0]: name for t in ts})
+    with open(os.path.join(srv, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": wm}, f)
+    paced, port = paced_server(srv, 100 * 1000)
+    url = "http://127.0.0.1:%d/" % port
+    try:
+        t = time.time()
+        rc, out = mount_on_tty(url, mnt, tty=True)
+        took = time.time() - t
+        T._mounts.append(mnt)
+        assert rc == 0, out
+        assert took > 1.5, "headers too quick to test the line: %.1f s" % \
+            took
+        lines = re.findall(r"\rstfs: reading headers: (\d+) of 3 files, "
+                           r"[0-9.]+ [KMG]?i?B, [0-9.]+ [KMG]?i?B/s, "
+                           r"(\d+) s\x1b\[K", out)
+        assert lines, repr(out)
+        assert all(0 <= int(n) <= 3 for n, _ in lines), lines
+        assert out.endswith("\r\x1b[K"), "the line was not erased: %r" % \
+            out[-200:]
+        assert os.path.exists(os.path.join(mnt, "model", "layers", "2",
+                                           "block_01499", "weight"))
+        T.unmount(mnt)
+        rc, out = mount_on_tty(url, mnt, tty=False)
+        T._mounts.append(mnt)
+        assert rc == 0, out
+        assert "reading headers" not in out and "\r" not in out, repr(out)
+        T.unmount(mnt)
+    finally:
+        paced.kill()
+        paced.wait()
+
+
 TESTS = [test_full_warm, test_include_ranks, test_paths,
          test_status_background, test_local_noop, test_refused,
-         test_server_gone, test_mount_option, test_unmount_while_warming]
+         test_server_gone, test_mount_option, test_unmount_while_warming,
+         test_mount_progress_line]
 
 if __name__ == "__main__":
     sys.exit(T.run_tests(TESTS))

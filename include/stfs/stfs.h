@@ -254,6 +254,20 @@ int stfs_remote_opts_check_cache(const struct stfs_remote_opts *o,
  * failed, and why): one line each to fn(ctx, line).  Default: nowhere. */
 void stfs_remote_opts_log(struct stfs_remote_opts *o,
 			  void (*fn)(void *ctx, const char *line), void *ctx);
+/* How far the opening of a model with these options has come: the files
+ * whose headers were read, of those to read (0 of 0 while the source is
+ * still listed), and the bytes received so far. */
+struct stfs_open_progress {
+	size_t files_done, files_total;
+	uint64_t bytes;
+};
+/* Where the opening reports its progress (for a progress line): fn(ctx,
+ * p) once the files to open are known and after each header is read,
+ * from the library's threads, one call at a time.  Default: nowhere. */
+void stfs_remote_opts_progress(struct stfs_remote_opts *o,
+			       void (*fn)(void *ctx,
+					  const struct stfs_open_progress *p),
+			       void *ctx);
 
 /* s3:// addressing: virtual-hosted (https://BUCKET.HOST/KEY) or path-style
  * (https://HOST/BUCKET/KEY).  AUTO, the default: virtual-hosted on AWS,

@@ -24,6 +24,7 @@
 
 #include "cli.h"
 #include "mount.h"
+#include "progress.h"
 
 #define PF "user.stfs.prefetch"
 
@@ -84,19 +85,6 @@ static int read_status(const char *mnt, struct pf_status *st)
 	return 0;
 }
 
-static void human(uint64_t b, char *out, size_t n)
-{
-	const char *u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	double v = (double)b;
-	int i = 0;
-
-	while (v >= 1024 && i < 4) {
-		v /= 1024;
-		i++;
-	}
-	snprintf(out, n, i ? "%.1f %s" : "%.0f %s", v, u[i]);
-}
-
 /* One progress line: bytes done of total, rate, time left, files. */
 static void progress(FILE *out, const struct pf_status *st, int tty)
 {
@@ -104,9 +92,9 @@ static void progress(FILE *out, const struct pf_status *st, int tty)
 	double s = st->elapsed_ms / 1000.0, r = s > 0 ? st->cached / s : 0;
 	double left = r > 0 ? (st->asked - st->cached) / r : 0;
 
-	human(st->cached, done, sizeof(done));
-	human(st->asked, total, sizeof(total));
-	human((uint64_t)r, rate, sizeof(rate));
+	stfs_human_size(st->cached, done, sizeof(done));
+	stfs_human_size(st->asked, total, sizeof(total));
+	stfs_human_size((uint64_t)r, rate, sizeof(rate));
 	fprintf(out, "%sstfs prefetch: %s of %s (%.0f%%), %s/s, %s%.0f s, "
 		"files %lu/%lu%s", tty ? "\r" : "", done, total,
 		st->asked ? 100.0 * st->cached / st->asked : 100.0, rate,

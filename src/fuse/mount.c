@@ -23,6 +23,7 @@
 
 #include "fs.h"
 #include "mount.h"
+#include "progress.h"
 
 struct stfs_opts {
 	char *source;
@@ -109,81 +110,6 @@ static const struct fuse_opt stfs_opt_spec[] = {
 	FUSE_OPT_KEY("_netdev", KEY_DISCARD),
 	FUSE_OPT_END
 };
-
-void stfs_usage(FILE *out)
-{
-	fprintf(out,
-"usage: stfs mount [-f] [-d] [-s] [-o OPT[,OPT...]] SOURCE MOUNTPOINT\n"
-"       stfs SOURCE MOUNTPOINT [-o OPT[,OPT...]]   (mount helper form)\n"
-"       stfs inspect [--json | --files | -q] [--flat] [--npy]\n"
-"                    [--convert=f32]\n"
-"                    [--include=GLOB] [--exclude=GLOB] [--offline]\n"
-"                    [--unvalidated]\n"
-"                    [--s3-style=path|virtual] SOURCE\n"
-"       stfs prefetch [--include=GLOB] [--exclude=GLOB] [--background]\n"
-"                     [-q | --json] [--status] MOUNTPOINT [PATH...]\n"
-"       stfs umount [-z] MOUNTPOINT\n"
-"       stfs --help | --version\n"
-"\n"
-"SOURCE is a .safetensors file, a directory of shards, a\n"
-"*.safetensors.index.json file, an http(s):// URL of one of these (a\n"
-"directory URL ends in /), hf://ORG/NAME[@REVISION][/FOLDER] (the\n"
-"Hugging Face Hub), or s3://BUCKET/KEY or s3://BUCKET/PREFIX/ (S3 and\n"
-"S3-compatible stores).  Each tensor becomes a read-only file;\n"
-"dtype, shape and offsets are user.safetensors.* extended attributes, and\n"
-"the header is the file %s at the root.\n"
-"\n"
-"mount options:\n"
-"  -f                 stay in the foreground\n"
-"  -d, -o debug       FUSE debug output (implies -f)\n"
-"  -s                 single-threaded (same as -o threads=1)\n"
-"  -o flat            every tensor at the root under its full name\n"
-"  -o include=GLOB    only tensors whose names match GLOB (repeatable)\n"
-"  -o exclude=GLOB    no tensor whose name matches GLOB (repeatable)\n"
-"  -o repo            the repository at the mount's root, the tensors\n"
-"                     under %%tensors/ (else the repository is %%repo/)\n"
-"  -o files=GLOB      only these files of the repository in %%repo/\n"
-"                     (repeatable; GLOB matches the whole path)\n"
-"  -o show_virtual    list the virtual %%model*.safetensors files too\n"
-"  -o npy             add NAME.npy views that numpy.load() reads\n"
-"  -o convert=f32     add NAME.f32 float32 views of BF16, F16 and F8 tensors\n"
-"  -o uid=N,gid=N     owner of every file (default: the mounting user)\n"
-"  -o umask=OOO       clear these bits from 0444 files / 0555 directories\n"
-"  -o threads=N       up to N threads; more than one only while several\n"
-"                     reads go on at once (default %d)\n"
-"  -o readahead=KB    kernel readahead for the mount (default %d, or\n"
-"                     max_request if that is larger)\n"
-"  -o max_request=KB  largest read request to ask the kernel for (default:\n"
-"                     up to %d, as far as fs.fuse.max_pages_limit allows;\n"
-"                     given, root raises that limit)\n"
-"  -o log=FILE        where a background daemon logs (default: syslog)\n"
-"  -o prefetch=all|GLOB  for URL sources: warm the cache once the mount is\n"
-"                     live, as stfs prefetch does (GLOB repeatable)\n"
-"  -o connect_timeout=S, stall_timeout=S, retries=N, connections=N\n"
-"                     for URL sources: seconds to connect (default 10),\n"
-"                     seconds slower than min_speed (30), retries (3),\n"
-"                     parallel requests (8)\n"
-"  -o min_speed=SIZE  for URL sources: bytes per second a request must\n"
-"                     average over stall_timeout (default 16K; 0: any)\n"
-"  -o block_size=SIZE for URL sources: fetch and cache in blocks of SIZE,\n"
-"                     a power of two from 64K to 64M (default 4M)\n"
-"  -o cache=DIR, cache_size=SIZE, nocache, offline\n"
-"                     for URL sources: the on-disk cache (default\n"
-"                     $XDG_CACHE_HOME/stfs or ~/.cache/stfs, 10G), none,\n"
-"                     or the cache only, no network\n"
-"  -o unvalidated     for URL sources: read objects whose server sends\n"
-"                     neither a strong ETag nor Last-Modified (uncached;\n"
-"                     a change while mounted cannot be detected)\n"
-"  -o s3_style=path|virtual\n"
-"                     s3:// addressing (default: virtual-hosted on AWS,\n"
-"                     path-style with AWS_ENDPOINT_URL)\n"
-"  -o allow_other, default_permissions, max_read=N, ... : as for any\n"
-"                     FUSE filesystem (see mount.fuse3(8)); ro is implied\n"
-"\n"
-"Exit status: 0 success, 1 invalid source or failed mount, 2 usage error.\n"
-"See stfs(1).\n", STFS_HEADER_FILE, STFS_DEFAULT_THREADS, STFS_DEFAULT_READAHEAD,
-	STFS_DEFAULT_MAX_REQUEST);
-}
 
 /* A model warning on stderr; ctx is the SOURCE string. */
 static void warn_stderr(void *ctx, const char *text)
@@ -515,7 +441,9 @@ static int open_model(struct stfs_opts *o, const char *src,
 		      struct stfs_fs *fs)
 {
 	struct stfs_model_opts mo = { 0 };
+	struct stfs_open_line line;
 	struct stfs_error err;
+	int rc;
 
 	mo.flags = (o->flat ? STFS_TREE_FLAT : 0) |
 		   (o->npy ? STFS_TREE_NPY : 0) |
@@ -532,7 +460,11 @@ static int open_model(struct stfs_opts *o, const char *src,
 	mo.ctx = (void *)src;
 	stfs_remote_opts_log(o->remote, log_line, NULL);
 	mo.remote = o->remote;
-	if (stfs_model_open_opts(o->source, &mo, &fs->model, &err)) {
+	/* on a terminal, a line while a slow source is listed and read */
+	stfs_open_line_start(&line, o->remote, stderr);
+	rc = stfs_model_open_opts(o->source, &mo, &fs->model, &err);
+	stfs_open_line_stop(&line, o->remote);
+	if (rc) {
 		fprintf(stderr, "stfs: %s: %s\n", src, err.msg);
 		return -1;
 	}

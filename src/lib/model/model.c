@@ -101,7 +101,7 @@ struct slot {
 struct openers {
 	struct stfs_model *m;
 	const char *const *names;
-	size_t n, next;
+	size_t n, next, done;
 	struct slot *slots;
 	pthread_mutex_t mu;
 };
@@ -121,6 +121,10 @@ static void *opener(void *arg)
 		memset(&o->slots[i].err, 0, sizeof(o->slots[i].err));
 		o->slots[i].rc = open_one(o->m, o->names[i], &o->slots[i].f,
 					  &o->slots[i].err);
+		pthread_mutex_lock(&o->mu);
+		i = ++o->done;
+		pthread_mutex_unlock(&o->mu);
+		stfs_remote_progress(o->m->remote, i, o->n);
 	}
 }
 
@@ -128,16 +132,19 @@ int stfs_model_add_files(struct stfs_model *m, const char *const *names,
 			 size_t n,
 			 struct stfs_error *err)
 {
-	struct openers o = { m, names, n, 0, NULL,
+	struct openers o = { m, names, n, 0, 0, NULL,
 			     PTHREAD_MUTEX_INITIALIZER };
 	pthread_t th[OPENERS];
 	size_t nth = 0, i;
 	int rc = 0;
 
+	stfs_remote_progress(m->remote, 0, n);
 	if (n < 2 || !(m->loc->http || m->loc->remote) ||
 	    !(o.slots = calloc(n, sizeof(*o.slots)))) {
-		for (i = 0; !rc && i < n; i++)
+		for (i = 0; !rc && i < n; i++) {
 			rc = stfs_model_add_file(m, names[i], err);
+			stfs_remote_progress(m->remote, i + 1, n);
+		}
 		return rc;
 	}
 	while (nth < OPENERS && nth < n &&
@@ -396,7 +403,8 @@ int stfs_model_open_opts(const char *source, const struct stfs_model_opts *o,
 	m->sharded = m->loc->kind != STFS_LOC_FILE;
 	switch (m->loc->kind) {
 	case STFS_LOC_FILE:
-		if (!(rc = stfs_model_add_file(m, m->loc->name, err)))
+		if (!(rc = stfs_model_add_files(m, (const char *const *)
+						&m->loc->name, 1, err)))
 			rc = stfs_model_collect(m, err);
 		break;
 	case STFS_LOC_DIR:
@@ -421,6 +429,7 @@ int stfs_model_open_opts(const char *source, const struct stfs_model_opts *o,
 	    (rc = stfs_model_header_selected(m, err)))
 		goto fail;
 	/* open: its requests are done, and the daemon forks next */
+	stfs_remote_progress_end(m->remote);
 	stfs_remote_park(m->remote);
 	*out = m;
 	return 0;

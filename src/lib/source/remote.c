@@ -70,6 +70,37 @@ void stfs_remote_opts_log(struct stfs_remote_opts *o,
 	o->log_ctx = ctx;
 }
 
+void stfs_remote_opts_progress(struct stfs_remote_opts *o,
+			       void (*fn)(void *ctx,
+					  const struct stfs_open_progress *p),
+			       void *ctx)
+{
+	o->progress = fn;
+	o->progress_ctx = ctx;
+}
+
+void stfs_remote_progress(struct stfs_remote *r, size_t done, size_t total)
+{
+	struct stfs_open_progress p = { done, total, 0 };
+
+	if (!r || !r->o.progress)
+		return;
+	p.bytes = atomic_load(&r->count.bytes);
+	pthread_mutex_lock(&r->progress_mu);
+	if (r->o.progress)
+		r->o.progress(r->o.progress_ctx, &p);
+	pthread_mutex_unlock(&r->progress_mu);
+}
+
+void stfs_remote_progress_end(struct stfs_remote *r)
+{
+	if (!r)
+		return;
+	pthread_mutex_lock(&r->progress_mu);
+	r->o.progress = NULL;
+	pthread_mutex_unlock(&r->progress_mu);
+}
+
 /* "10G", "512M", "4096": bytes, or 0 if it is not a size. */
 static uint64_t parse_size(const char *t)
 {
@@ -288,6 +319,7 @@ int stfs_remote_new(const struct stfs_remote_opts *opts,
 		return stfs_nomem(err);
 	}
 	curl_global_init(CURL_GLOBAL_DEFAULT);
+	pthread_mutex_init(&r->progress_mu, NULL);
 	stfs_blocks_init(&r->blocks);
 	stfs_pool_init(&r->pool);
 	*out = r;
@@ -308,6 +340,7 @@ void stfs_remote_free(struct stfs_remote *r)
 	stfs_httpc_fini(&r->http);
 	stfs_blocks_fini(&r->blocks);
 	stfs_pool_fini(&r->pool);
+	pthread_mutex_destroy(&r->progress_mu);
 	if (r->o.cache_dir)
 		stfs_cache_fini(&r->cache);
 	free(r->o.cache_dir);

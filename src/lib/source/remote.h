@@ -204,6 +204,8 @@ struct stfs_remote_opts {
 	enum stfs_s3_style s3_style;
 	void (*log)(void *ctx, const char *line);
 	void *log_ctx;
+	void (*progress)(void *ctx, const struct stfs_open_progress *p);
+	void *progress_ctx;
 };
 
 /* ---- the cache store on disk (cache.c) --------------------------------- */
@@ -663,6 +665,7 @@ void stfs_writeback_flush(struct stfs_remote *r);
 
 struct stfs_remote {
 	struct stfs_remote_opts o;
+	pthread_mutex_t progress_mu;    /* one progress report at a time */
 	struct stfs_cache cache;        /* used when o.cache_dir is set */
 	struct stfs_remote_counters count;
 	struct stfs_http_client http;

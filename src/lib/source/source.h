@@ -107,6 +107,11 @@ void stfs_remote_free(struct stfs_remote *r);
 /* Stop its idle transfer threads (before a fork; they start again when
  * needed). */
 void stfs_remote_park(struct stfs_remote *r);
+/* Tell the options' progress function (if any) that done of total files
+ * were opened; r may be NULL. */
+void stfs_remote_progress(struct stfs_remote *r, size_t done, size_t total);
+/* The opening is over: no more calls of the progress function. */
+void stfs_remote_progress_end(struct stfs_remote *r);
 /* ---- the repository: every file of the source (repo.c) ----------------- */
 
 /* Files of at most this many bytes that are not weights are fetched whole
