@@ -101,37 +101,24 @@ struct slot {
 struct openers {
 	struct stfs_model *m;
 	const char *const *names;
-	size_t n, next;
 	struct slot *slots;
-	pthread_mutex_t mu;
 };
 
-static void *opener(void *arg)
+static void open_nth(void *ctx, size_t i)
 {
-	struct openers *o = arg;
+	struct openers *o = ctx;
 
-	for (;;) {
-		size_t i;
-
-		pthread_mutex_lock(&o->mu);
-		i = o->next++;
-		pthread_mutex_unlock(&o->mu);
-		if (i >= o->n)
-			return NULL;
-		memset(&o->slots[i].err, 0, sizeof(o->slots[i].err));
-		o->slots[i].rc = open_one(o->m, o->names[i], &o->slots[i].f,
-					  &o->slots[i].err);
-	}
+	memset(&o->slots[i].err, 0, sizeof(o->slots[i].err));
+	o->slots[i].rc = open_one(o->m, o->names[i], &o->slots[i].f,
+				  &o->slots[i].err);
 }
 
 int stfs_model_add_files(struct stfs_model *m, const char *const *names,
 			 size_t n,
 			 struct stfs_error *err)
 {
-	struct openers o = { m, names, n, 0, NULL,
-			     PTHREAD_MUTEX_INITIALIZER };
-	pthread_t th[OPENERS];
-	size_t nth = 0, i;
+	struct openers o = { m, names, NULL };
+	size_t i;
 	int rc = 0;
 
 	if (n < 2 || !(m->loc->http || m->loc->remote) ||
@@ -140,12 +127,7 @@ int stfs_model_add_files(struct stfs_model *m, const char *const *names,
 			rc = stfs_model_add_file(m, names[i], err);
 		return rc;
 	}
-	while (nth < OPENERS && nth < n &&
-	       pthread_create(&th[nth], NULL, opener, &o) == 0)
-		nth++;
-	opener(&o);                     /* this thread is one of them */
-	for (i = 0; i < nth; i++)
-		pthread_join(th[i], NULL);
+	stfs_parallel_for(n, OPENERS, open_nth, &o);
 	/* in order: the first failure is the one reported, as if opened one
 	 * after another */
 	for (i = 0; i < n; i++) {

@@ -118,6 +118,11 @@ void stfs_remote_park(struct stfs_remote *r);
 #define STFS_REPO_SMALL_FILES 4096
 #define STFS_REPO_SMALL_BYTES (64u << 20)
 #define STFS_REPO_PATH_MAX 4096
+/* Small files are fetched this many at a time, each its own request (one
+ * connection each, as HTTP/1.1 has it): 200 of them take a connection's
+ * round trip and two of requests, not one round trip per file
+ * (docs/performance.md). */
+#define STFS_REPO_FETCHERS 128
 
 /* One file of the source's repository, as its listing gives it. */
 struct stfs_rfile {
