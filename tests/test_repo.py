@@ -16,7 +16,10 @@
 - small files: fetched and verified at mount, so config.json is read with
   no request; a small file whose bytes do not match its checksum is EIO,
   the log naming the file and both checksums; a listing that lies about
-  a weight's size is EIO.
+  a weight's size is EIO;
+- st_blksize (`stat -c %o`) of a remote mount's files, tensor files and
+  %repo/ files alike, is the block size (-o block_size=, 4 MiB by
+  default); a local mount's stays 64 KiB.
 """
 import hashlib
 import os
@@ -256,6 +259,38 @@ def test_hub_layouts(d, mnt):
                         kind == "small", line
 
 
+def blksizes(mnt, paths):
+    """`stat -c %o` of each of paths under mnt."""
+    r = subprocess.run(["stat", "-c", "%o"] + [os.path.join(mnt, x)
+                                                for x in paths],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return [int(x) for x in r.stdout.split()]
+
+
+def test_blksize(d, mnt):
+    """st_blksize: the block size reads are best made in."""
+    files = st_model_repo()
+    paths = ["embeddings/word_embeddings/weight", "%repo/config.json",
+             "%repo/model.safetensors", "%repo/1_Pooling/config.json"]
+    src = write_tree(os.path.join(d, "src"), files)
+    p = T.mount_fg(src, mnt)
+    try:
+        assert blksizes(mnt, paths) == [65536] * 4
+    finally:
+        T.stop_fg(p, mnt)
+    with world(d) as w:
+        hub_repo(w, "org/st", files)
+        for opts, block in (((), 4 << 20),
+                            (("-o", "block_size=1M"), 1 << 20)):
+            p = T.mount_fg("hf://org/st", mnt, *opts)
+            try:
+                got = blksizes(mnt, paths)
+                assert got == [block] * 4, (opts, got)
+            finally:
+                T.stop_fg(p, mnt)
+
+
 def test_hub_faults(d, mnt):
     """A small file whose bytes do not match: EIO, logged; a weight
     whose listed size lies: EIO; hostile names left out."""
@@ -338,5 +373,6 @@ if __name__ == "__main__":
     sys.exit(T.run_tests([test_local_diffusers, test_local_st_model,
                           test_repo_root, test_hostile_local,
                           test_swapped_for_link,
-                          test_hub_layouts, test_hub_faults, test_hub_offline,
+                          test_hub_layouts, test_blksize, test_hub_faults,
+                          test_hub_offline,
                           test_s3_layouts]))

@@ -488,6 +488,10 @@ const char *stfs_model_source(const struct stfs_model *m);
 const char *stfs_model_canonical(const struct stfs_model *m);
 /* The remote layer of its sources (statistics), never NULL. */
 const struct stfs_remote *stfs_model_remote(const struct stfs_model *m);
+/* The size of the blocks its remote files are fetched and cached in, the
+ * size reads are best made in (st_blksize); 0 for a source on a local
+ * disk. */
+size_t stfs_model_block_size(const struct stfs_model *m);
 /* 1 if the source was a directory or an index (names files in xattrs). */
 int stfs_model_sharded(const struct stfs_model *m);
 

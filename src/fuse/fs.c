@@ -70,7 +70,8 @@ static int fill_attr(const struct stfs_fs *fs, fuse_ino_t ino,
 	st->st_uid = fs->uid;
 	st->st_gid = fs->gid;
 	st->st_atim = st->st_mtim = st->st_ctim = fs->mtime;
-	st->st_blksize = 65536;
+	/* a remote file's reads are best made in blocks */
+	st->st_blksize = fs->blksize;
 	if (ni->kind == STFS_NODE_KIND_DIR) {
 		st->st_mode = S_IFDIR | (0555 & ~fs->umask);
 		st->st_nlink = 2 + ni->subdirs;
@@ -465,12 +466,16 @@ const struct fuse_lowlevel_ops stfs_ll_ops = {
 /* ---- setup ----------------------------------------------------------- */
 
 /*
- * The mount's times (the newest source's), its size for statfs, and the
- * root's xattrs (xattr.c).
+ * The mount's times (the newest source's), its size for statfs, its
+ * files' st_blksize (a remote source's block size), and the root's
+ * xattrs (xattr.c).
  */
 int stfs_fs_init(struct stfs_fs *fs)
 {
 	const struct stfs_model *m = fs->model;
+	size_t block = stfs_model_block_size(m);
+
+	fs->blksize = block ? (blksize_t)block : 65536;
 
 	for (size_t i = 0; i < stfs_model_tensor_count(m); i++) {
 		const struct stfs_tensor *t = stfs_model_tensor(m, i);

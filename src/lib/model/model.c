@@ -446,6 +446,12 @@ const struct stfs_remote *stfs_model_remote(const struct stfs_model *m)
 	return m->remote;
 }
 
+size_t stfs_model_block_size(const struct stfs_model *m)
+{
+	return m->loc->http || m->loc->remote ?
+	       stfs_remote_block_size(m->remote) : 0;
+}
+
 /* ---- accessors ---------------------------------------------------------- */
 
 const char *stfs_model_source(const struct stfs_model *m)

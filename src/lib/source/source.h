@@ -107,6 +107,8 @@ void stfs_remote_free(struct stfs_remote *r);
 /* Stop its idle transfer threads (before a fork; they start again when
  * needed). */
 void stfs_remote_park(struct stfs_remote *r);
+/* Its bytes per block (-o block_size=), 0 for NULL (remote.c). */
+size_t stfs_remote_block_size(const struct stfs_remote *r);
 /* ---- the repository: every file of the source (repo.c) ----------------- */
 
 /* Files of at most this many bytes that are not weights are fetched whole
