@@ -13,7 +13,7 @@ N - 1 JSON files of some 100 bytes in folders of 1,000
 verified at mount (the cap, docs/remote.md), the rest stay lazy.  For
 each, a fresh mount with an empty cache: VmHWM once mounted, and again
 after `find %repo/ -type f` (every node looked up, as a loader walking
-the tree would); the time to mount.  Prints both repositories, and what
+the tree would), and VmRSS then (what stays); the time to mount.  Prints both repositories, and what
 each file of the large one added to the peak.  Peak memory does not
 depend on the machine's load, so one round is enough.
 
@@ -31,10 +31,10 @@ from fixtures import World  # noqa: E402
 from repofix import st_bytes, _arrays  # noqa: E402
 
 
-def hwm_kb(pid):
+def status_kb(pid, key="VmHWM"):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
-            if line.startswith("VmHWM:"):
+            if line.startswith(key + ":"):
                 return int(line.split()[1])
     return 0
 
@@ -48,7 +48,8 @@ def files_of(n, weight):
 
 
 def one(rid, n, mnt, work):
-    """(seconds to mount, VmHWM KiB mounted, VmHWM KiB after find)."""
+    """(seconds to mount, VmHWM KiB mounted, VmHWM KiB after find,
+    VmRSS KiB after find)."""
     cache = os.path.join(work, "cache-%d" % n)
     subprocess.run(["rm", "-rf", cache])
     log = open(os.path.join(work, "mount-%d.log" % n), "wb")
@@ -62,17 +63,18 @@ def one(rid, n, mnt, work):
     if not T.wait_mount(mnt, p, timeout=600):
         raise AssertionError("mount of %s failed (mount-%d.log)" % (rid, n))
     secs = time.time() - t
-    mounted = hwm_kb(p.pid)
+    mounted = status_kb(p.pid)
     r = subprocess.run(["find", os.path.join(mnt, "%repo"), "-type", "f"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     found = len(r.stdout.splitlines())
     assert found == n, (found, n)
-    walked = hwm_kb(p.pid)
+    walked = status_kb(p.pid)
+    rss = status_kb(p.pid, "VmRSS")
     T.unmount(mnt)
     assert p.wait(timeout=60) == 0
     subprocess.run(["rm", "-rf", cache])
-    return secs, mounted, walked
+    return secs, mounted, walked, rss
 
 
 def main():
@@ -93,12 +95,15 @@ def main():
         for k in (100, n):
             res[k] = one("org/r%d" % k, k, mnt, work)
             print("%d files: mounted in %.1f s, VmHWM %d KiB mounted, "
-                  "%d KiB after find" % ((k,) + res[k]), flush=True)
+                  "%d KiB after find, VmRSS %d KiB" % ((k,) + res[k]),
+                  flush=True)
     print("\n| hf:// repository | mount (s) | VmHWM mounted (MiB) | "
-          "VmHWM after find %repo/ (MiB) |\n|---|---|---|---|")
+          "VmHWM after find %repo/ (MiB) | VmRSS then (MiB) |\n"
+          "|---|---|---|---|---|")
     for k in (100, n):
-        print("| %d files | %.1f | %.1f | %.1f |" % (
-            k, res[k][0], res[k][1] / 1024, res[k][2] / 1024))
+        print("| %d files | %.1f | %.1f | %.1f | %.1f |" % (
+            k, res[k][0], res[k][1] / 1024, res[k][2] / 1024,
+            res[k][3] / 1024))
     per = (res[n][2] - res[100][2]) * 1024 / (n - 100)
     print("\neach file of %d added %.0f bytes to the peak (after find)"
           % (n, per))
