@@ -7,9 +7,12 @@
 # OpenStack Swift and memcached for the S3 tests, Node.js and the Hugging
 # Face JavaScript client from tests/hubjs/package-lock.json for the Hub
 # tests, and the GGUF parser @huggingface/gguf from
-# tests/ggufjs/package-lock.json for the GGUF tests; squashfuse and
-# squashfs-tools for the benchmarks' squashfuse_ll baseline).  Quiet when
-# everything is there.
+# tests/ggufjs/package-lock.json for the GGUF tests; llama.cpp's
+# prebuilt CPU binary (node-llama-cpp) from tests/llamajs/package-lock.json
+# for the llama.cpp loader test; transformers.js with onnxruntime-node from
+# tests/transformersjs/package-lock.json and python3-onnx, which writes its
+# model, for the %repo/ loader tests; squashfuse and squashfs-tools for the
+# benchmarks' squashfuse_ll baseline).  Quiet when everything is there.
 set -euo pipefail
 base=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
       libjson-c-dev libcurl4-openssl-dev libssl-dev libexpat1-dev attr
@@ -17,7 +20,7 @@ base=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
 full=(check clang libclang-rt-14-dev python3-torch r-base-core debhelper
       dpkg-dev fakeroot rpm nginx swift swift-proxy swift-account
       swift-container swift-object memcached openssl ca-certificates
-      awscli squashfuse squashfs-tools)
+      awscli squashfuse squashfs-tools python3-onnx)
 case "${1:-test}" in
 demo) pkgs=("${base[@]}") ;;
 test) pkgs=("${base[@]}" "${full[@]}") ;;
@@ -35,11 +38,16 @@ fi
 hubjs() {   # the pinned JavaScript packages, from their lockfiles
 	local d m
 	[ "${1:-test}" = test ] || return 0
-	for m in hubjs/hub ggufjs/gguf; do
-		d="$(dirname "$0")/../tests/${m%/*}"
-		[ -d "$d/node_modules/@huggingface/${m#*/}" ] && continue
-		(cd "$d" && npm ci --no-audit --no-fund --loglevel=error \
-			>/dev/null)
+	for m in hubjs/@huggingface/hub ggufjs/@huggingface/gguf \
+		llamajs/node-llama-cpp transformersjs/@huggingface/transformers; do
+		d="$(dirname "$0")/../tests/${m%%/*}"
+		[ -d "$d/node_modules/${m#*/}" ] && continue
+		# each dir's .npmrc: no GPU builds; node-llama-cpp never
+		# downloads llama.cpp from GitHub, onnxruntime-node never
+		# fetches CUDA providers from NuGet
+		(cd "$d" && NODE_LLAMA_CPP_SKIP_DOWNLOAD=true \
+			ONNXRUNTIME_NODE_INSTALL=skip npm ci \
+			--no-audit --no-fund --loglevel=error >/dev/null)
 	done
 }
 if [ ${#missing[@]} -eq 0 ]; then

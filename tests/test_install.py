@@ -101,6 +101,11 @@ def test_man_page(d):
             "log"} <= opts, opts
     for o in sorted(opts):
         assert re.search(r"\b%s\b" % o, text), "man page lacks %s" % o
+    # every format and view the code mounts is named by both
+    for word in ("PyTorch", "GGUF", "pytorch_model.bin", "%repo/",
+                 "user.pytorch.type", "user.gguf.type", "hf://", "s3://"):
+        assert word in helptext, "stfs --help lacks %r" % word
+        assert word in text, "man page lacks %r" % word
     for cmd in ("stfs mount", "stfs inspect", "stfs umount", "--json",
                 "%header.json", "user.safetensors.dtype", "EXIT STATUS",
                 "fstab"):
