@@ -109,42 +109,94 @@ static int place_one(struct stfs_zip_entry *e, uint64_t next,
 	return 0;
 }
 
-/* Bytes read for local headers: [lo, hi) of the file. */
+/* Bytes read for local headers: [lo, hi) of the file, for the records
+ * from by[start] on that lie within it; the read's status and error. */
 struct hwin {
 	unsigned char *b;
-	size_t cap;
 	uint64_t lo, hi;
+	size_t start;
+	int rc;
+	struct stfs_error err;
 };
 
-/* Make w hold [by[i]->lho, ends[i]), reading in one go the headers of
- * as many of the records after it as end within WMAX bytes of it. */
-static int window(struct hwin *w, struct stfs_zip_entry *const *by,
-		  const uint64_t *ends, size_t i, size_t n, stfs_read_fn rd,
-		  void *ctx, const char *name, struct stfs_error *err)
+/*
+ * The windows of local headers at hand: up to BATCH of them, read at once
+ * (over a URL in parallel, each a round trip: a checkpoint of hundreds of
+ * large storages mounts in a few round trips' time, not hundreds; over a
+ * local file one at a time, as reads cost nothing there).
+ */
+#define BATCH 16
+struct hwins {
+	struct hwin w[BATCH];
+	size_t nw, cur;
+	stfs_read_fn rd;
+	void *ctx;
+	const char *name;
+};
+
+static void read_nth(void *arg, size_t k)
 {
-	uint64_t lo = by[i]->lho, hi = ends[i];
-	int rc;
+	struct hwins *h = arg;
+	struct hwin *w = &h->w[k];
 
-	if (lo >= w->lo && hi <= w->hi)
-		return 0;
-	for (size_t j = i + 1; j < n && ends[j] - lo <= WMAX; j++)
-		if (ends[j] > hi)
-			hi = ends[j];
-	w->lo = w->hi = 0;
-	if (hi - lo > w->cap) {   /* grown as needed, to at most WMAX */
-		unsigned char *b = realloc(w->b, (size_t)(hi - lo));
+	memset(&w->err, 0, sizeof(w->err));
+	if (!(w->b = malloc((size_t)(w->hi - w->lo))))
+		w->rc = stfs_fail_sys(&w->err, -ENOMEM, h->name);
+	else
+		w->rc = stfs_zip_read_at(h->rd, h->ctx, w->b,
+					 (size_t)(w->hi - w->lo), w->lo,
+					 h->name, &w->err);
+}
 
-		if (!b)
-			return stfs_fail_sys(err, -ENOMEM, name);
-		w->b = b;
-		w->cap = (size_t)(hi - lo);
+static void drop(struct hwins *h)
+{
+	for (size_t k = 0; k < h->nw; k++)
+		free(h->w[k].b);
+	h->nw = h->cur = 0;
+}
+
+/* Read the windows from record i on: each begins at a record's header and
+ * reads in one go the headers of as many records after it as end within
+ * WMAX bytes of it; the next begins at the first record it does not
+ * hold.  width: how many at once. */
+static void refill(struct hwins *h, struct stfs_zip_entry *const *by,
+		   const uint64_t *ends, size_t i, size_t n, unsigned width)
+{
+	drop(h);
+	while (h->nw < width && i < n) {
+		struct hwin *w = &h->w[h->nw++];
+
+		w->lo = by[i]->lho;
+		w->hi = ends[i];
+		w->start = i;
+		w->b = NULL;
+		for (size_t j = i + 1; j < n && ends[j] - w->lo <= WMAX; j++)
+			if (ends[j] > w->hi)
+				w->hi = ends[j];
+		for (i++; i < n && ends[i] <= w->hi; i++)
+			;
 	}
-	rc = stfs_zip_read_at(rd, ctx, w->b, (size_t)(hi - lo), lo, name, err);
-	if (!rc) {
-		w->lo = lo;
-		w->hi = hi;
-	}
-	return rc;
+	stfs_parallel_for(h->nw, width, read_nth, h);
+}
+
+/* The window that holds record i's header (read as needed): 0 with *out,
+ * or the read's error. */
+static int window(struct hwins *h, struct stfs_zip_entry *const *by,
+		  const uint64_t *ends, size_t i, size_t n, unsigned width,
+		  const struct hwin **out, struct stfs_error *err)
+{
+	const struct hwin *w;
+
+	if (h->nw && h->cur + 1 < h->nw && h->w[h->cur + 1].start == i)
+		h->cur++;
+	else if (!h->nw || by[i]->lho < h->w[h->cur].lo ||
+		 ends[i] > h->w[h->cur].hi)
+		refill(h, by, ends, i, n, width);
+	w = &h->w[h->cur];
+	if (w->rc && err)
+		*err = w->err;
+	*out = w;
+	return w->rc;
 }
 
 static int lho_bounds(const struct stfs_zip *z, const char *name,
@@ -173,7 +225,8 @@ int stfs_zip_place(struct stfs_zip *z, stfs_read_fn rd, void *ctx,
 	size_t n1 = z->n ? z->n : 1;
 	struct stfs_zip_entry **by = malloc(n1 * sizeof(*by));
 	uint64_t *ends = malloc(n1 * sizeof(*ends));
-	struct hwin w = {NULL, 0, 0, 0};
+	struct hwins h = { .rd = rd, .ctx = ctx, .name = name };
+	const struct hwin *w;
 	int rc = 0;
 
 	if (!by || !ends) {
@@ -204,15 +257,16 @@ int stfs_zip_place(struct stfs_zip *z, stfs_read_fn rd, void *ctx,
 				       e->size, e->lho);
 			break;
 		}
-		rc = window(&w, by, ends, i, z->n, rd, ctx, name, err);
+		rc = window(&h, by, ends, i, z->n, read_local ? 1 : BATCH,
+			    &w, err);
 		if (!rc)
-			rc = place_one(e, next, w.b + (e->lho - w.lo),
+			rc = place_one(e, next, w->b + (e->lho - w->lo),
 				       (size_t)(ends[i] - e->lho), name, err);
 	}
 out:
+	drop(&h);
 	free(by);
 	free(ends);
-	free(w.b);
 	return rc;
 }
 
