@@ -2,7 +2,8 @@
  * check_repo.c: %repo/ (model/repo.c, source/repo.c): the rules a path
  * keeps to be shown, which files are small, and the tree a directory
  * becomes: folders, sizes, bytes, the clashes left out, and -o repo's
- * swap of the repository and the tensors' root.
+ * swap of the repository and the tensors' root; the parallel loop its
+ * small files are fetched with (format/par.c).
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -14,8 +15,34 @@
 #include <unistd.h>
 
 #include "stfs/stfs.h"
+#include "format.h"
 #include "source.h"
 #include "suites.h"
+
+/* stfs_parallel_for: every job run once, whatever the width */
+static void count_job(void *ctx, size_t i)
+{
+	__atomic_fetch_add(&((int *)ctx)[i], 1, __ATOMIC_RELAXED);
+}
+
+START_TEST(t_parallel)
+{
+	static const unsigned widths[] = { 0, 1, 2, 7, 128, 100000 };
+	int *seen = calloc(1000, sizeof(*seen));
+
+	ck_assert_ptr_nonnull(seen);
+	for (size_t w = 0; w < sizeof(widths) / sizeof(widths[0]); w++) {
+		memset(seen, 0, 1000 * sizeof(*seen));
+		stfs_parallel_for(1000, widths[w], count_job, seen);
+		for (size_t i = 0; i < 1000; i++)
+			ck_assert_int_eq(seen[i], 1);
+		stfs_parallel_for(0, widths[w], count_job, seen);
+		stfs_parallel_for(1, widths[w], count_job, seen);
+		ck_assert_int_eq(seen[0], 2);
+	}
+	free(seen);
+}
+END_TEST
 
 START_TEST(t_path_bad)
 {
@@ -158,6 +185,7 @@ Suite *repo_suite(void)
 	Suite *s = suite_create("repo");
 	TCase *tc = tcase_create("repo");
 
+	tcase_add_test(tc, t_parallel);
 	tcase_add_test(tc, t_path_bad);
 	tcase_add_test(tc, t_small);
 	tcase_add_test(tc, t_tree);

@@ -183,12 +183,15 @@ class Hub:
     def __init__(self, files_root, files_url, port=None, tls=None,
                  log=None):
         """files_root: the folder nginx serves at files_url; with
-        tls=(CERT, KEY), https; log: a file to log requests to."""
+        tls=(CERT, KEY), https; log: a file to log requests to.  .page:
+        the tree's entries a page."""
         self.root, self.files_url = files_root, files_url.rstrip("/")
         self.repos = {}
         self.seen = []
         self.log = Log(log)
         self.tree_loop = False      # the fault: the tree's pages loop
+        self.page = PAGE
+        self.trees = {}             # (sha, path, recursive) -> entries
         self.lock = threading.Lock()
         self.signer = None
         self.limit, self.window = None, 300
@@ -206,8 +209,10 @@ class Hub:
             def do_HEAD(self):
                 hub._handle(self, False)
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1",
-                                                       port or 0), H)
+        class Server(http.server.ThreadingHTTPServer):
+            request_queue_size = 512    # a burst of connections at once
+
+        self.server = Server(("127.0.0.1", port or 0), H)
         self.port = self.server.server_address[1]
         self.url = "http://127.0.0.1:%d" % self.port
         if tls:
@@ -417,7 +422,36 @@ class Hub:
                                with_body)
         q = urllib.parse.parse_qs(u.query)
         recursive = q.get("recursive", ["false"])[0] == "true"
-        files = repo.commits[sha]
+        key = (repo.id, sha, path, recursive)
+        with self.lock:
+            entries = self.trees.get(key)
+        if entries is None:
+            entries = self._entries(repo.commits[sha], path, recursive)
+            with self.lock:
+                self.trees[key] = entries
+        if path and not entries:
+            return self._error(h, 404, "EntryNotFound",
+                               "%s does not exist on \"%s\"" % (path, sha),
+                               with_body)
+        start = int(q.get("cursor", ["0"])[0])
+        page = entries[start:start + self.page]
+        headers = []
+        if start + self.page < len(entries):
+            nq = dict((k, v[0]) for k, v in q.items())
+            nq["cursor"] = str(start + self.page)
+            headers.append(("Link", '<%s%s?%s>; rel="next"' % (
+                self.url, u.path, urllib.parse.urlencode(nq))))
+        elif self.tree_loop and start:
+            # the fault: the last page links back to the first one
+            nq = dict((k, v[0]) for k, v in q.items() if k != "cursor")
+            headers.append(("Link", '<%s%s%s>; rel="next"' % (
+                self.url, u.path, "?" + urllib.parse.urlencode(nq)
+                if nq else "")))
+        self._send(h, 200, page, headers, with_body)
+
+    @staticmethod
+    def _entries(files, path, recursive):
+        """The tree's entries under path, in path order."""
         pre = path + "/" if path else ""
         entries, dirs = [], set()
         for p in sorted(files):
@@ -442,26 +476,8 @@ class Hub:
                 e["lfs"] = {"oid": _sha256(data),
                             "size": _size(data), "pointerSize": 134}
             entries.append(e)
-        if pre and not entries:
-            return self._error(h, 404, "EntryNotFound",
-                               "%s does not exist on \"%s\"" % (path, sha),
-                               with_body)
         entries.sort(key=lambda e: e["path"])
-        start = int(q.get("cursor", ["0"])[0])
-        page = entries[start:start + PAGE]
-        headers = []
-        if start + PAGE < len(entries):
-            nq = dict((k, v[0]) for k, v in q.items())
-            nq["cursor"] = str(start + PAGE)
-            headers.append(("Link", '<%s%s?%s>; rel="next"' % (
-                self.url, u.path, urllib.parse.urlencode(nq))))
-        elif self.tree_loop and start:
-            # the fault: the last page links back to the first one
-            nq = dict((k, v[0]) for k, v in q.items() if k != "cursor")
-            headers.append(("Link", '<%s%s%s>; rel="next"' % (
-                self.url, u.path, "?" + urllib.parse.urlencode(nq)
-                if nq else "")))
-        self._send(h, 200, page, headers, with_body)
+        return entries
 
     def _file(self, repo, rest):
         """(commit, path, bytes) of REVISION/PATH; bytes None if none."""

@@ -34,7 +34,7 @@ import zipfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
 import s3server  # noqa: E402
-from fixtures import Nginx  # noqa: E402
+from fixtures import Nginx, stfs  # noqa: E402
 import torch_hostile as H  # noqa: E402
 
 import torch  # noqa: E402
@@ -465,6 +465,43 @@ def test_http(d, mnt):
         ng.stop()
 
 
+def test_http_many_storages(d, mnt):
+    """48 storages of 2 MiB over a URL: every local header is read (no two
+    within one read), 16 reads at a time; every tensor right, and the
+    same file refused alike when one header lies."""
+    root = os.path.join(d, "www")
+    os.mkdir(root)
+    path = os.path.join(root, "many.bin")
+    g = torch.Generator().manual_seed(9)
+    sd = {"layers.%d.weight" % i: torch.rand(512 * 1024, generator=g)
+          for i in range(48)}
+    torch.save(sd, path)
+    ng = Nginx(os.path.join(d, "ng"), root)
+    try:
+        p = T.mount_fg(ng.url("many.bin"), mnt, "-o", "nocache")
+        try:
+            for k, t in sd.items():
+                got = open(os.path.join(mnt, *k.split(".")), "rb").read()
+                assert got == tbytes(t), "%s differs" % k
+        finally:
+            T.stop_fg(p, mnt)
+        # a local header that names another file, in the 40th storage:
+        # refused, naming it, whichever read of the batch found it
+        with open(path, "rb") as f:
+            b = bytearray(f.read())
+        name = b"many/data/39"
+        pos = b.index(name)     # its local header's, before the directory
+        assert b[pos - 30:pos - 26] == b"PK\x03\x04"
+        b[pos + len(name) - 2:pos + len(name)] = b"x9"
+        with open(os.path.join(root, "bad.bin"), "wb") as f:
+            f.write(b)
+        r = stfs("inspect", ng.url("bad.bin"))
+        assert r.returncode == 1, r
+        assert "many/data/39" in r.stderr and "Z4" in r.stderr, r.stderr
+    finally:
+        ng.stop()
+
+
 # ---- issue 35: crafted files that went wrong -----------------------------
 
 def test_zip_gap(d, mnt):
@@ -643,7 +680,8 @@ def main():
             test_hub_bin_only, test_s3_bin,
             test_os_system_not_run, test_deep_nesting, test_memo_abuse,
             test_unknown_opcode, test_truncated_zip, test_compressed,
-            test_storage_too_small, test_http, test_zip_gap,
+            test_storage_too_small, test_http, test_http_many_storages,
+            test_zip_gap,
             test_view_size_limit, test_complex_views, test_dict_keys,
             test_byteorder_refused_clean, test_frame_past_end])
     finally:

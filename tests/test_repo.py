@@ -16,7 +16,14 @@
 - small files: fetched and verified at mount, so config.json is read with
   no request; a small file whose bytes do not match its checksum is EIO,
   the log naming the file and both checksums; a listing that lies about
-  a weight's size is EIO.
+  a weight's size is EIO;
+- a large LFS file read whole through %repo/ is checked against its
+  sha256 at its end: the bytes served by a tampered server make the read
+  that ends the file EIO (logged with both digests), and every later
+  open; a part read of it, or an untampered file, reads as ever;
+- st_blksize (`stat -c %o`) of a remote mount's files, tensor files and
+  %repo/ files alike, is the block size (-o block_size=, 4 MiB by
+  default); a local mount's stays 64 KiB.
 """
 import hashlib
 import os
@@ -256,6 +263,93 @@ def test_hub_layouts(d, mnt):
                         kind == "small", line
 
 
+def blksizes(mnt, paths):
+    """`stat -c %o` of each of paths under mnt."""
+    r = subprocess.run(["stat", "-c", "%o"] + [os.path.join(mnt, x)
+                                                for x in paths],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return [int(x) for x in r.stdout.split()]
+
+
+def test_blksize(d, mnt):
+    """st_blksize: the block size reads are best made in."""
+    files = st_model_repo()
+    paths = ["embeddings/word_embeddings/weight", "%repo/config.json",
+             "%repo/model.safetensors", "%repo/1_Pooling/config.json"]
+    src = write_tree(os.path.join(d, "src"), files)
+    p = T.mount_fg(src, mnt)
+    try:
+        assert blksizes(mnt, paths) == [65536] * 4
+    finally:
+        T.stop_fg(p, mnt)
+    with world(d) as w:
+        hub_repo(w, "org/st", files)
+        for opts, block in (((), 4 << 20),
+                            (("-o", "block_size=1M"), 1 << 20)):
+            p = T.mount_fg("hf://org/st", mnt, *opts)
+            try:
+                got = blksizes(mnt, paths)
+                assert got == [block] * 4, (opts, got)
+            finally:
+                T.stop_fg(p, mnt)
+
+
+def test_hub_lfs_whole(d, mnt):
+    """A whole read of an LFS file whose bytes do not match its sha256:
+    EIO at its end, logged; the same file untampered reads whole."""
+    rng = np.random.default_rng(7)
+    big = rng.integers(0, 256, 5 << 20, dtype=np.uint8).tobytes()
+    files = dict(st_model_repo(), **{"onnx/model.onnx_data": big})
+    path = "%repo/onnx/model.onnx_data"
+    with world(d) as w:
+        hub_repo(w, "org/good", files)
+        sha_ = hub_repo(w, "org/bad", files)
+        with open(os.path.join(w.files, "org/bad", sha_,
+                               "onnx/model.onnx_data"), "r+b") as f:
+            f.seek(3 << 20)
+            f.write(b"tampered")
+        bad = big[:3 << 20] + b"tampered" + big[(3 << 20) + 8:]
+        p = T.mount_fg("hf://org/good", mnt)
+        try:
+            with open(os.path.join(mnt, path), "rb") as f:
+                assert f.read() == big
+            r = subprocess.run(["sha256sum", os.path.join(mnt, path)],
+                               capture_output=True, text=True)
+            assert r.returncode == 0, r.stderr
+        finally:
+            T.stop_fg(p, mnt)
+        p = T.mount_fg("hf://org/bad", mnt)
+        try:
+            # a part read: nothing to check
+            with open(os.path.join(mnt, path), "rb") as f:
+                assert f.read(4096) == bad[:4096]
+        finally:
+            T.stop_fg(p, mnt)
+        p = T.mount_fg("hf://org/bad", mnt)
+        try:
+            got, err = b"", None
+            with open(os.path.join(mnt, path), "rb", buffering=0) as f:
+                try:
+                    while True:
+                        b = f.read(1 << 20)
+                        if not b:
+                            break
+                        got += b
+                except OSError as e:
+                    err = e.errno
+            assert err == 5, (err, len(got))
+            assert got == bad[:len(got)] and len(got) < len(bad)
+            T.expect_errno(os.path.join(mnt, path), 5, 10)
+        finally:
+            T.unmount(mnt)
+            log = p.communicate(timeout=10)[1].decode()
+        want = "expected sha256 %s, computed %s" % (
+            hashlib.sha256(big).hexdigest(),
+            hashlib.sha256(bad).hexdigest())
+        assert "onnx/model.onnx_data" in log and want in log, log
+
+
 def test_hub_faults(d, mnt):
     """A small file whose bytes do not match: EIO, logged; a weight
     whose listed size lies: EIO; hostile names left out."""
@@ -338,5 +432,7 @@ if __name__ == "__main__":
     sys.exit(T.run_tests([test_local_diffusers, test_local_st_model,
                           test_repo_root, test_hostile_local,
                           test_swapped_for_link,
-                          test_hub_layouts, test_hub_faults, test_hub_offline,
+                          test_hub_layouts, test_blksize, test_hub_lfs_whole,
+                          test_hub_faults,
+                          test_hub_offline,
                           test_s3_layouts]))

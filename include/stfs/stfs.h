@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -502,6 +503,10 @@ const char *stfs_model_source(const struct stfs_model *m);
 const char *stfs_model_canonical(const struct stfs_model *m);
 /* The remote layer of its sources (statistics), never NULL. */
 const struct stfs_remote *stfs_model_remote(const struct stfs_model *m);
+/* The size of the blocks its remote files are fetched and cached in, the
+ * size reads are best made in (st_blksize); 0 for a source on a local
+ * disk. */
+size_t stfs_model_block_size(const struct stfs_model *m);
 /* 1 if the source was a directory or an index (names files in xattrs). */
 int stfs_model_sharded(const struct stfs_model *m);
 
@@ -626,6 +631,23 @@ int stfs_model_node(const struct stfs_model *m, uint32_t node,
  * million tensors and may fail with -ENOMEM. */
 int stfs_model_node_size(const struct stfs_model *m, uint32_t node,
 			 uint64_t *size);
+/*
+ * A whole read of a %repo/ file whose source publishes its sha256 (an LFS
+ * file of the Hub), checked at its end, for one open file: NULL when node
+ * has nothing to check this way (or out of memory).  Feed it what each
+ * read returned, at its offset: 0, or -EIO from the read that completes
+ * the file when the bytes, in order from 0, do not match (why says so;
+ * every later read of the open file is EIO too, why then "", and every
+ * later open of the file).  Bytes are hashed in file order;
+ * a few reads that come early are held, and an open whose reads skip
+ * further ahead, or start past the beginning, stays unverified.
+ */
+struct stfs_verify;
+struct stfs_verify *stfs_verify_new(struct stfs_model *m, uint32_t node);
+int stfs_verify_feed(struct stfs_verify *v, uint64_t off,
+		     const struct iovec *iov, int n, char *why, size_t whysz);
+void stfs_verify_free(struct stfs_verify *v);
+
 /* Child k (0 <= k < children) of dir, in name order, or -ENOENT. */
 int64_t stfs_model_child(const struct stfs_model *m, uint32_t dir,
 			 uint32_t k);

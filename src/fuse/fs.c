@@ -70,7 +70,8 @@ static int fill_attr(const struct stfs_fs *fs, fuse_ino_t ino,
 	st->st_uid = fs->uid;
 	st->st_gid = fs->gid;
 	st->st_atim = st->st_mtim = st->st_ctim = fs->mtime;
-	st->st_blksize = 65536;
+	/* a remote file's reads are best made in blocks */
+	st->st_blksize = fs->blksize;
 	if (ni->kind == STFS_NODE_KIND_DIR) {
 		st->st_mode = S_IFDIR | (0555 & ~fs->umask);
 		st->st_nlink = 2 + ni->subdirs;
@@ -207,6 +208,7 @@ static void stfs_ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
  */
 struct stfs_fs_handle {
 	struct stfs_content *content;
+	struct stfs_verify *verify;     /* a whole read checked, or NULL */
 	struct stfs_fs_handle *prev, *next;
 };
 
@@ -238,6 +240,7 @@ static void handle_free(struct stfs_fs *fs, struct stfs_fs_handle *h)
 		h->next->prev = h->prev;
 	pthread_mutex_unlock(&fs->handles_mu);
 	stfs_content_free(h->content);
+	stfs_verify_free(h->verify);
 	free(h);
 }
 
@@ -280,6 +283,8 @@ static void stfs_ll_open(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, rc ? -rc : ENOMEM);
 		return;
 	}
+	/* a %repo/ file with a published sha256: checked when read whole */
+	h->verify = stfs_verify_new(stfs_fs_of(req)->model, (uint32_t)(ino - 1));
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fi->keep_cache = 1;
 	if (fuse_reply_open(req, fi) != 0)
@@ -310,17 +315,58 @@ static void read_done(void *arg, const struct iovec *iov, int n, int err)
 		fuse_reply_iov(req, iov, n);
 }
 
+/* A read of a file checked as it is read whole (stfs_verify_feed). */
+struct vread {
+	fuse_req_t req;
+	struct stfs_fs_handle *h;
+	uint32_t node;
+	uint64_t off;
+};
+
+static void read_verify_done(void *arg, const struct iovec *iov, int n,
+			     int err)
+{
+	struct vread *r = arg;
+	struct stfs_fs *fs = stfs_fs_of(r->req);
+	char why[512], *path;
+
+	if (!err && stfs_verify_feed(r->h->verify, r->off, iov, n, why,
+				     sizeof(why))) {
+		path = why[0] ? stfs_model_node_path(fs->model, r->node) :
+				NULL;
+		if (why[0])
+			fuse_log(FUSE_LOG_ERR, "stfs: %s: %s: %s\n",
+				 stfs_model_source(fs->model),
+				 path ? path : "?", why);
+		free(path);
+		err = -EIO;
+	}
+	read_done(r->req, iov, n, err);
+	free(r);
+}
+
 static void stfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size,
 			 off_t off, struct fuse_file_info *fi)
 {
-	const struct stfs_content *c =
-		((struct stfs_fs_handle *)(uintptr_t)fi->fh)->content;
+	struct stfs_fs_handle *h = (struct stfs_fs_handle *)(uintptr_t)fi->fh;
+	struct vread *r;
 
 	if (off < 0) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	stfs_content_read(c, (uint64_t)off, size, read_done, req);
+	if (!h->verify) {
+		stfs_content_read(h->content, (uint64_t)off, size, read_done,
+				  req);
+		return;
+	}
+	if (!(r = malloc(sizeof(*r)))) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	*r = (struct vread){ req, h, (uint32_t)(ino - 1), (uint64_t)off };
+	stfs_content_read(h->content, (uint64_t)off, size, read_verify_done,
+			  r);
 }
 
 static void stfs_ll_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -465,12 +511,16 @@ const struct fuse_lowlevel_ops stfs_ll_ops = {
 /* ---- setup ----------------------------------------------------------- */
 
 /*
- * The mount's times (the newest source's), its size for statfs, and the
- * root's xattrs (xattr.c).
+ * The mount's times (the newest source's), its size for statfs, its
+ * files' st_blksize (a remote source's block size), and the root's
+ * xattrs (xattr.c).
  */
 int stfs_fs_init(struct stfs_fs *fs)
 {
 	const struct stfs_model *m = fs->model;
+	size_t block = stfs_model_block_size(m);
+
+	fs->blksize = block ? (blksize_t)block : 65536;
 
 	for (size_t i = 0; i < stfs_model_tensor_count(m); i++) {
 		const struct stfs_tensor *t = stfs_model_tensor(m, i);

@@ -35,6 +35,7 @@ struct stfs_fs {
 	uint64_t init_unique;     /* the INIT request, for io.c */
 	char init_out[128];       /* io.c's copy of the INIT reply */
 	struct timespec mtime;    /* the newest of the sources' */
+	blksize_t blksize;        /* st_blksize: the block size, if remote */
 	uint64_t total_bytes;     /* of all tensors, for statfs */
 	/* open files (fs.c), freed at the end even without a release */
 	struct stfs_fs_handle *handles;

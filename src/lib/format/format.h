@@ -221,6 +221,15 @@ void stfs_hint_huge(void *p, size_t n, int fill);
  * them, doubling (mem.c): 0, or -ENOMEM (also when the size overflows). */
 int stfs_grow(void **p, size_t *cap, size_t need, size_t elem);
 
+/* Run fn(ctx, i) for every i < n on up to width threads (par.c; at most
+ * STFS_PARALLEL_MAX), the caller's among them, each taking the next i as
+ * it finishes one; returns when every call has returned.  Threads that
+ * cannot be started leave their share to the others (at worst the caller
+ * runs them all).  fn must be safe to run concurrently with itself. */
+#define STFS_PARALLEL_MAX 256
+void stfs_parallel_for(size_t n, unsigned width,
+		       void (*fn)(void *ctx, size_t i), void *ctx);
+
 /* 64-bit FNV-1a (text.c): shortened long names in the tree (model/) and
  * the names of cache files (source/cache.c). */
 uint64_t stfs_hash64(const char *s, size_t len);

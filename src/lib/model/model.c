@@ -101,41 +101,30 @@ struct slot {
 struct openers {
 	struct stfs_model *m;
 	const char *const *names;
-	size_t n, next, done;
+	size_t n, done;                 /* opened so far, for the progress */
 	struct slot *slots;
 	pthread_mutex_t mu;
 };
 
-static void *opener(void *arg)
+static void open_nth(void *ctx, size_t i)
 {
-	struct openers *o = arg;
+	struct openers *o = ctx;
 
-	for (;;) {
-		size_t i;
-
-		pthread_mutex_lock(&o->mu);
-		i = o->next++;
-		pthread_mutex_unlock(&o->mu);
-		if (i >= o->n)
-			return NULL;
-		memset(&o->slots[i].err, 0, sizeof(o->slots[i].err));
-		o->slots[i].rc = open_one(o->m, o->names[i], &o->slots[i].f,
-					  &o->slots[i].err);
-		pthread_mutex_lock(&o->mu);
-		i = ++o->done;
-		pthread_mutex_unlock(&o->mu);
-		stfs_remote_progress(o->m->remote, i, o->n);
-	}
+	memset(&o->slots[i].err, 0, sizeof(o->slots[i].err));
+	o->slots[i].rc = open_one(o->m, o->names[i], &o->slots[i].f,
+				  &o->slots[i].err);
+	pthread_mutex_lock(&o->mu);
+	i = ++o->done;
+	pthread_mutex_unlock(&o->mu);
+	stfs_remote_progress(o->m->remote, i, o->n);
 }
 
 int stfs_model_add_files(struct stfs_model *m, const char *const *names,
 			 size_t n,
 			 struct stfs_error *err)
 {
-	struct openers o = { m, names, n, 0, 0, NULL,
-			     PTHREAD_MUTEX_INITIALIZER };
-	pthread_t th[OPENERS];
-	size_t nth = 0, i;
+	struct openers o = { m, names, n, 0, NULL, PTHREAD_MUTEX_INITIALIZER };
+	size_t i;
 	int rc = 0;
 
 	stfs_remote_progress(m->remote, 0, n);
@@ -147,12 +136,7 @@ int stfs_model_add_files(struct stfs_model *m, const char *const *names,
 		}
 		return rc;
 	}
-	while (nth < OPENERS && nth < n &&
-	       pthread_create(&th[nth], NULL, opener, &o) == 0)
-		nth++;
-	opener(&o);                     /* this thread is one of them */
-	for (i = 0; i < nth; i++)
-		pthread_join(th[i], NULL);
+	stfs_parallel_for(n, OPENERS, open_nth, &o);
 	/* in order: the first failure is the one reported, as if opened one
 	 * after another */
 	for (i = 0; i < n; i++) {
@@ -471,6 +455,12 @@ void stfs_model_close(struct stfs_model *m)
 const struct stfs_remote *stfs_model_remote(const struct stfs_model *m)
 {
 	return m->remote;
+}
+
+size_t stfs_model_block_size(const struct stfs_model *m)
+{
+	return m->loc->http || m->loc->remote ?
+	       stfs_remote_block_size(m->remote) : 0;
 }
 
 /* ---- accessors ---------------------------------------------------------- */

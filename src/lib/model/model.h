@@ -124,6 +124,8 @@ int stfs_repo_content(const struct stfs_model *m, uint32_t k,
 		      struct stfs_content **out);
 /* Its path under %repo/ ("" for %repo/ itself), malloc'd. */
 char *stfs_repo_path(const struct stfs_model *m, uint32_t k);
+/* The index in loc->files of node k of %repo/, or -1: a folder. */
+int64_t stfs_repo_file(const struct stfs_model *m, uint32_t k);
 const char *stfs_repo_revision(const struct stfs_model *m, uint32_t k);
 void stfs_repo_error(const struct stfs_model *m, uint32_t k, int code,
 		     char *out, size_t outsz);

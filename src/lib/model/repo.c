@@ -543,18 +543,22 @@ int64_t stfs_repo_lookup(const struct stfs_model *m, uint32_t k,
 char *stfs_repo_path(const struct stfs_model *m, uint32_t k)
 {
 	const struct rnode *n = &m->repo->nodes[k];
+	char *p, *q;
 
 	if (!k)
 		return strdup("");
 	if (n->file >= 0)
 		return strdup(m->loc->files.f[n->file].path);
-	{
-		char *p = stfs_repo_path(m, n->parent), *q;
-		if (!p || asprintf(&q, "%s%s%s", p, *p ? "/" : "", n->name) < 0)
-			q = NULL;
-		free(p);
-		return q;
-	}
+	p = stfs_repo_path(m, n->parent);
+	if (!p || asprintf(&q, "%s%s%s", p, *p ? "/" : "", n->name) < 0)
+		q = NULL;
+	free(p);
+	return q;
+}
+
+int64_t stfs_repo_file(const struct stfs_model *m, uint32_t k)
+{
+	return k < m->repo->n ? m->repo->nodes[k].file : -1;
 }
 
 const char *stfs_repo_revision(const struct stfs_model *m, uint32_t k)

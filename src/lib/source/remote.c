@@ -358,6 +358,11 @@ enum stfs_s3_style stfs_remote_s3_style(const struct stfs_remote *r)
 	return r->o.s3_style;
 }
 
+size_t stfs_remote_block_size(const struct stfs_remote *r)
+{
+	return r ? r->o.block : 0;
+}
+
 struct stfs_cache *stfs_remote_cache(struct stfs_remote *r)
 {
 	return r->o.cache_dir ? &r->cache : NULL;

@@ -17,7 +17,6 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <openssl/evp.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +27,6 @@
 #include "format.h"
 #include "remote.h"
 
-#define FETCHERS 16
 #define WALK_DEPTH 64
 
 int stfs_rlist_push(struct stfs_rlist *l, const char *path, uint64_t size,
@@ -405,33 +403,21 @@ static void fetch_one(const struct stfs_location *loc, struct stfs_rfile *f)
 struct fetchers {
 	const struct stfs_location *loc;
 	struct stfs_rfile **todo;
-	size_t n, next;
-	pthread_mutex_t mu;
 };
 
-static void *fetcher(void *arg)
+static void fetch_nth(void *ctx, size_t i)
 {
-	struct fetchers *o = arg;
+	struct fetchers *o = ctx;
 
-	for (;;) {
-		size_t i;
-
-		pthread_mutex_lock(&o->mu);
-		i = o->next++;
-		pthread_mutex_unlock(&o->mu);
-		if (i >= o->n)
-			return NULL;
-		fetch_one(o->loc, o->todo[i]);
-	}
+	fetch_one(o->loc, o->todo[i]);
 }
 
 int stfs_repo_fetch_small(struct stfs_location *loc,
 			  void (*warn)(void *, const char *), void *ctx)
 {
-	struct fetchers o = { loc, NULL, 0, 0, PTHREAD_MUTEX_INITIALIZER };
+	struct fetchers o = { loc, NULL };
 	struct stfs_rlist *l = &loc->files;
-	pthread_t th[FETCHERS];
-	size_t nth = 0;
+	size_t n = 0;
 
 	if (!(loc->http || loc->remote) || !l->n)
 		return 0;
@@ -440,21 +426,16 @@ int stfs_repo_fetch_small(struct stfs_location *loc,
 	for (size_t i = 0, bytes = 0; i < l->n; i++) {
 		if (!l->f[i].small || l->f[i].left_out)
 			continue;
-		if (o.n >= STFS_REPO_SMALL_FILES ||
+		if (n >= STFS_REPO_SMALL_FILES ||
 		    bytes + l->f[i].size > STFS_REPO_SMALL_BYTES) {
 			l->f[i].small = 0;      /* past the budget: lazy */
 			continue;
 		}
 		bytes += (size_t)l->f[i].size;
-		o.todo[o.n++] = &l->f[i];
+		o.todo[n++] = &l->f[i];
 	}
-	while (nth < FETCHERS && nth + 1 < o.n &&
-	       pthread_create(&th[nth], NULL, fetcher, &o) == 0)
-		nth++;
-	fetcher(&o);
-	for (size_t i = 0; i < nth; i++)
-		pthread_join(th[i], NULL);
-	for (size_t i = 0; warn && i < o.n; i++) {
+	stfs_parallel_for(n, STFS_REPO_FETCHERS, fetch_nth, &o);
+	for (size_t i = 0; warn && i < n; i++) {
 		char line[1024], q[300];
 
 		if (!o.todo[i]->fault)

@@ -112,6 +112,8 @@ void stfs_remote_park(struct stfs_remote *r);
 void stfs_remote_progress(struct stfs_remote *r, size_t done, size_t total);
 /* The opening is over: no more calls of the progress function. */
 void stfs_remote_progress_end(struct stfs_remote *r);
+/* Its bytes per block (-o block_size=), 0 for NULL (remote.c). */
+size_t stfs_remote_block_size(const struct stfs_remote *r);
 /* ---- the repository: every file of the source (repo.c) ----------------- */
 
 /* Files of at most this many bytes that are not weights are fetched whole
@@ -123,6 +125,11 @@ void stfs_remote_progress_end(struct stfs_remote *r);
 #define STFS_REPO_SMALL_FILES 4096
 #define STFS_REPO_SMALL_BYTES (64u << 20)
 #define STFS_REPO_PATH_MAX 4096
+/* Small files are fetched this many at a time, each its own request (one
+ * connection each, as HTTP/1.1 has it): 200 of them take a connection's
+ * round trip and two of requests, not one round trip per file
+ * (docs/performance.md). */
+#define STFS_REPO_FETCHERS 128
 
 /* One file of the source's repository, as its listing gives it. */
 struct stfs_rfile {

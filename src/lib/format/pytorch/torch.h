@@ -95,6 +95,19 @@ int stfs_zip_extract(const struct stfs_zip_entry *e, const unsigned char *b,
 		     uint64_t b_off, size_t b_len, const char *name,
 		     unsigned char **out, struct stfs_error *err);
 
+/* What zip.c and zip_local.c share: a read of n bytes at off whose
+ * failure names the file and the bytes; the check of a local header (at
+ * least 30 + name bytes at h) against e, setting e->data; the placing of
+ * every record's data from its local header (zip_local.c), refusing
+ * records out of [0, cd_off), overlapping, or with gaps. */
+int stfs_zip_read_at(stfs_read_fn rd, void *ctx, void *buf, size_t n,
+		     uint64_t off, const char *name, struct stfs_error *err);
+int stfs_zip_check_local(const unsigned char *h, size_t hn,
+			 struct stfs_zip_entry *e, const char *name,
+			 struct stfs_error *err);
+int stfs_zip_place(struct stfs_zip *z, stfs_read_fn rd, void *ctx,
+		   int read_local, const char *name, struct stfs_error *err);
+
 /* ---- pickle --------------------------------------------------------- */
 
 /* Limits on one pickle (docs/formats.md). */

@@ -47,8 +47,8 @@ struct zend {
 	uint64_t end;   /* where the central directory must end */
 };
 
-static int rd_at(stfs_read_fn rd, void *ctx, void *buf, size_t n,
-		 uint64_t off, const char *name, struct stfs_error *err)
+int stfs_zip_read_at(stfs_read_fn rd, void *ctx, void *buf, size_t n,
+		     uint64_t off, const char *name, struct stfs_error *err)
 {
 	int rc = rd(ctx, buf, n, off);
 
@@ -78,7 +78,7 @@ static int zip64_end(stfs_read_fn rd, void *ctx, uint64_t size,
 	if (off >= toff) {   /* in the tail already read */
 		memcpy(r, t + (off - toff), sizeof(r));
 	} else {
-		int rc = rd_at(rd, ctx, r, sizeof(r), off, name, err);
+		int rc = stfs_zip_read_at(rd, ctx, r, sizeof(r), off, name, err);
 
 		if (rc)
 			return rc;
@@ -119,7 +119,7 @@ static int find_end(stfs_read_fn rd, void *ctx, uint64_t size,
 		return stfs_fail_sys(err, -ENOMEM, name);
 	*tailp = t;
 	*tail_off = toff;
-	rc = rd_at(rd, ctx, t, tn, toff, name, err);
+	rc = stfs_zip_read_at(rd, ctx, t, tn, toff, name, err);
 	if (rc)
 		return rc;
 	/* the last record whose comment runs exactly to the end */
@@ -209,13 +209,6 @@ static int entry_name_cmp(const void *a, const void *b)
 	return stfs_bytes_cmp(x->name, x->name_len, y->name, y->name_len);
 }
 
-static int entry_lho_cmp(const void *a, const void *b)
-{
-	const struct stfs_zip_entry *const *x = a, *const *y = b;
-
-	return (*x)->lho < (*y)->lho ? -1 : (*x)->lho > (*y)->lho;
-}
-
 /* One central directory entry at cd[*pos]. */
 static int cd_entry(const unsigned char *cd, size_t cdn, size_t *pos,
 		    uint64_t cd_off, const char *name,
@@ -277,10 +270,9 @@ static int cd_entry(const unsigned char *cd, size_t cdn, size_t *pos,
 	return 0;
 }
 
-/* Check a local header (at least 30 + name bytes at h) against e. */
-static int check_local(const unsigned char *h, size_t hn,
-		       struct stfs_zip_entry *e, const char *name,
-		       struct stfs_error *err)
+int stfs_zip_check_local(const unsigned char *h, size_t hn,
+			 struct stfs_zip_entry *e, const char *name,
+			 struct stfs_error *err)
 {
 	char q[160];
 	size_t nl, xl;
@@ -310,201 +302,6 @@ static int check_local(const unsigned char *h, size_t hn,
 	return 0;
 }
 
-/*
- * Where a record's data must start for the record (local header, data,
- * and a data descriptor if flag bit 3 says so) to end where the next one
- * begins, without reading its local header: exact when there is no
- * descriptor; with one (12 to 24 bytes), the one candidate that torch's
- * writer's 64-byte data alignment allows.  0: cannot tell.
- */
-static int infer(struct stfs_zip_entry *e, uint64_t next)
-{
-	static const unsigned desc[] = {16, 24, 12, 20};
-	uint64_t min = e->lho + 30 + e->name_len, found = UINT64_MAX;
-
-	if (!(e->flags & 8)) {
-		e->data = next - e->size;
-		return e->data - min <= 65535;
-	}
-	for (unsigned i = 0; i < 4; i++) {
-		uint64_t d;
-
-		if (next - min < e->size + desc[i])
-			continue;
-		d = next - e->size - desc[i];
-		if (d % 64 == 0 && d - min <= 65535) {
-			if (found != UINT64_MAX)
-				return 0;
-			found = d;
-		}
-	}
-	if (found == UINT64_MAX)
-		return 0;
-	e->data = found;
-	return 1;
-}
-
-#define HMAX (30 + 65535)   /* a local header's most bytes */
-#define WMAX (1u << 20)      /* one read of local headers */
-
-/*
- * Where the bytes a placement of e reads end: over a URL (!read_local)
- * where its local header must end for the record to end where the next
- * begins (the span infer() gives), over a local file a window.  Either
- * way the verdict depends only on the header's first 30 + name bytes,
- * which both read.
- */
-static uint64_t hdr_end(const struct stfs_zip_entry *e, uint64_t next,
-			int read_local)
-{
-	struct stfs_zip_entry c = *e;
-	uint64_t end = next - e->lho < HMAX ? next : e->lho + HMAX;
-
-	if (!read_local && infer(&c, next) && c.data - e->lho < HMAX &&
-	    c.data - e->lho >= 30 + e->name_len)
-		end = c.data;
-	return end;
-}
-
-/*
- * Place e's data where its local header (h, hn bytes) ends.  The record
- * must end where the next begins (no gap; with a data descriptor, 12 to
- * 24 bytes): what one path accepts the other does, at the same place.
- */
-static int place_one(struct stfs_zip_entry *e, uint64_t next,
-		     const unsigned char *h, size_t hn, const char *name,
-		     struct stfs_error *err)
-{
-	uint64_t gap;
-	char q[160];
-	int rc;
-
-	e->data = UINT64_MAX;
-	rc = check_local(h, hn, e, name, err);
-	if (rc)
-		return rc;
-	stfs_quote(e->name, e->name_len, q, sizeof(q));
-	if (e->data > next || next - e->data < e->size)
-		return stfs_fail(err, -EINVAL, ZR_BOUNDS, e->lho,
-				 "%s: entry \"%s\" overlaps the next record",
-				 name, q);
-	gap = next - e->data - e->size;
-	if (e->flags & 8 ? gap < 12 || gap > 24 || gap % 4 : gap != 0)
-		return stfs_fail(err, -EINVAL, ZR_BOUNDS, e->data + e->size,
-				 "%s: entry \"%s\" is followed by %" PRIu64
-				 " bytes before the next record: a gap (only "
-				 "a data descriptor of 12 to 24 bytes may lie "
-				 "there)", name, q, gap);
-	return 0;
-}
-
-/* Bytes read for local headers: [lo, hi) of the file. */
-struct hwin {
-	unsigned char *b;
-	size_t cap;
-	uint64_t lo, hi;
-};
-
-/* Make w hold [by[i]->lho, ends[i]), reading in one go the headers of
- * as many of the records after it as end within WMAX bytes of it. */
-static int window(struct hwin *w, struct stfs_zip_entry *const *by,
-		  const uint64_t *ends, size_t i, size_t n, stfs_read_fn rd,
-		  void *ctx, const char *name, struct stfs_error *err)
-{
-	uint64_t lo = by[i]->lho, hi = ends[i];
-	int rc;
-
-	if (lo >= w->lo && hi <= w->hi)
-		return 0;
-	for (size_t j = i + 1; j < n && ends[j] - lo <= WMAX; j++)
-		if (ends[j] > hi)
-			hi = ends[j];
-	w->lo = w->hi = 0;
-	if (hi - lo > w->cap) {   /* grown as needed, to at most WMAX */
-		unsigned char *b = realloc(w->b, (size_t)(hi - lo));
-
-		if (!b)
-			return stfs_fail_sys(err, -ENOMEM, name);
-		w->b = b;
-		w->cap = (size_t)(hi - lo);
-	}
-	rc = rd_at(rd, ctx, w->b, (size_t)(hi - lo), lo, name, err);
-	if (!rc) {
-		w->lo = lo;
-		w->hi = hi;
-	}
-	return rc;
-}
-
-static int lho_bounds(const struct stfs_zip *z, const char *name,
-		      struct stfs_error *err)
-{
-	for (size_t i = 0; i < z->n; i++)
-		if (z->e[i].lho >= z->cd_off ||
-		    z->cd_off - z->e[i].lho < 30 + z->e[i].name_len) {
-			char q[160];
-
-			stfs_quote(z->e[i].name, z->e[i].name_len, q,
-				   sizeof(q));
-			return stfs_fail(err, -EINVAL, ZR_BOUNDS, z->e[i].lho,
-					 "%s: entry \"%s\" starts past the "
-					 "records, at %" PRIu64, name, q,
-					 z->e[i].lho);
-		}
-	return 0;
-}
-
-/* Place every record's data from its local header, and refuse records
- * out of [0, cd_off), overlapping, or with gaps. */
-static int place(struct stfs_zip *z, stfs_read_fn rd, void *ctx,
-		 int read_local, const char *name, struct stfs_error *err)
-{
-	size_t n1 = z->n ? z->n : 1;
-	struct stfs_zip_entry **by = malloc(n1 * sizeof(*by));
-	uint64_t *ends = malloc(n1 * sizeof(*ends));
-	struct hwin w = {NULL, 0, 0, 0};
-	int rc = 0;
-
-	if (!by || !ends) {
-		rc = stfs_fail_sys(err, -ENOMEM, name);
-		goto out;
-	}
-	if ((rc = lho_bounds(z, name, err)))
-		goto out;
-	for (size_t i = 0; i < z->n; i++)
-		by[i] = &z->e[i];
-	qsort(by, z->n, sizeof(*by), entry_lho_cmp);
-	for (size_t i = 0; i < z->n; i++)
-		ends[i] = hdr_end(by[i], i + 1 < z->n ? by[i + 1]->lho
-						      : z->cd_off, read_local);
-	for (size_t i = 0; i < z->n && !rc; i++) {
-		struct stfs_zip_entry *e = by[i];
-		uint64_t next = i + 1 < z->n ? by[i + 1]->lho : z->cd_off;
-		char q[160];
-
-		stfs_quote(e->name, e->name_len, q, sizeof(q));
-		if (next > z->cd_off || e->lho >= next ||
-		    next - e->lho < 30 + e->name_len ||
-		    next - e->lho - 30 - e->name_len < e->size) {
-			rc = stfs_fail(err, -EINVAL, ZR_BOUNDS, e->lho,
-				       "%s: entry \"%s\" (%" PRIu64 " bytes at "
-				       "%" PRIu64 ") overlaps the next record "
-				       "or runs out of the file", name, q,
-				       e->size, e->lho);
-			break;
-		}
-		rc = window(&w, by, ends, i, z->n, rd, ctx, name, err);
-		if (!rc)
-			rc = place_one(e, next, w.b + (e->lho - w.lo),
-				       (size_t)(ends[i] - e->lho), name, err);
-	}
-out:
-	free(by);
-	free(ends);
-	free(w.b);
-	return rc;
-}
-
 int stfs_zip_open(stfs_read_fn rd, void *ctx, uint64_t size, int read_local,
 		  const char *name, struct stfs_zip *z, struct stfs_error *err)
 {
@@ -528,7 +325,8 @@ int stfs_zip_open(stfs_read_fn rd, void *ctx, uint64_t size, int read_local,
 			rc = stfs_fail_sys(err, -ENOMEM, name);
 			goto out;
 		}
-		rc = rd_at(rd, ctx, cd, (size_t)ze.cd_size, ze.cd_off, name,
+		rc = stfs_zip_read_at(rd, ctx, cd, (size_t)ze.cd_size,
+				      ze.cd_off, name,
 			   err);
 		if (rc)
 			goto out;
@@ -562,7 +360,7 @@ int stfs_zip_open(stfs_read_fn rd, void *ctx, uint64_t size, int read_local,
 				       q);
 			goto out;
 		}
-	rc = place(z, rd, ctx, read_local, name, err);
+	rc = stfs_zip_place(z, rd, ctx, read_local, name, err);
 out:
 	if (cd && (cd < tail || cd >= tail + STFS_ZIP_TAIL + 20))
 		free(cd);
@@ -607,7 +405,7 @@ int stfs_zip_extract(const struct stfs_zip_entry *e, const unsigned char *b,
 		return stfs_fail(err, -EINVAL, ZR_BOUNDS, e->lho,
 				 "%s: entry \"%s\" is not in the bytes read",
 				 name, q);
-	rc = check_local(b + (e->lho - b_off),
+	rc = stfs_zip_check_local(b + (e->lho - b_off),
 			 (size_t)(e->data + e->size - e->lho), &c, name, err);
 	if (rc)
 		return rc;
@@ -637,7 +435,7 @@ int stfs_zip_load(const struct stfs_zip_entry *e, stfs_read_fn rd, void *ctx,
 	b = malloc((size_t)span + 1);
 	if (!b)
 		return stfs_fail_sys(err, -ENOMEM, name);
-	rc = rd_at(rd, ctx, b, (size_t)span, e->lho, name, err);
+	rc = stfs_zip_read_at(rd, ctx, b, (size_t)span, e->lho, name, err);
 	if (!rc)
 		rc = stfs_zip_extract(e, b, e->lho, (size_t)span, name, buf,
 				      err);
