@@ -265,6 +265,16 @@ def expect_errno(path, errno_, within):
     return el
 
 
+def bench_dirs(work):
+    """A benchmark's folders under work: the mount point and a fresh
+    world folder for its servers and sources, (mnt, world)."""
+    mnt, world = os.path.join(work, "mnt"), os.path.join(work, "world")
+    os.makedirs(mnt, exist_ok=True)
+    shutil.rmtree(world, ignore_errors=True)
+    os.makedirs(world)
+    return mnt, world
+
+
 def tmpdir():
     d = tempfile.mkdtemp(prefix="stfs-test-")
     return d

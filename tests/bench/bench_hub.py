@@ -80,12 +80,7 @@ def main():
     rate = sys.argv[3] if len(sys.argv) > 3 and sys.argv[3] != "-" \
         else None
     before = sys.argv[4] if len(sys.argv) > 4 else None
-    os.makedirs(work, exist_ok=True)
-    mnt = os.path.join(work, "mnt")
-    os.makedirs(mnt, exist_ok=True)
-    d = os.path.join(work, "world")
-    subprocess.run(["rm", "-rf", d])
-    os.makedirs(d)
+    mnt, d = T.bench_dirs(work)
     res = {"hf": [], "cdn": [], "before": []}
     counts = {"hf": [], "cdn": [], "before": []}
     stfs = T.STFS

@@ -80,12 +80,7 @@ def one(rid, n, mnt, work):
 def main():
     work = os.path.abspath(sys.argv[1])
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 100000
-    os.makedirs(work, exist_ok=True)
-    mnt = os.path.join(work, "mnt")
-    os.makedirs(mnt, exist_ok=True)
-    d = os.path.join(work, "world")
-    subprocess.run(["rm", "-rf", d])
-    os.makedirs(d)
+    mnt, d = T.bench_dirs(work)
     weight = st_bytes(_arrays(1, ["a.weight", "b.weight"]))
     res = {}
     with World(d) as w:

@@ -109,12 +109,7 @@ def main():
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
     rtt = float(sys.argv[3]) / 1000 if len(sys.argv) > 3 else 0.020
     before = sys.argv[4] if len(sys.argv) > 4 else None
-    os.makedirs(work, exist_ok=True)
-    mnt = os.path.join(work, "mnt")
-    os.makedirs(mnt, exist_ok=True)
-    d = os.path.join(work, "world")
-    subprocess.run(["rm", "-rf", d])
-    os.makedirs(d)
+    mnt, d = T.bench_dirs(work)
     # the caches on a tmpfs: a cache on a disk costs the mount an inode
     # or two a file, which this measures no more than the disk
     cache_top = os.environ.get("CACHE_TOP", "/dev/shm" if os.path.isdir(
