@@ -31,6 +31,8 @@ struct stfs_entry {
 
 struct stfs_model {
 	struct stfs_remote *remote;   /* its remote sources' layer */
+	uint64_t verify_held;     /* bytes every open file's whole-read
+				   * check holds (verify.c; __atomic) */
 	struct stfs_location *loc;
 	size_t nfiles;
 	struct stfs_file **files;

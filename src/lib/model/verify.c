@@ -6,8 +6,9 @@
  * have), and the read that reaches the end with a digest that does not
  * match fails with EIO, as does every later read of that open file and
  * every later open.  Reads that skip
- * ahead of what can be held, or start past where hashing stands, leave
- * the open file unverified (never an error).  Small files are checked
+ * ahead of what can be held (16 MiB an open file, 64 MiB all of a mount's
+ * together), or start past where hashing stands, leave the open file
+ * unverified (never an error).  Small files are checked
  * whole at mount (source/repo.c); this is for the lazy ones.
  */
 #define _GNU_SOURCE
@@ -23,7 +24,11 @@
 #include "model.h"
 
 #define HELD_MAX 8              /* early reads held, at most */
-#define HELD_BYTES (16u << 20)  /* and their bytes */
+#define HELD_BYTES (16u << 20)  /* and their bytes, and how far ahead */
+/* What all the open files of a mount hold together: past it, an open
+ * file that would hold more gives up (unverified), so opens that read
+ * ahead and never read the start cannot fill the daemon's memory. */
+#define HELD_ALL (64u << 20)
 
 struct held {
 	uint64_t off;
@@ -73,6 +78,8 @@ static void drop_held(struct stfs_verify *v)
 {
 	for (size_t i = 0; i < v->nheld; i++)
 		free(v->held[i].b);
+	__atomic_sub_fetch(&v->m->verify_held, v->held_bytes,
+			   __ATOMIC_RELAXED);
 	v->nheld = v->held_bytes = 0;
 }
 
@@ -107,8 +114,13 @@ static int hold(struct stfs_verify *v, uint64_t off, const struct iovec *iov,
 	size_t at = 0;
 
 	if (v->nheld == HELD_MAX || v->held_bytes + len > HELD_BYTES ||
-	    !(h->b = malloc(len ? len : 1)))
+	    off - v->next > HELD_BYTES)
 		return -1;
+	if (__atomic_add_fetch(&v->m->verify_held, len, __ATOMIC_RELAXED) >
+	    HELD_ALL || !(h->b = malloc(len ? len : 1))) {
+		__atomic_sub_fetch(&v->m->verify_held, len, __ATOMIC_RELAXED);
+		return -1;
+	}
 	for (int i = 0; i < n; i++) {
 		memcpy(h->b + at, iov[i].iov_base, iov[i].iov_len);
 		at += iov[i].iov_len;
@@ -133,6 +145,8 @@ static void drain(struct stfs_verify *v)
 		take(v, h->off, h->b, h->len);
 		free(h->b);
 		v->held_bytes -= h->len;
+		__atomic_sub_fetch(&v->m->verify_held, h->len,
+				   __ATOMIC_RELAXED);
 		*h = v->held[--v->nheld];
 		i = 0;
 	}

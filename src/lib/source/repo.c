@@ -371,11 +371,12 @@ static void fetch_one(const struct stfs_location *loc, struct stfs_rfile *f)
 	if (!f->size)
 		rc = (b = calloc(1, 1)) ? 0 : -ENOMEM;
 	else if ((rc = stfs_location_open_path(loc, f->path, &src, &e)) == 0)
-		rc = stfs_source_slurp(src, STFS_REPO_SMALL_MAX, &b, &len);
+		rc = stfs_source_slurp(src, f->size, &b, &len);
 	stfs_source_close(src);
 	if (rc) {
 		if (asprintf(&f->fault, "cannot be fetched: %s", e.msg[0] ?
-			     e.msg : strerror(-rc)) < 0)
+			     e.msg : rc == -EFBIG ? "the server has more bytes "
+			     "than listed" : strerror(-rc)) < 0)
 			f->fault = NULL;
 		return;
 	}

@@ -126,6 +126,7 @@ struct hwin {
  * local file one at a time, as reads cost nothing there).
  */
 #define BATCH 16
+#define BATCH_BYTES (2u << 20)
 struct hwins {
 	struct hwin w[BATCH];
 	size_t nw, cur;
@@ -162,8 +163,12 @@ static void drop(struct hwins *h)
 static void refill(struct hwins *h, struct stfs_zip_entry *const *by,
 		   const uint64_t *ends, size_t i, size_t n, unsigned width)
 {
+	uint64_t bytes = 0;
+
 	drop(h);
-	while (h->nw < width && i < n) {
+	/* at most BATCH_BYTES at once (a shard opener runs beside others):
+	 * windows of a few bytes, as large storages give, all go together */
+	while (h->nw < width && i < n && bytes < BATCH_BYTES) {
 		struct hwin *w = &h->w[h->nw++];
 
 		w->lo = by[i]->lho;
@@ -175,6 +180,7 @@ static void refill(struct hwins *h, struct stfs_zip_entry *const *by,
 				w->hi = ends[j];
 		for (i++; i < n && ends[i] <= w->hi; i++)
 			;
+		bytes += w->hi - w->lo;
 	}
 	stfs_parallel_for(h->nw, width, read_nth, h);
 }
