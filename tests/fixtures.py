@@ -131,9 +131,11 @@ class Faulty(http.server.BaseHTTPRequestHandler):
     with Retry-After: 1 once (/429date/PATH: an HTTP date 3 s ahead;
     /429hold/PATH: 429 with Retry-After: 3600 while armed), /stall/PATH sends headers and then nothing
     for a minute, /stallstart/PATH holds back the ranges that start a 4 MiB
-    block (but the object's) until stalled is set, /trickle/PATH sends
-    4 bytes every 0.2 s (20 bytes/s) until stalled is set.  Counts are per
-    server."""
+    block (but the object's) until stalled is set, /halfblock/PATH sends
+    the first 2 MiB of such a range and the rest once stalled is set,
+    /trickle/PATH sends 4 bytes every 0.2 s (20 bytes/s) until stalled is
+    set.  Counts are per server; ranges lists (fault, first, last) of
+    every range asked for."""
     protocol_version = "HTTP/1.1"
 
     def log_message(self, *a):
@@ -141,7 +143,8 @@ class Faulty(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         srv = self.server
-        m = re.match(r"^/(503x2|429|429date|429hold|stall|stallstart|trickle|ok)/"
+        m = re.match(r"^/(503x2|429|429date|429hold|stall|stallstart|"
+                     r"halfblock|trickle|ok)/"
                      r"(.*)$", self.path)
         if not m:
             self.send_error(404)
@@ -178,6 +181,8 @@ class Faulty(http.server.BaseHTTPRequestHandler):
         r = re.match(r"bytes=(\d+)-(\d+)$", self.headers.get("Range", ""))
         if r:
             first, last = int(r.group(1)), min(int(r.group(2)), size - 1)
+            with srv.lock:
+                srv.ranges.append((fault, first, last))
         etag = '"%x-%x"' % (int(os.path.getmtime(path)), size)
         with open(path, "rb") as f:
             f.seek(first)
@@ -202,6 +207,15 @@ class Faulty(http.server.BaseHTTPRequestHandler):
                     body = body[4:]
             except OSError:
                 return                          # the client hung up
+        if fault == "halfblock" and srv.armed and first > 0 and \
+                first % (4 << 20) == 0:
+            try:
+                self.wfile.write(body[:2 << 20])
+                self.wfile.flush()
+            except OSError:
+                return
+            body = body[2 << 20:]
+            srv.stalled.wait(60)        # the rest once stalled is set
         if fault == "stallstart" and srv.armed and first > 0 and \
                 first % (4 << 20) == 0:
             srv.stalled.wait(60)        # a block's start, not its tail,
@@ -217,7 +231,7 @@ def faulty_server(root):
     srv.daemon_threads = True
     srv.root, srv.counts, srv.lock = root, {}, threading.Lock()
     srv.armed, srv.stalled = False, threading.Event()
-    srv.trickled = 0
+    srv.trickled, srv.ranges = 0, []
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     return srv
 

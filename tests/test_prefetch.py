@@ -117,6 +117,39 @@ def test_full_warm(d, mnt):
         ngx.stop()
 
 
+def test_next_shard(d, mnt):
+    """A cold reader going on to a shard's end has the next shard's start
+    fetched before it reads there (loaders read shards in order); one
+    reading cached blocks does not (test_include_ranks)."""
+    srv = os.path.join(d, "srv")
+    os.mkdir(srv)
+    tensors = shards(srv)
+    ngx = Nginx(os.path.join(d, "ngx"), srv)
+    try:
+        p = T.mount_fg(ngx.url("model.safetensors.index.json"), mnt,
+                       "-o", "cache=%s/cache" % d)
+        try:
+            opened = len(requests(ngx))
+            read_all(mnt, tensors[:2])          # shard 1, in order
+            nxt = "model-00002-of-00004.safetensors"
+            for _ in range(100):
+                if any(u.endswith("/" + nxt) and a == 0
+                       for u, a, _ in requests(ngx)[opened:]):
+                    break
+                time.sleep(0.1)
+            else:
+                raise AssertionError("the next shard was not fetched "
+                                     "ahead: %r" % requests(ngx)[opened:])
+            before = len(requests(ngx))
+            read_all(mnt, tensors[2:4])         # and it is read from there
+            assert not any(u.endswith("/" + nxt) and a == 0
+                           for u, a, _ in requests(ngx)[before:])
+        finally:
+            T.stop_fg(p, mnt)
+    finally:
+        ngx.stop()
+
+
 def test_include_ranks(d, mnt):
     srv = os.path.join(d, "srv")
     os.mkdir(srv)
@@ -403,7 +436,7 @@ def test_mount_progress_line(d, mnt):
         paced.wait()
 
 
-TESTS = [test_full_warm, test_include_ranks, test_paths,
+TESTS = [test_full_warm, test_include_ranks, test_next_shard, test_paths,
          test_status_background, test_local_noop, test_refused,
          test_server_gone, test_mount_option, test_unmount_while_warming,
          test_mount_progress_line]

@@ -314,6 +314,58 @@ def test_retries(d, mnt):
         srv.shutdown()
 
 
+def test_block_part(d, mnt):
+    """A reader of a block a prefetch has on the wire is answered as soon
+    as its own bytes have come, not once the whole block has (the server
+    holds back the second half of every block), and asks for nothing
+    itself: with a cache and without."""
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    src, tensors = big_file(data)
+    n, _ = T.header_of(src)
+    h, blk = 8 + n, 4 << 20
+    srv = faulty_server(data)
+    url = "http://127.0.0.1:%d/halfblock/big.safetensors" % \
+        srv.server_address[1]
+    # layers.1 starts at 40 MiB + h (block 10); 1 MiB into block 12
+    t = (12 * blk + (1 << 20) - h - (40 << 20)) // 4096 * 4096
+    want = tensors[1][3]
+    try:
+        for opt in ("cache=" + os.path.join(d, "c"), "nocache"):
+            srv.armed, got = True, {}
+            srv.stalled.clear()
+            del srv.ranges[:]
+            p = T.mount_fg(url, mnt, "-o", opt)
+            fd = os.open(os.path.join(mnt, "layers/1/w"),
+                         os.O_RDONLY | os.O_DIRECT)
+            try:
+                # the tensor's start: the blocks after it are prefetched
+                assert os.pread(fd, 4096, 0) == want[:4096]
+                for _ in range(100):
+                    if ("halfblock", 12 * blk, 13 * blk - 1) in srv.ranges:
+                        break
+                    time.sleep(0.1)
+                else:
+                    raise AssertionError("block 12 not prefetched: %r" %
+                                         srv.ranges)
+                th = threading.Thread(target=lambda: got.update(
+                    b=os.pread(fd, 4096, t)), daemon=True)
+                th.start()
+                th.join(10)
+                assert got.get("b") == want[t:t + 4096], \
+                    (opt, "the reader waited for the whole block")
+                mine = [r for r in srv.ranges
+                        if r[1] <= h + (40 << 20) + t <= r[2]]
+                assert mine == [("halfblock", 12 * blk, 13 * blk - 1)], \
+                    (opt, mine)
+            finally:
+                srv.stalled.set()
+                os.close(fd)
+                disarm(srv, p, mnt)
+    finally:
+        srv.shutdown()
+
+
 def test_tail_first(d, mnt):
     """A read in the middle of a block fetches the block's tail first; a
     second reader of that tail is answered before the block's start has
@@ -767,6 +819,7 @@ def run():
         test_cache_reads,
         test_prefetch,
         test_tail_first,
+        test_block_part,
         test_prefetch_nocache,
         test_unmount_in_flight,
         test_stats_per_mount,

@@ -151,6 +151,10 @@ int stfs_model_add_files(struct stfs_model *m, const char *const *names,
 		}
 	}
 	free(o.slots);
+	/* loaders read shards in order: a reader going on to one's end
+	 * has the next one's start fetched ahead of it */
+	for (i = 0; !rc && i + 1 < m->nfiles; i++)
+		stfs_source_follow(m->files[i]->src, m->files[i + 1]->src);
 	return rc;
 }
 
@@ -426,6 +430,8 @@ void stfs_model_close(struct stfs_model *m)
 {
 	if (!m)
 		return;
+	for (size_t i = 0; i < m->nfiles; i++)
+		stfs_source_follow(m->files[i]->src, NULL);
 	for (size_t i = 0; i < m->nfiles; i++) {
 		stfs_file_close(m->files[i]);
 		free(m->file_names[i]);

@@ -372,6 +372,15 @@ struct stfs_early {
 	int done;                   /* fn was called (the fetching thread) */
 };
 
+/* How far a range's bytes have come (blocks.c): when good reaches want,
+ * want goes to SIZE_MAX and the fetching thread runs fn(arg). */
+struct stfs_progress {
+	atomic_size_t good;         /* bytes from the start that came, good */
+	atomic_size_t want;         /* wake the fetching thread at this */
+	void (*fn)(void *arg);
+	void *arg;
+};
+
 /* One request: a range of an object (or its whole body, whole). */
 struct stfs_request {
 	const char *url;
@@ -385,6 +394,7 @@ struct stfs_request {
 	int whole;
 	const atomic_int *cancel;   /* set: abort */
 	struct stfs_early *early;   /* or NULL */
+	struct stfs_progress *progress; /* or NULL */
 	unsigned flags;             /* STFS_REQ_* */
 };
 
@@ -521,6 +531,7 @@ struct stfs_object {
 	uint64_t next_off;          /* where the last read ended */
 	unsigned streak;            /* reads in a row that went on from it */
 	uint64_t pf_next;           /* the next block to prefetch */
+	struct stfs_object *next;   /* read after this one, or NULL */
 	/* under the blocks' mu: the fetches that failed last (a ring: a
 	 * reader's block and the prefetches beside it fail together) */
 	struct stfs_failure failed[STFS_FAIL_SLOTS];
@@ -592,6 +603,12 @@ void stfs_blocks_fini(struct stfs_blocks *b);
 int stfs_blocks_read(struct stfs_fetcher *f, struct stfs_object *o,
 		     void *buf, size_t len, uint64_t off,
 		     struct stfs_early *early);
+/* Bytes [off, off + len) of o, within one block, when that block is on
+ * the wire or held in memory: the reader is answered by done(arg, rc) as
+ * soon as they have come, here or on the fetching thread, and waits on no
+ * thread meanwhile: 0.  -ENOENT: the block is not listed (read it). */
+int stfs_blocks_attach(struct stfs_object *o, void *buf, size_t len,
+		       uint64_t off, stfs_source_done done, void *arg);
 /* The cache and the failures of a moment ago, asked about bytes [off,
  * off + len) of o (len 0: is the block at off cached whole) (lookup.c):
  * 0 (buf filled from the cache), the -errno of a fetch of them that
@@ -633,6 +650,8 @@ void stfs_pool_stop(struct stfs_remote *r);
 void stfs_pool_read(struct stfs_object *o, void *buf, size_t len,
 		    uint64_t off, const struct stfs_extent *ext,
 		    stfs_source_done done, void *arg);
+/* next is read after o (stfs_source_ops.follow), or NULL. */
+void stfs_pool_follow(struct stfs_object *o, struct stfs_object *next);
 /* A read served without a worker (a cache hit): plan prefetches. */
 void stfs_pool_hit(struct stfs_object *o, uint64_t off, size_t len,
 		   const struct stfs_extent *ext);

@@ -64,6 +64,12 @@ void stfs_source_read_async(struct stfs_source *s, void *buf, size_t len,
 	s->ops->read_async(s, buf, len, off, ext, done, arg);
 }
 
+void stfs_source_follow(struct stfs_source *s, struct stfs_source *next)
+{
+	if (s->ops->follow)
+		s->ops->follow(s, next);
+}
+
 void stfs_source_drop(struct stfs_source *s, uint64_t off, uint64_t len)
 {
 	if (s->ops->drop && in_range(s, 0, off) && len)

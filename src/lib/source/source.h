@@ -58,6 +58,10 @@ struct stfs_source_ops {
 	/* wait until the blocks warmed are written; drop those queued */
 	void (*warm_flush)(struct stfs_source *s);
 	void (*warm_cancel)(struct stfs_source *s);
+	/* next is read after s, from its start (a model's next shard): a
+	 * reader going on to s's end may have next's first blocks fetched
+	 * ahead of it; next NULL: no more.  NULL: nothing to do. */
+	void (*follow)(struct stfs_source *s, struct stfs_source *next);
 };
 
 /* What every kind of source shares; kinds embed it first. */
@@ -75,6 +79,8 @@ void stfs_source_read_async(struct stfs_source *s, void *buf, size_t len,
 			    uint64_t off, const struct stfs_extent *ext,
 			    stfs_source_done done, void *arg);
 
+/* Call s's follow, if it has one (see follow). */
+void stfs_source_follow(struct stfs_source *s, struct stfs_source *next);
 /* Call s's drop for [off, off + len), if it has one. */
 void stfs_source_drop(struct stfs_source *s, uint64_t off, uint64_t len);
 /* What a warm of s needs: 0 with *wi; -EOPNOTSUPP for a local source

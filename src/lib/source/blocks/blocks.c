@@ -10,7 +10,12 @@
  * once).  A fetched block stays listed, its bytes in memory, until it is
  * in the cache: the reader that fetched it is answered first (even before
  * the rest of the block has come: struct stfs_early), and readers of the
- * block meanwhile copy from memory.  Without a cache, a prefetched block
+ * block meanwhile copy from memory.  A reader of a block on the wire
+ * waits for its own bytes, not the whole block: the fetch tells how far
+ * its bytes have come (struct stfs_progress) and answers each reader as
+ * its bytes arrive; a reader that came through the pool waits on no
+ * thread at all (stfs_blocks_attach()), so that every worker keeps its
+ * connection busy.  Without a cache, a prefetched block
  * is held instead, until its bytes have all been read (the kernel's page
  * cache has them then) or twice the prefetch window of newer ones push
  * it out.  Which blocks are prefetched, and on which threads, is pool.c's.
@@ -25,11 +30,26 @@
 #include "format.h"
 #include "remote.h"
 
+/* A reader waiting for its bytes [at, at + len) of a block on the wire:
+ * answered by done(arg, rc) on the fetching thread, or, without done (a
+ * reader waiting on its own thread), told by ready. */
+struct stfs_waiter {
+	size_t at, len;
+	void *buf;
+	stfs_source_done done;
+	void *arg;
+	int ready;
+	struct stfs_waiter *next;
+};
+
 struct stfs_inflight {
 	struct stfs_object *s;
 	uint64_t block;
 	int done, rc;               /* set when fetched (or failed) */
-	size_t ready_from;          /* data[ready_from, len) came already */
+	size_t cut;                 /* data[cut, len) is fetched first, */
+	int head;                   /* then data[0, cut) (head set) */
+	struct stfs_progress pr;    /* of the request on the wire */
+	struct stfs_waiter *readers; /* waiting for their bytes */
 	char *data;                 /* the block, till it is in the cache */
 	size_t len;
 	unsigned waiters;           /* readers copying from it */
@@ -163,21 +183,149 @@ static void hold(struct stfs_remote *r, struct stfs_inflight *me)
 		}
 }
 
+/* Have bytes [at, end) of block me come, good (under mu)? */
+static int bytes_in(struct stfs_inflight *me, size_t at, size_t end)
+{
+	size_t good = atomic_load(&me->pr.good);
+
+	if (me->done && !me->rc)
+		return 1;
+	if (!me->head)
+		return at >= me->cut && end <= me->cut + good;
+	return at >= me->cut || end <= good || good >= me->cut;
+}
+
+/* What the request on the wire must have brought for [at, end) to have
+ * come: SIZE_MAX if another request brings them. */
+static size_t need(const struct stfs_inflight *me, size_t at, size_t end)
+{
+	if (!me->head)
+		return at >= me->cut ? end - me->cut : SIZE_MAX;
+	return end < me->cut ? end : me->cut;
+}
+
+/* Answer readers w (a list) from block me (under mu, which it drops
+ * while copying). */
+static void answer(struct stfs_remote *r, struct stfs_inflight *me,
+		   struct stfs_waiter *w)
+{
+	struct stfs_waiter *ready = NULL;
+	size_t copied = 0;
+
+	for (struct stfs_waiter *n; w; w = n) {
+		n = w->next;
+		w->ready = bytes_in(me, w->at, w->at + w->len) ? 1 : -1;
+		w->next = ready;
+		ready = w;
+		me->waiters++;
+	}
+	pthread_mutex_unlock(&r->blocks.mu);
+	for (struct stfs_waiter *n; (w = ready); ready = n) {
+		int rc = w->ready > 0 ? 0 : me->rc ? me->rc : -EIO;
+
+		n = w->next;
+		if (!rc) {
+			memcpy(w->buf, me->data + w->at, w->len);
+			copied += w->len;
+		}
+		w->done(w->arg, rc);
+		free(w);
+		pthread_mutex_lock(&r->blocks.mu);
+		if (--me->waiters == 0)
+			pthread_cond_broadcast(&r->blocks.cv);
+		pthread_mutex_unlock(&r->blocks.mu);
+	}
+	pthread_mutex_lock(&r->blocks.mu);
+	if ((me->consumed += copied) >= me->len && me->held)
+		unhold(r, me);
+}
+
+/* Answer, or wake, the readers of me whose bytes have come, and have the
+ * transfer wake this thread when the first of the others' have (under
+ * mu, which it may drop). */
+static void answer_arrived(struct stfs_remote *r, struct stfs_inflight *me)
+{
+	struct stfs_waiter *ready = NULL, **p;
+	size_t want;
+	int woke = 0;
+
+	do {
+		want = SIZE_MAX;
+		for (p = &me->readers; *p;) {
+			struct stfs_waiter *w = *p;
+			size_t n;
+
+			if (!me->done && !bytes_in(me, w->at, w->at + w->len)) {
+				if ((n = need(me, w->at, w->at + w->len)) < want)
+					want = n;
+				p = &w->next;
+				continue;
+			}
+			*p = w->next;
+			if (w->done) {
+				w->next = ready;
+				ready = w;
+			} else {
+				w->ready = 1;
+				woke = 1;
+			}
+		}
+		atomic_store(&me->pr.want, want);
+		/* bytes that came meanwhile woke no one */
+	} while (want != SIZE_MAX && atomic_load(&me->pr.good) >= want);
+	if (woke)
+		pthread_cond_broadcast(&r->blocks.cv);
+	if (ready)
+		answer(r, me, ready);
+}
+
+/* On the fetching thread: the request on the wire brought someone's
+ * bytes. */
+static void on_progress(void *arg)
+{
+	struct stfs_inflight *me = arg;
+	struct stfs_remote *r = me->s->r;
+
+	pthread_mutex_lock(&r->blocks.mu);
+	answer_arrived(r, me);
+	pthread_mutex_unlock(&r->blocks.mu);
+}
+
+/* List w as a reader of me, on the wire (under mu); 0, or 1 if its bytes
+ * came meanwhile (not listed then). */
+static int wait_for(struct stfs_inflight *me, struct stfs_waiter *w)
+{
+	size_t n = need(me, w->at, w->at + w->len);
+
+	w->next = me->readers;
+	me->readers = w;
+	if (n < atomic_load(&me->pr.want))
+		atomic_store(&me->pr.want, n);
+	if (!bytes_in(me, w->at, w->at + w->len))
+		return 0;
+	me->readers = w->next;
+	return 1;
+}
+
 /* Copy [off, off + len) of block other, listed, when its fetch has
- * brought those bytes (under mu, which it drops while copying): its
- * fetch's result.  A held block whose bytes have all been read goes (the
- * bytes are counted once each only if readers do not overlap, so a block
- * may go early: a reader then fetches its bytes itself). */
+ * brought those bytes (under mu, which it drops while waiting and
+ * copying): its fetch's result.  A held block whose bytes have all been
+ * read goes (the bytes are counted once each only if readers do not
+ * overlap, so a block may go early: a reader then fetches its bytes
+ * itself). */
 static int copy_listed(struct stfs_remote *r, struct stfs_inflight *other,
 		       size_t off, void *buf, size_t len)
 {
 	struct stfs_blocks *bl = &r->blocks;
+	struct stfs_waiter w = { .at = off, .len = len };
 	int rc;
 
 	other->waiters++;
-	while (!other->done && off < other->ready_from)
-		pthread_cond_wait(&bl->cv, &bl->mu);
-	rc = other->done ? other->rc : 0;
+	if (!other->done && !bytes_in(other, off, off + len) &&
+	    !wait_for(other, &w))
+		while (!w.ready)
+			pthread_cond_wait(&bl->cv, &bl->mu);
+	rc = bytes_in(other, off, off + len) ? 0 : other->rc;
 	pthread_mutex_unlock(&bl->mu);
 	if (!rc && len)
 		memcpy(buf, other->data + off, len);
@@ -187,6 +335,40 @@ static int copy_listed(struct stfs_remote *r, struct stfs_inflight *other,
 	if (!rc && (other->consumed += len) >= other->len && other->held)
 		unhold(r, other);
 	return rc;
+}
+
+int stfs_blocks_attach(struct stfs_object *s, void *buf, size_t len,
+		       uint64_t off, stfs_source_done done, void *arg)
+{
+	struct stfs_remote *r = s->r;
+	struct stfs_blocks *bl = &r->blocks;
+	uint64_t b = off / r->o.block;
+	size_t in = (size_t)(off % r->o.block);
+	struct stfs_inflight **p;
+	struct stfs_waiter *w;
+	int rc;
+
+	if (!len || in + len > r->o.block)
+		return -ENOENT;         /* one block's bytes only */
+	pthread_mutex_lock(&bl->mu);
+	if (!*(p = find(bl, s, b))) {
+		pthread_mutex_unlock(&bl->mu);
+		return -ENOENT;
+	}
+	if (!(*p)->done && !bytes_in(*p, in, in + len) &&
+	    (w = malloc(sizeof(*w)))) {
+		*w = (struct stfs_waiter){ .at = in, .len = len, .buf = buf,
+					   .done = done, .arg = arg };
+		if (!wait_for(*p, w)) {
+			pthread_mutex_unlock(&bl->mu);
+			return 0;       /* answered by the fetch */
+		}
+		free(w);
+	}
+	rc = copy_listed(r, *p, in, buf, len);
+	pthread_mutex_unlock(&bl->mu);
+	done(arg, rc == -EACCES ? rc : rc ? -EIO : 0);
+	return 0;
 }
 
 void stfs_inflight_item(const struct stfs_inflight *me,
@@ -211,16 +393,12 @@ static int fetch_block(struct stfs_fetcher *f, struct stfs_inflight *me,
 	struct stfs_object *s = me->s;
 	struct stfs_remote *r = s->r;
 	uint64_t start = me->block * r->o.block;
-	/* A reader waiting in the middle of the block: fetch from its page
-	 * to the end first, so that it waits for its own bytes and not for
-	 * the block's earlier ones, then the start.  The block is complete
-	 * only after both. */
-	size_t cut = early ? off & ~(size_t)(TAIL_FIRST - 1) : 0, got;
+	size_t cut = me->cut, got;
 	struct stfs_request q = {
 		.url = s->url, .etag = s->etag,
 		.last_modified = s->last_modified, .auth = s->auth,
 		.off = start + cut, .len = me->len - cut, .want_total = s->size,
-		.cancel = &s->closing, .early = early };
+		.cancel = &s->closing, .early = early, .progress = &me->pr };
 	struct stfs_error e = { 0 };
 	int rc;
 
@@ -232,8 +410,9 @@ static int fetch_block(struct stfs_fetcher *f, struct stfs_inflight *me,
 	if (!rc && cut) {
 		/* readers of the tail need not wait for the start */
 		pthread_mutex_lock(&r->blocks.mu);
-		me->ready_from = cut;
-		pthread_cond_broadcast(&r->blocks.cv);
+		me->head = 1;
+		atomic_store(&me->pr.good, 0);
+		answer_arrived(r, me);
 		pthread_mutex_unlock(&r->blocks.mu);
 		q.off = start;
 		q.len = cut;
@@ -284,8 +463,18 @@ static int block_read(struct stfs_fetcher *f, struct stfs_object *s,
 		pthread_mutex_unlock(&bl->mu);
 		return -ENOMEM;
 	}
-	*me = (struct stfs_inflight){ .s = s, .block = b, .len = blen,
-				      .ready_from = SIZE_MAX };
+	me->s = s;
+	me->block = b;
+	me->len = blen;
+	/* A reader waiting in the middle of the block: fetch from its page
+	 * to the end first, so that it waits for its own bytes and not for
+	 * the block's earlier ones, then the start.  The block is complete
+	 * only after both. */
+	me->cut = early ? off & ~(size_t)(TAIL_FIRST - 1) : 0;
+	atomic_init(&me->pr.good, 0);
+	atomic_init(&me->pr.want, SIZE_MAX);
+	me->pr.fn = on_progress;
+	me->pr.arg = me;
 	*p = me;
 	pthread_mutex_unlock(&bl->mu);
 
@@ -302,6 +491,7 @@ static int block_read(struct stfs_fetcher *f, struct stfs_object *s,
 	me->rc = rc;
 	me->done = 1;
 	pthread_cond_broadcast(&bl->cv);
+	answer_arrived(r, me);
 	if (rc) {
 		drop(r, me);
 	} else if (!s->cobj.valid) {

@@ -12,9 +12,11 @@
  * as soon as the reader's bytes are in (blocks.c), then hands the block
  * to the write-behind (writeback.c, whose writer threads start and stop
  * with the workers) and takes the next job: a connection never waits for
- * the disk.  The threads start on first use, so that they belong to the
- * daemon after it has gone to the background; the request loop never
- * waits for the network.
+ * the disk.  A read whose block is on the wire already takes no worker:
+ * that block's fetch answers it (stfs_blocks_attach()), so a worker never
+ * waits for another's connection.  The threads start on first use, so
+ * that they belong to the daemon after it has gone to the background;
+ * the request loop never waits for the network.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -113,6 +115,11 @@ static void run_job(struct stfs_fetcher *f, struct stfs_job *j)
 			stfs_blocks_prefetch(f, j->s, j->off);
 		return;
 	}
+	/* its block went on the wire since it was queued: no need to wait
+	 * for it here */
+	if (stfs_blocks_attach(j->s, j->buf, j->len, j->off, j->done,
+			       j->arg) == 0)
+		return;
 	rc = f->h ? stfs_blocks_read(f, j->s, j->buf, j->len, j->off, &ea) :
 		    -ENOMEM;
 	if (!ea.done) {                 /* else answered already */
@@ -223,8 +230,11 @@ void stfs_pool_stop(struct stfs_remote *r)
 	stfs_writeback_stop(r);
 }
 
-/* Queue prefetches of the blocks of [from, to) not queued yet (under mu). */
-static void prefetch(struct stfs_object *s, uint64_t from, uint64_t to)
+/* Queue prefetches of the blocks of [from, to) not queued yet (under mu);
+ * with cross, a window past s's end goes on into the object read after
+ * it. */
+static void prefetch(struct stfs_object *s, uint64_t from, uint64_t to,
+		     int cross)
 {
 	struct stfs_remote *r = s->r;
 	struct stfs_pool *p = &r->pool;
@@ -258,6 +268,8 @@ static void prefetch(struct stfs_object *s, uint64_t from, uint64_t to)
 		pthread_cond_signal(&p->work);
 	}
 	s->pf_next = b;
+	if (cross && b == nblocks && to > s->size && s->next && s->size)
+		prefetch(s->next, 0, to - s->size, 1);
 }
 
 /*
@@ -266,9 +278,13 @@ static void prefetch(struct stfs_object *s, uint64_t from, uint64_t to)
  * within it are fetched; a reader going on where its last read ended is
  * reading in file order, so the blocks ahead are fetched, into the next
  * tensors; a read anywhere else (a random reader) fetches nothing more.
+ * A reader the network feeds (cold) going on to the object's end has the
+ * next object's start fetched too (the next shard: loaders read them in
+ * order); one fed from the cache may be reading its share alone, and is
+ * fast enough without.
  */
 static void plan_prefetch(struct stfs_object *s, uint64_t off, size_t len,
-			  const struct stfs_extent *ext)
+			  const struct stfs_extent *ext, int cold)
 {
 	uint64_t end = off + len, window = (uint64_t)stfs_prefetch_blocks(s->r) *
 					   s->r->o.block, slack = 1u << 20;
@@ -282,17 +298,30 @@ static void plan_prefetch(struct stfs_object *s, uint64_t off, size_t len,
 		s->next_off = end;
 	if (ext && off == ext->off && ext->end > end)
 		prefetch(s, end, ext->end < end + window ? ext->end :
-			 end + window);
+			 end + window, cold);
 	else if (seq && s->streak >= 2)
-		prefetch(s, end, end + window);
+		prefetch(s, end, end + window, cold);
+}
+
+void stfs_pool_follow(struct stfs_object *s, struct stfs_object *next)
+{
+	pthread_mutex_lock(&s->r->pool.mu);
+	s->next = next;
+	pthread_mutex_unlock(&s->r->pool.mu);
+}
+
+static void hit(struct stfs_object *s, uint64_t off, size_t len,
+		const struct stfs_extent *ext, int cold)
+{
+	pthread_mutex_lock(&s->r->pool.mu);
+	plan_prefetch(s, off, len, ext, cold);
+	pthread_mutex_unlock(&s->r->pool.mu);
 }
 
 void stfs_pool_hit(struct stfs_object *s, uint64_t off, size_t len,
 		   const struct stfs_extent *ext)
 {
-	pthread_mutex_lock(&s->r->pool.mu);
-	plan_prefetch(s, off, len, ext);
-	pthread_mutex_unlock(&s->r->pool.mu);
+	hit(s, off, len, ext, 0);
 }
 
 /* Queue a copy of job t of s: a read (after the reads queued, its
@@ -324,7 +353,7 @@ static void enqueue(struct stfs_object *s, const struct stfs_job *t,
 	} else {
 		*p->queue_tail = j;
 		p->queue_tail = &j->next;
-		plan_prefetch(s, j->off, j->len, ext);
+		plan_prefetch(s, j->off, j->len, ext, 1);
 	}
 	pthread_cond_signal(&p->work);
 	pthread_mutex_unlock(&p->mu);
@@ -337,6 +366,12 @@ void stfs_pool_read(struct stfs_object *s, void *buf, size_t len,
 	struct stfs_job t = { .s = s, .buf = buf, .len = len, .off = off,
 			      .done = done, .arg = arg };
 
+	/* bytes on the wire already (the kernel's readahead, a prefetch):
+	 * answered by their fetch, no worker taken */
+	if (stfs_blocks_attach(s, buf, len, off, done, arg) == 0) {
+		hit(s, off, len, ext, 1);
+		return;
+	}
 	enqueue(s, &t, ext);
 }
 

@@ -170,6 +170,18 @@ static void http_warm_cancel(struct stfs_source *src)
 	stfs_pool_unwarm(&((struct http_src *)src)->obj);
 }
 
+static const struct stfs_source_ops http_ops;
+
+/* Only another object of the same remote layer is followed into. */
+static void http_follow(struct stfs_source *src, struct stfs_source *next)
+{
+	struct http_src *s = (struct http_src *)src;
+	struct http_src *n = (struct http_src *)next;
+
+	stfs_pool_follow(&s->obj, next && next->ops == &http_ops &&
+			 n->obj.r == s->obj.r ? &n->obj : NULL);
+}
+
 static const struct stfs_source_ops http_ops = {
 	.close = http_close,
 	.read = http_read,
@@ -178,6 +190,7 @@ static const struct stfs_source_ops http_ops = {
 	.warm = http_warm,
 	.warm_flush = http_warm_flush,
 	.warm_cancel = http_warm_cancel,
+	.follow = http_follow,
 };
 
 /* Open s from the cache alone: its latest version's size and head. */

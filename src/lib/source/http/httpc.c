@@ -118,6 +118,22 @@ static int answer_ok(const struct xfer *x)
 	       check_range(x->q, &x->r, 0, 0, NULL) == 0;
 }
 
+/* Tell the request's progress that bytes up to got have come, and wake
+ * its fetching thread when someone waits for them (a retry starts over:
+ * the same bytes again, of the same version). */
+static void told(struct xfer *x)
+{
+	struct stfs_progress *pr = x->q->progress;
+
+	if (x->got <= atomic_load(&pr->good))
+		return;
+	atomic_store(&pr->good, x->got);
+	if (x->got >= atomic_load(&pr->want)) {
+		atomic_store(&pr->want, SIZE_MAX);
+		stfs_transfer_wake(x->t, x->h);
+	}
+}
+
 static size_t on_data(char *p, size_t sz, size_t n, void *ud)
 {
 	struct xfer *x = ud;
@@ -164,6 +180,8 @@ static size_t on_data(char *p, size_t sz, size_t n, void *ud)
 		x->q->early->ready = 1;
 		stfs_transfer_wake(x->t, x->h);
 	}
+	if (x->q->progress && answer_ok(x))
+		told(x);
 	return k;
 }
 
@@ -177,6 +195,8 @@ static void answer_now(void *arg)
 		e->done = 1;
 		e->fn(e->arg, x->buf + e->at);
 	}
+	if (x->q->progress)
+		x->q->progress->fn(x->q->progress->arg);
 }
 
 static size_t on_header(char *p, size_t sz, size_t n, void *ud)
