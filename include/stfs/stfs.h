@@ -672,7 +672,8 @@ struct stfs_repo_info {
 	const char *path;
 	uint64_t size;
 	const char *verify;       /* "sha256:HEX", "sha1-blob:HEX",
-				   * "md5:HEX", or NULL: none published */
+				   * "md5:HEX", "crc64nvme:HEX", "unchecked
+				   * (WHY)", or NULL: none published */
 	int small;                /* fetched whole at mount, verified */
 	const char *left_out;     /* why it is not shown, or NULL */
 	const char *fault;        /* why its bytes are refused, or NULL */
