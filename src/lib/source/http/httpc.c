@@ -517,6 +517,8 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 		}
 		if (!(code = judge(&x, rc, status, errbuf, &again, err))) {
 			if (q->whole && status == 200) {
+				if (!x.buf && !(x.buf = malloc(1)))
+					return stfs_nomem(err); /* (empty) */
 				x.buf[x.got] = '\0';
 				*body = x.buf;
 			} else if (q->whole) {
