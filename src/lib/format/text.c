@@ -4,7 +4,8 @@
  * shape formatting, and the error-filling helper the parser uses; and two
  * helpers over byte strings for the layers above: an order (names sorted
  * as bytes) and a 64-bit FNV-1a hash (shortened long file names in the
- * tree, cache file names in source/cache.c).
+ * tree, cache file names in source/cache.c); strict base64 (S3's
+ * checksums, source/s3/s3sum.c).
  */
 #include <errno.h>
 #include <inttypes.h>
