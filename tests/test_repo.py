@@ -26,13 +26,17 @@
   x-amz-checksum-sha256 or -crc64nvme, else its MD5 ETag; SSE-KMS and
   SSE-C objects' ETags are not MD5s (served unchecked, said so); a
   composite checksum is not used; a mismatch or a malformed value: EIO,
-  logged; what inspect --files says of each;
+  logged; what inspect --files says of each; and AWS's own client
+  (@aws-sdk/client-s3, tests/s3js) validates the same checksums itself;
 - st_blksize (`stat -c %o`) of a remote mount's files, tensor files and
   %repo/ files alike, is the block size (-o block_size=, 4 MiB by
   default); a local mount's stays 64 KiB.
 """
+import base64
 import hashlib
+import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -545,6 +549,50 @@ def test_s3_checksums(d, mnt):
         assert seen["model.safetensors"][1] == "lazy"
 
 
+S3JS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "s3js")
+
+
+def test_s3_checksums_aws_client(d):
+    """AWS's own client (@aws-sdk/client-s3, pinned in tests/s3js) gets
+    each object of test_s3_checksums with ChecksumMode ENABLED and
+    validates the answer's checksum itself: the middleware's checksums
+    are AWS's (the tampered ones are refused by it, as by stfs)."""
+    node = shutil.which("node")
+    mods = os.path.join(S3JS, "node_modules", "@aws-sdk", "client-s3")
+    if not node or not os.path.isdir(mods):
+        if os.environ.get("CI") == "true":
+            raise AssertionError("node or %s missing (npm ci in %s)" % (
+                mods, S3JS))
+        print("     (node or @aws-sdk/client-s3 missing: npm ci in %s)" %
+              S3JS)
+        return
+    files = {p: b'{"n": %d}\n' % i for i, (p, _, _) in enumerate(S3_SUMS)}
+    with S3World(d) as s3:
+        s3.put_tree("js/", files, {p: m for p, m, _ in S3_SUMS if m})
+        r = subprocess.run([node, os.path.join(S3JS, "check.mjs"),
+                            s3.sw.endpoint, "repos"] +
+                           ["js/" + p for p, _, _ in S3_SUMS],
+                           capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    got = {j["key"][3:]: j for j in map(json.loads, r.stdout.splitlines())}
+    for path, mode, how in S3_SUMS:
+        j = got[path]
+        if how in ("EIO sha256", "EIO crc64nvme"):
+            assert not j["ok"] and "Checksum mismatch" in j["error"], j
+            continue
+        if how == "EIO base64":
+            continue            # the SDK's own handling of a bad value
+        assert j["ok"] and j["length"] == len(files[path]), j
+        if how in ("sha256", "crc64nvme"):
+            want = s3_sum_want(how, files[path]).split(":")[1]
+            assert bytes.fromhex(want) == base64.b64decode(
+                j[how]), (j, want)
+        if "kms" in (mode or ""):
+            assert j["sse"] == "aws:kms", j
+        if how == "-":
+            assert j["type"] == "COMPOSITE", j
+
+
 if __name__ == "__main__":
     sys.exit(T.run_tests([test_local_diffusers, test_local_st_model,
                           test_repo_root, test_hostile_local,
@@ -552,4 +600,5 @@ if __name__ == "__main__":
                           test_hub_layouts, test_blksize, test_hub_lfs_whole,
                           test_hub_faults,
                           test_hub_offline,
-                          test_s3_layouts, test_s3_checksums]))
+                          test_s3_layouts, test_s3_checksums,
+                          test_s3_checksums_aws_client]))
