@@ -39,7 +39,8 @@ hubjs() {   # the pinned JavaScript packages, from their lockfiles
 	local d m
 	[ "${1:-test}" = test ] || return 0
 	for m in hubjs/@huggingface/hub ggufjs/@huggingface/gguf \
-		llamajs/node-llama-cpp transformersjs/@huggingface/transformers; do
+		llamajs/node-llama-cpp transformersjs/@huggingface/transformers \
+		s3js/@aws-sdk/client-s3; do
 		d="$(dirname "$0")/../tests/${m%%/*}"
 		[ -d "$d/node_modules/${m#*/}" ] && continue
 		# each dir's .npmrc: no GPU builds; node-llama-cpp never

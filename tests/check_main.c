@@ -21,6 +21,7 @@ int main(void)
 	srunner_add_suite(sr, table_suite());
 	srunner_add_suite(sr, repo_suite());
 	srunner_add_suite(sr, s3xml_suite());
+	srunner_add_suite(sr, s3sum_suite());
 	srunner_add_suite(sr, torch_suite());
 	srunner_add_suite(sr, cache_suite());
 	srunner_run_all(sr, CK_NORMAL);

@@ -148,9 +148,14 @@ class S3World:
                        XDG_CACHE_HOME=os.path.join(d, "xdg"))
         self.env.__enter__()
 
-    def put_tree(self, prefix, files):
+    def put_tree(self, prefix, files, modes=None):
+        """Each file under prefix; modes {path: "MODE,..."}: what the
+        server's s3extras middleware (tests/swift/s3extras.py) answers for
+        it (its checksums, its encryption)."""
         for p, b in sorted(files.items()):
-            self.sw.put("repos", prefix + p, b)
+            m = (modes or {}).get(p)
+            self.sw.put("repos", prefix + p, b,
+                        headers={"x-amz-meta-s3x": m} if m else None)
 
     def __enter__(self):
         return self

@@ -118,9 +118,12 @@ class Swift:
         self.procs.append(p)
         for kind in ("account", "container", "object", "proxy"):
             log = open(os.path.join(d, kind + ".log"), "wb")
+            # the proxy finds the tests' own middleware (s3extras.py)
+            penv = dict(os.environ, PYTHONPATH=CONF)
             p = subprocess.Popen(["/usr/bin/swift-%s-server" % kind, "-v",
                                   os.path.join(d, kind + "-server.conf")],
-                                 stdout=log, stderr=subprocess.STDOUT)
+                                 stdout=log, stderr=subprocess.STDOUT,
+                                 env=penv)
             log.close()
             self.procs.append(p)
         for kind, port in self.ports.items():
@@ -139,14 +142,15 @@ class Swift:
                 time.sleep(0.2)
 
     def request(self, method, path, data=b"", access=ACCESS, secret=SECRET,
-                headers=None):
+                headers=None, unsigned=None):
         """An S3 request signed by this file's own SigV4 signer (written
-        from AWS's description, independent of stfs's): (status, headers,
-        body)."""
+        from AWS's description, independent of stfs's), with the headers
+        unsigned added after signing: (status, headers, body)."""
         host = self.endpoint.split("//", 1)[1]
         path, _, query = path.partition("?")
         h = sign(method, host, path, query, data, access, secret,
                  dict(headers or {}))
+        h.update(unsigned or {})
         req = urllib.request.Request(self.endpoint + path +
                                      ("?" + query if query else ""),
                                      data=data if method == "PUT" else None,
@@ -161,9 +165,9 @@ class Swift:
         st, _, body = self.request("PUT", "/" + name)
         assert st == 200, body
 
-    def put(self, bucket, key, data):
+    def put(self, bucket, key, data, headers=None):
         st, h, body = self.request("PUT", "/%s/%s" % (bucket, quote(key)),
-                                   data)
+                                   data, headers=headers)
         assert st == 200, body
         return h["ETag"]
 

@@ -17,6 +17,7 @@ Suite *answers_suite(void);
 Suite *resolve_suite(void);
 Suite *table_suite(void);
 Suite *s3xml_suite(void);
+Suite *s3sum_suite(void);
 Suite *torch_suite(void);
 Suite *repo_suite(void);
 Suite *cache_suite(void);

@@ -21,12 +21,22 @@
   sha256 at its end: the bytes served by a tampered server make the read
   that ends the file EIO (logged with both digests), and every later
   open; a part read of it, or an untampered file, reads as ever;
+- S3's checksums (the tests' server gives them with its s3extras
+  middleware): a small file checked against the answer's full-object
+  x-amz-checksum-sha256 or -crc64nvme, else its MD5 ETag; SSE-KMS and
+  SSE-C objects' ETags are not MD5s (served unchecked, said so); a
+  composite checksum is not used; a mismatch or a malformed value: EIO,
+  logged; what inspect --files says of each; and AWS's own client
+  (@aws-sdk/client-s3, tests/s3js) validates the same checksums itself;
 - st_blksize (`stat -c %o`) of a remote mount's files, tensor files and
   %repo/ files alike, is the block size (-o block_size=, 4 MiB by
   default); a local mount's stays 64 KiB.
 """
+import base64
 import hashlib
+import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -428,6 +438,161 @@ def test_s3_layouts(d, mnt):
                     (".safetensors", ".bin")) else "small"), line
 
 
+def crc64nvme(data):
+    """CRC-64/NVME, bit by bit (reflected 0x9a6c9329ac4bc9b5, all ones in
+    and out), written here from its definition."""
+    c = 0xffffffffffffffff
+    for b in data:
+        c ^= b
+        for _ in range(8):
+            c = (c >> 1) ^ 0x9a6c9329ac4bc9b5 if c & 1 else c >> 1
+    return c ^ 0xffffffffffffffff
+
+
+# (path, what the server's s3extras middleware answers for it, how stfs
+# checks it: "sha256", "crc64nvme", "md5", "-", "unchecked (...)", or
+# "EIO crc64nvme"/"EIO sha256"/"EIO base64": refused)
+S3_SUMS = [
+    ("config.json", "sha256", "sha256"),
+    ("tokenizer.json", "crc64nvme", "crc64nvme"),
+    ("vocab.txt", None, "md5"),
+    ("tampered.json", "crc64nvme,tamper", "EIO crc64nvme"),
+    ("sha_tampered.json", "sha256,tamper", "EIO sha256"),
+    ("kms.json", "kms", "unchecked (SSE-KMS ETag)"),
+    ("ssec.json", "ssec", "unchecked (SSE-C ETag)"),
+    ("kms_sum.json", "kms,crc64nvme", "crc64nvme"),
+    ("kms_tampered.json", "kms,sha256,tamper", "EIO sha256"),
+    ("multipart.json", "composite", "-"),
+    ("bad_b64.json", "badb64", "EIO base64"),
+]
+
+
+def s3_sum_want(how, data):
+    """What inspect's verify column is for a file checked as how."""
+    if how == "sha256":
+        return "sha256:" + hashlib.sha256(data).hexdigest()
+    if how == "crc64nvme":
+        return "crc64nvme:%016x" % crc64nvme(data)
+    if how == "md5":
+        return "md5:" + hashlib.md5(data).hexdigest()
+    return how
+
+
+def test_s3_checksums(d, mnt):
+    """S3's flexible checksums and SSE ETags: a small file is checked
+    against the full-object SHA-256 or CRC64NVME of the GET's answer
+    (x-amz-checksum-mode, which must be signed), else a single-part MD5
+    ETag unless the object is SSE-KMS/SSE-C encrypted (served unchecked,
+    and said so); a composite checksum is never taken as the whole
+    file's; a checksum that does not match or does not parse: EIO."""
+    files = st_model_repo()
+    for i, (path, _, _) in enumerate(S3_SUMS):
+        files.setdefault(path, b'{"file": %d, "path": "%s"}\n'
+                         % (i, path.encode()))
+    with S3World(d) as s3:
+        s3.put_tree("sums/", files, {p: m for p, m, _ in S3_SUMS if m})
+        # the server refuses x-amz-checksum-mode unsigned, as AWS does
+        # (so a mount that reads the checksums has signed it)
+        key = "/repos/sums/config.json"
+        st, _, body = s3.sw.request(
+            "GET", key, unsigned={"x-amz-checksum-mode": "ENABLED"})
+        assert st == 403 and b"not signed" in body, (st, body)
+        st, h, _ = s3.sw.request(
+            "GET", key, headers={"x-amz-checksum-mode": "ENABLED"})
+        assert st == 200 and h["x-amz-checksum-sha256"], (st, h)
+        src = "s3://repos/sums/"
+        p = T.mount_fg(src, mnt)
+        try:
+            root = os.path.join(mnt, "%repo")
+            for path, _, how in S3_SUMS:
+                fp = os.path.join(root, path)
+                if how.startswith("EIO"):
+                    T.expect_errno(fp, 5, 10)
+                    continue
+                r = subprocess.run(["sha256sum", fp], capture_output=True,
+                                   text=True)
+                assert r.returncode == 0, (path, r.stderr)
+                assert r.stdout.split()[0] == hashlib.sha256(
+                    files[path]).hexdigest(), path
+            with open(os.path.join(root, "model.safetensors"), "rb") as f:
+                assert f.read() == files["model.safetensors"]
+        finally:
+            T.unmount(mnt)
+            log = p.communicate(timeout=10)[1].decode()
+        for path, _, how in S3_SUMS:
+            if how.startswith("EIO") and how != "EIO base64":
+                kind = how.split()[1]
+                bad = files[path] + b"!"        # what the server summed
+                exp = s3_sum_want(kind, bad).split(":")[1]
+                got = s3_sum_want(kind, files[path]).split(":")[1]
+                want = "%%repo/%s: checksum mismatch: expected %s %s, " \
+                       "computed %s" % (path, kind, exp, got)
+                assert want in log, (want, log)
+            elif how.startswith("unchecked"):
+                assert "%%repo/%s: served %s" % (path, how) in log, log
+        assert "%repo/bad_b64.json: the answer's x-amz-checksum-sha256 " \
+            "is not a base64 sha256" in log, log
+        r = stfs("inspect", "--files", src)
+        assert r.returncode == 0, r.stderr
+        seen = {}
+        for line in r.stdout.splitlines():
+            path, size, verify, kind = line.split("\t")
+            seen[path] = (verify, kind)
+        for path, _, how in S3_SUMS:
+            verify, kind = seen[path]
+            if how.startswith("EIO"):
+                assert kind.startswith("refused: "), (path, kind)
+            else:
+                assert kind == "small", (path, kind)
+                assert verify == s3_sum_want(how, files[path]), (path, verify)
+        # the weights are lazy: their listing's MD5 ETag, as before
+        assert seen["model.safetensors"][1] == "lazy"
+
+
+S3JS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "s3js")
+
+
+def test_s3_checksums_aws_client(d):
+    """AWS's own client (@aws-sdk/client-s3, pinned in tests/s3js) gets
+    each object of test_s3_checksums with ChecksumMode ENABLED and
+    validates the answer's checksum itself: the middleware's checksums
+    are AWS's (the tampered ones are refused by it, as by stfs)."""
+    node = shutil.which("node")
+    mods = os.path.join(S3JS, "node_modules", "@aws-sdk", "client-s3")
+    if not node or not os.path.isdir(mods):
+        if os.environ.get("CI") == "true":
+            raise AssertionError("node or %s missing (npm ci in %s)" % (
+                mods, S3JS))
+        print("     (node or @aws-sdk/client-s3 missing: npm ci in %s)" %
+              S3JS)
+        return
+    files = {p: b'{"n": %d}\n' % i for i, (p, _, _) in enumerate(S3_SUMS)}
+    with S3World(d) as s3:
+        s3.put_tree("js/", files, {p: m for p, m, _ in S3_SUMS if m})
+        r = subprocess.run([node, os.path.join(S3JS, "check.mjs"),
+                            s3.sw.endpoint, "repos"] +
+                           ["js/" + p for p, _, _ in S3_SUMS],
+                           capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    got = {j["key"][3:]: j for j in map(json.loads, r.stdout.splitlines())}
+    for path, mode, how in S3_SUMS:
+        j = got[path]
+        if how in ("EIO sha256", "EIO crc64nvme"):
+            assert not j["ok"] and "Checksum mismatch" in j["error"], j
+            continue
+        if how == "EIO base64":
+            continue            # the SDK's own handling of a bad value
+        assert j["ok"] and j["length"] == len(files[path]), j
+        if how in ("sha256", "crc64nvme"):
+            want = s3_sum_want(how, files[path]).split(":")[1]
+            assert bytes.fromhex(want) == base64.b64decode(
+                j[how]), (j, want)
+        if "kms" in (mode or ""):
+            assert j["sse"] == "aws:kms", j
+        if how == "-":
+            assert j["type"] == "COMPOSITE", j
+
+
 if __name__ == "__main__":
     sys.exit(T.run_tests([test_local_diffusers, test_local_st_model,
                           test_repo_root, test_hostile_local,
@@ -435,4 +600,5 @@ if __name__ == "__main__":
                           test_hub_layouts, test_blksize, test_hub_lfs_whole,
                           test_hub_faults,
                           test_hub_offline,
-                          test_s3_layouts]))
+                          test_s3_layouts, test_s3_checksums,
+                          test_s3_checksums_aws_client]))

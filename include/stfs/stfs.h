@@ -671,8 +671,8 @@ const char *stfs_model_node_revision(const struct stfs_model *m,
 struct stfs_repo_info {
 	const char *path;
 	uint64_t size;
-	const char *verify;       /* "sha256:HEX", "sha1-blob:HEX",
-				   * "md5:HEX", or NULL: none published */
+	const char *verify;       /* "KIND:HEX" (sha256, sha1-blob, md5,
+				   * crc64nvme), "unchecked (WHY)", or NULL */
 	int small;                /* fetched whole at mount, verified */
 	const char *left_out;     /* why it is not shown, or NULL */
 	const char *fault;        /* why its bytes are refused, or NULL */

@@ -11,15 +11,21 @@
  * passes says exactly those bytes, with a Content-Length that agrees; and
  * the conditional header made of its validators is one line.  The input
  * is also a redirect's target URL (resolve.c): when it expires, from its
- * query.
+ * query.  And S3's checksums (s3sum.c): what the answer says an object's
+ * bytes must be is one kind with a hex digest of its length, nothing, or
+ * a refusal that says why; and the input itself as base64 (text.c),
+ * which decodes to no more than it can and only when strictly base64.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "format.h"
 #include "remote.h"
 #include "httphdr.h"
+#include "s3.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -34,6 +40,47 @@ static void check_text(const char *s, size_t cap)
 			abort();
 }
 
+/* What stfs_s3_expected() makes of r is consistent. */
+static void check_s3_sum(const struct stfs_http_resp *r)
+{
+	static const struct {
+		const char *kind;
+		size_t hexlen;
+	} kinds[] = { { "", 0 }, { "sha256", 64 }, { "crc64nvme", 16 },
+		      { "md5", 32 } };
+	struct stfs_s3_sum s;
+	size_t i;
+
+	if (stfs_s3_expected(r, &s)) {
+		check_text(s.why, sizeof(s.why));
+		if (!s.why[0] || s.kind[0])
+			abort();
+		return;
+	}
+	for (i = 0; i < sizeof(kinds) / sizeof(*kinds); i++)
+		if (!strcmp(s.kind, kinds[i].kind))
+			break;
+	if (i == sizeof(kinds) / sizeof(*kinds) ||
+	    strnlen(s.hex, sizeof(s.hex)) != kinds[i].hexlen ||
+	    strspn(s.hex, "0123456789abcdef") != kinds[i].hexlen ||
+	    (s.unchecked && s.kind[0]))
+		abort();
+}
+
+/* data as base64: decoded only if strictly so, into no more room. */
+static void check_base64(const uint8_t *data, size_t size)
+{
+	unsigned char out[48];
+	size_t n = 0;
+	int rc = stfs_base64_decode((const char *)data, size, out,
+				    sizeof(out), &n);
+
+	if ((rc == 0 && (size % 4 || n > sizeof(out) || n > size / 4 * 3)) ||
+	    (rc && n) || (rc && rc != -EINVAL && rc != -ENOSPC))
+		abort();
+	(void)stfs_crc64nvme(0, data, size);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct stfs_http_resp r;
@@ -43,6 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!url)
 		return 0;
+	check_base64(data, size);
 	memcpy(url, data, size);
 	url[size] = '\0';              /* up to its first NUL, as a URL is */
 	(void)stfs_url_expiry(url, &when);
@@ -76,6 +124,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_text(r.location, sizeof(r.location));
 		if (r.retry_after_s > 3600 || r.ratelimit_t > 3600)
 			abort();
+		check_text(r.sum_sha256, sizeof(r.sum_sha256));
+		check_text(r.sum_crc64nvme, sizeof(r.sum_crc64nvme));
+		check_text(r.sum_crc32, sizeof(r.sum_crc32));
+		check_text(r.sum_crc32c, sizeof(r.sum_crc32c));
+		check_text(r.sum_type, sizeof(r.sum_type));
+		check_text(r.sum_bad, sizeof(r.sum_bad));
+		check_text(r.sse, sizeof(r.sse));
+		check_s3_sum(&r);
 		p = e;
 	}
 	if (r.has_range) {

@@ -8,8 +8,9 @@
 #                header of every file in tests/data/real and examples/;
 #   fuzz_index   the index.json reader, seeded with every *.index.json there;
 #   fuzz_http    the HTTP response-header parser of remote sources, the
-#                checks of answers to range requests, and when a
-#                redirect's signed target URL expires;
+#                checks of answers to range requests, when a redirect's
+#                signed target URL expires, S3's checksum headers (and
+#                base64, CRC-64/NVME);
 #   fuzz_remote  the Hub's revision and tree answers (JSON), source URLs
 #                and the secrets in them, the AWS CLI's INI files, hf://
 #                revisions;
@@ -97,6 +98,15 @@ printf 'HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-9/100\r\nETag: "a
 	> "$out/seeds-http/seed007"
 printf 'HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-9/100\r\n bytes 10-19/100\r\nETag : "a"\r\nContent-Length: 10\r\nContent-Length: 10\r\n' \
 	> "$out/seeds-http/seed008"
+# S3's checksums and encryption: full-object, composite, SSE-KMS, SSE-C,
+# malformed; and a base64 value alone
+printf 'HTTP/1.1 200 OK\r\nETag: "6f5902ac237024bdd0c176cb93063dc4"\r\nx-amz-checksum-sha256: qUiQTy8PR5uPgZdpSzAYSw0u0cHNKh7A+4XSmaGSpEc=\r\nx-amz-checksum-crc64nvme: D3gOhIHSoh8=\r\nx-amz-checksum-type: FULL_OBJECT\r\n' \
+	> "$out/seeds-http/seed009"
+printf 'HTTP/1.1 200 OK\r\nETag: "0123456789abcdef0123456789abcdef-3"\r\nx-amz-checksum-sha256: qUiQTy8PR5uPgZdpSzAYSw0u0cHNKh7A+4XSmaGSpEc=-3\r\nx-amz-checksum-type: COMPOSITE\r\nx-amz-server-side-encryption: aws:kms\r\n' \
+	> "$out/seeds-http/seed010"
+printf 'HTTP/1.1 200 OK\r\nETag: "6f5902ac237024bdd0c176cb93063dc4"\r\nx-amz-server-side-encryption-customer-algorithm: AES256\r\nx-amz-checksum-crc64nvme: D3gOhIHSoh9\r\nx-amz-checksum-crc64nvme: D3gOhIHSoh8=\r\n' \
+	> "$out/seeds-http/seed011"
+printf 'qUiQTy8PR5uPgZdpSzAYSw0u0cHNKh7A+4XSmaGSpEc=' > "$out/seeds-http/seed012"
 mkdir -p "$out"/{corpus,seeds}-remote
 { printf '\0'; printf '{"id":"o/n","sha":"0123456789abcdef0123456789abcdef01234567"}'; } \
 	> "$out/seeds-remote/seed000"

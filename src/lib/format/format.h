@@ -234,6 +234,18 @@ void stfs_parallel_for(size_t n, unsigned width,
  * the names of cache files (source/cache.c). */
 uint64_t stfs_hash64(const char *s, size_t len);
 
+/* CRC-64/NVME (crc64.c) of len bytes, going on from crc (0 to start):
+ * S3's CRC64NVME. */
+uint64_t stfs_crc64nvme(uint64_t crc, const void *buf, size_t len);
+
+/* Standard base64 (RFC 4648's alphabet, padded with '=', no spaces) of
+ * the n bytes at s into out (text.c): 0 with *outlen, or -EINVAL for text
+ * that is not strictly that (a length not a multiple of 4, a byte outside
+ * the alphabet, '=' anywhere but the end, pad bits not zero), -ENOSPC
+ * when it is longer than outsz bytes. */
+int stfs_base64_decode(const char *s, size_t n, unsigned char *out,
+		       size_t outsz, size_t *outlen);
+
 
 /* Compare two length-counted byte strings as memcmp, shorter first. */
 int stfs_bytes_cmp(const char *a, size_t alen, const char *b, size_t blen);

@@ -4,7 +4,8 @@
  * shape formatting, and the error-filling helper the parser uses; and two
  * helpers over byte strings for the layers above: an order (names sorted
  * as bytes) and a 64-bit FNV-1a hash (shortened long file names in the
- * tree, cache file names in source/cache.c).
+ * tree, cache file names in source/cache.c); strict base64 (S3's
+ * checksums, source/s3/s3sum.c).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -147,4 +148,53 @@ const char *stfs_env(const char *name)
 	const char *v = getenv(name);
 
 	return v && *v ? v : NULL;
+}
+
+/* The value of base64 digit c, or -1. */
+static int b64_digit(unsigned char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	return c == '+' ? 62 : c == '/' ? 63 : -1;
+}
+
+int stfs_base64_decode(const char *s, size_t n, unsigned char *out,
+		       size_t outsz, size_t *outlen)
+{
+	size_t len = 0;
+
+	*outlen = 0;
+	if (n % 4)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i += 4) {
+		int d[4], pad = 0;
+		uint32_t v = 0;
+
+		for (int k = 0; k < 4; k++) {
+			if (s[i + k] == '=' && i + 4 == n && k >= 2) {
+				d[k] = 0;
+				pad++;
+				continue;
+			}
+			if (pad || (d[k] = b64_digit((unsigned char)s[i + k])) < 0)
+				return -EINVAL;     /* '=' then a digit */
+		}
+		v = (uint32_t)d[0] << 18 | (uint32_t)d[1] << 12 |
+		    (uint32_t)d[2] << 6 | (uint32_t)d[3];
+		if ((pad == 1 && (v & 0xff)) || (pad == 2 && (v & 0xffff)))
+			return -EINVAL;             /* pad bits not zero */
+		if (len + 3 - (size_t)pad > outsz)
+			return -ENOSPC;
+		out[len++] = (unsigned char)(v >> 16);
+		if (pad < 2)
+			out[len++] = (unsigned char)(v >> 8);
+		if (pad < 1)
+			out[len++] = (unsigned char)v;
+	}
+	*outlen = len;
+	return 0;
 }

@@ -692,7 +692,7 @@ int stfs_model_repo_info(const struct stfs_model *m, size_t i,
 	memset(out, 0, sizeof(*out));
 	out->path = f->path;
 	out->size = f->size;
-	out->verify = f->sum;
+	out->verify = f->sum ? f->sum : f->unchecked;
 	out->small = f->small;
 	out->left_out = f->left_out;
 	out->fault = f->fault ? f->fault : m->repo->srcs[i].fault;

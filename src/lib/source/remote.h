@@ -76,13 +76,13 @@ enum stfs_s3_style stfs_remote_s3_style(const struct stfs_remote *r);
 int stfs_source_open_http(struct stfs_remote *r, const char *url,
 			  struct stfs_auth *auth, struct stfs_source **out,
 			  struct stfs_error *err);
-/* GET url whole (an API call or a listing, 200 expected) with auth (or
- * NULL), with the same timeouts and retries as reads: 0 with *body (NUL
+/* GET url whole (an API call, a listing or a small file, 200 expected)
+ * with auth (or NULL) and flags (STFS_REQ_*), with the same timeouts and retries as reads: 0 with *body (NUL
  * terminated, malloc'd; at most max bytes, else -EFBIG), *len and *resp;
  * or -errno with err saying why (the server's own reason if it gave one). */
 int stfs_http_get(struct stfs_remote *r, const char *url,
-		  const struct stfs_auth *auth, size_t max, char **body,
-		  size_t *len, struct stfs_http_resp *resp,
+		  const struct stfs_auth *auth, unsigned flags, size_t max,
+		  char **body, size_t *len, struct stfs_http_resp *resp,
 		  struct stfs_error *err);
 
 /* ---- an HTTP answer (httphdr.c), as the client and the locators see it -- */
@@ -113,6 +113,13 @@ struct stfs_http_resp {
 	long status;            /* the answer's HTTP status (httpc.c) */
 	int has_length;         /* Content-Length: length */
 	uint64_t length;
+	/* S3's x-amz-checksum-{sha256,crc64nvme,crc32,crc32c} and -type, as
+	 * sent ("" if none); sum_bad names one empty, too long to be one or
+	 * sent twice; sse: x-amz-server-side-encryption; sse_c: its
+	 * -customer-algorithm came (SSE-C) */
+	char sum_sha256[64], sum_crc64nvme[64], sum_crc32[64], sum_crc32c[64];
+	char sum_type[16], sum_bad[40], sse[32];
+	int sse_c;
 	/* An answer that says two things (two Content-Range headers, two
 	 * different ETags, Last-Modified or Content-Length values, a field of
 	 * ours folded over two lines or with a space before its colon): it
@@ -149,11 +156,12 @@ struct stfs_auth *stfs_auth_ref(struct stfs_auth *a);
 void stfs_auth_unref(struct stfs_auth *a);
 struct curl_slist;
 /* Append to list the headers that sign a GET of url now (x-amz-date,
- * x-amz-content-sha256, x-amz-security-token, Authorization); *ok is 0
- * if that failed.  Returns the list. */
+ * x-amz-content-sha256, x-amz-security-token, with STFS_REQ_CHECKSUMS in
+ * flags x-amz-checksum-mode, Authorization); *ok is 0 if that failed.
+ * Returns the list. */
 struct curl_slist *stfs_auth_headers(const struct stfs_auth *a,
-				     const char *url, struct curl_slist *list,
-				     int *ok);
+				     const char *url, unsigned flags,
+				     struct curl_slist *list, int *ok);
 
 /* An S3 error document's "Code: Message" into out (s3xml.c), for the
  * client's messages, cut to fit and control characters made spaces: 0,
@@ -187,6 +195,10 @@ int stfs_location_pick_one(struct stfs_location *loc, char **all, size_t n,
 /* The locators of hf:// (hub.c) and s3:// (s3.c): loc->arg is set. */
 int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err);
 int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err);
+/* Fetch the small file f of an s3:// loc whole and check it (s3sum.c):
+ * f->bytes, or f->fault; f->sum and f->unchecked say what was checked. */
+void stfs_s3_fetch_small(const struct stfs_location *loc,
+			 struct stfs_rfile *f);
 /* ---- the options (remote.c) ------------------------------------------- */
 
 struct stfs_remote_opts {
@@ -403,6 +415,8 @@ struct stfs_request {
 #define STFS_REQ_NOFOLLOW 1u
 /* A 429 is not retried here: the caller waits (resolve.c). */
 #define STFS_REQ_NO429 2u
+/* S3's checksums asked for: x-amz-checksum-mode: ENABLED (signed) */
+#define STFS_REQ_CHECKSUMS 4u
 #define STFS_HTTP_REDIRECT 1
 
 /* What the remote did (stfs_remote_stats()). */

@@ -5,8 +5,9 @@
  * path must keep to be shown, opening a file by its path, and the small
  * files (configuration, tokenizer, code, README) fetched whole at mount,
  * several at a time, and checked against the checksum the source
- * publishes (the Hub: a git blob's sha1 or an LFS sha256; S3: a
- * single-part ETag's MD5).
+ * publishes (the Hub: a git blob's sha1 or an LFS sha256; S3's in
+ * s3/s3sum.c: a full-object SHA-256 or CRC64NVME, else a single-part
+ * ETag's MD5).
  */
 #define _GNU_SOURCE
 #include <curl/curl.h>
@@ -355,7 +356,8 @@ static int digest(const char *kind, const char *b, size_t len, char *hex)
 	return ok ? 0 : -EIO;
 }
 
-/* Fetch f whole and check it: its bytes, or its fault. */
+/* Fetch f whole and check it: its bytes, or its fault (an s3:// source's
+ * in its room: S3 publishes its checksums in the answer). */
 static void fetch_one(const struct stfs_location *loc, struct stfs_rfile *f)
 {
 	struct stfs_source *src = NULL;
@@ -366,6 +368,10 @@ static void fetch_one(const struct stfs_location *loc, struct stfs_rfile *f)
 	char *b = NULL;
 	int rc;
 
+	if (stfs_url_scheme(loc->arg) == STFS_SCHEME_S3) {
+		stfs_s3_fetch_small(loc, f);
+		return;
+	}
 	/* an empty file is not fetched: a range of no bytes is no request
 	 * a server answers (its checksum is still checked) */
 	if (!f->size)
@@ -439,11 +445,16 @@ int stfs_repo_fetch_small(struct stfs_location *loc,
 	for (size_t i = 0; warn && i < n; i++) {
 		char line[1024], q[300];
 
-		if (!o.todo[i]->fault)
+		const struct stfs_rfile *f = o.todo[i];
+
+		if (!f->fault && !f->unchecked)
 			continue;
-		snprintf(line, sizeof(line), "%%repo/%s: %s",
-			 stfs_quote(o.todo[i]->path, strlen(o.todo[i]->path),
-				    q, sizeof(q)), o.todo[i]->fault);
+		snprintf(line, sizeof(line), "%%repo/%s: %s%s%s",
+			 stfs_quote(f->path, strlen(f->path), q, sizeof(q)),
+			 f->fault ? f->fault : "served ", f->fault ? "" :
+			 f->unchecked, f->fault ? "" : ": an encrypted "
+			 "object's ETag is not the MD5 of its bytes, and S3 "
+			 "sent no full-object checksum");
 		warn(ctx, line);
 	}
 	free(o.todo);

@@ -142,7 +142,7 @@ struct stfs_rfile {
 	char *path;             /* relative, '/' between components */
 	uint64_t size;          /* from the listing (or stat) */
 	char *sum;              /* "sha1-blob:HEX", "sha256:HEX", "md5:HEX",
-				 * or NULL: none published */
+				 * "crc64nvme:HEX", or NULL: none published */
 	char *revision;         /* its own (a local file's mtime, an
 				 * object's ETag), or NULL */
 	const char *left_out;   /* why it is not shown (a static text), or
@@ -150,6 +150,8 @@ struct stfs_rfile {
 	int small;              /* fetched whole at mount (remote only) */
 	char *bytes;            /* a small file's verified bytes */
 	char *fault;            /* why its bytes are never served, or NULL */
+	const char *unchecked;  /* why a fetched file was served unchecked
+				 * (a static text), or NULL */
 };
 
 struct stfs_rlist {

@@ -278,7 +278,9 @@ static struct curl_slist *request_auth(CURL *h,
 				sizeof(cond)))
 		hdrs = curl_slist_append(NULL, cond);
 	if (a && a->sign)
-		hdrs = stfs_auth_headers(a, q->url, hdrs, &ok);
+		hdrs = stfs_auth_headers(a, q->url, q->flags, hdrs, &ok);
+	else if (q->flags & STFS_REQ_CHECKSUMS)
+		hdrs = curl_slist_append(hdrs, "x-amz-checksum-mode: ENABLED");
 	if (!ok) {
 		snprintf(errbuf, CURL_ERROR_SIZE, "cannot sign the request");
 		goto fail;
@@ -535,6 +537,8 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 		}
 		if (!(code = judge(&x, rc, status, errbuf, &again, err))) {
 			if (q->whole && status == 200) {
+				if (!x.buf && !(x.buf = malloc(1)))
+					return stfs_nomem(err); /* (empty) */
 				x.buf[x.got] = '\0';
 				*body = x.buf;
 			} else if (q->whole) {
@@ -621,12 +625,13 @@ void stfs_httpc_fini(struct stfs_http_client *c)
 }
 
 int stfs_http_get(struct stfs_remote *r, const char *url,
-		  const struct stfs_auth *auth, size_t max, char **body,
-		  size_t *len, struct stfs_http_resp *resp,
+		  const struct stfs_auth *auth, unsigned flags, size_t max,
+		  char **body, size_t *len, struct stfs_http_resp *resp,
 		  struct stfs_error *err)
 {
 	struct stfs_request q = { .url = url, .auth = auth, .len = max,
-				  .want_total = UINT64_MAX, .whole = 1 };
+				  .want_total = UINT64_MAX, .whole = 1,
+				  .flags = flags };
 	CURL *h;
 	int rc;
 

@@ -8,7 +8,9 @@
  * coded body is refused rather than served as the object's bytes); the
  * Hub's X-Linked-Etag, X-Linked-Size and X-Repo-Commit (which object a
  * /resolve redirect points to), RateLimit (its t: how long to wait) and
- * Location (where a redirect points; made absolute by httpc.c).
+ * Location (where a redirect points; made absolute by httpc.c); S3's
+ * x-amz-checksum-* (a full-object or composite checksum, in base64) and
+ * x-amz-server-side-encryption* (whose ETags are not MD5s).
  * Servers are untrusted: every number is checked for overflow and every
  * field for its exact syntax; what does not parse is ignored, and the
  * caller then refuses the response.  An answer that says two things of
@@ -253,6 +255,52 @@ static int mine(const char *line, size_t nlen, const char *v,
 	return 1;
 }
 
+/* S3's x-amz-checksum-ALGO, -type and x-amz-server-side-encryption*
+ * (the name is nlen bytes at line, the value [v, end)): 1 if it was
+ * one.  A checksum sent empty, twice or longer than any (64 bytes) is
+ * kept as bad: the answer is then refused, not served unchecked. */
+static int amz_field(const char *line, size_t nlen, const char *v,
+		     const char *end, struct stfs_http_resp *r)
+{
+	static const char *const algo[] = { "sha256", "crc64nvme", "crc32",
+					    "crc32c", "type" };
+	char *const into[] = { r->sum_sha256, r->sum_crc64nvme, r->sum_crc32,
+			       r->sum_crc32c, r->sum_type };
+	const size_t cap[] = { sizeof(r->sum_sha256), sizeof(r->sum_crc64nvme),
+			       sizeof(r->sum_crc32), sizeof(r->sum_crc32c),
+			       sizeof(r->sum_type) };
+
+	if (nlen == 28 && !strncasecmp(line, "x-amz-server-side-encryption",
+				       28)) {
+		copy_value(r->sse, sizeof(r->sse), v, end);
+		if (!r->sse[0])
+			snprintf(r->sse, sizeof(r->sse), "?");
+		return 1;
+	}
+	if (nlen == 47 && !strncasecmp(line, "x-amz-server-side-encryption-"
+				       "customer-algorithm", 47)) {
+		r->sse_c = 1;
+		return 1;
+	}
+	if (nlen < 16 || strncasecmp(line, "x-amz-checksum-", 15))
+		return 0;
+	for (size_t i = 0; i < sizeof(algo) / sizeof(*algo); i++) {
+		char o[64];
+
+		if (nlen - 15 != strlen(algo[i]) ||
+		    strncasecmp(line + 15, algo[i], nlen - 15))
+			continue;
+		copy_value(o, cap[i], v, end);
+		if (!o[0] || (into[i][0] && strcmp(o, into[i])))
+			snprintf(r->sum_bad, sizeof(r->sum_bad),
+				 "x-amz-checksum-%s", algo[i]);
+		else
+			memcpy(into[i], o, strlen(o) + 1);
+		return 1;
+	}
+	return 0;
+}
+
 void stfs_http_header_line(const char *line, size_t len,
 			   struct stfs_http_resp *r)
 {
@@ -289,7 +337,7 @@ void stfs_http_header_line(const char *line, size_t len,
 			ambiguous(r, "a space before the colon of ", f, "");
 		return;
 	}
-	if (mine(line, nlen, v, end, r))
+	if (mine(line, nlen, v, end, r) || amz_field(line, nlen, v, end, r))
 		return;
 	if (nlen == 4 && strncasecmp(line, "link", 4) == 0) {
 		link_next(v, end, r);

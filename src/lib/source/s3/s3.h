@@ -1,6 +1,7 @@
 /*
  * s3.h: what the S3 room's files share (never seen outside src/lib/source/s3):
- * ListObjectsV2 pages (s3xml.c), the AWS CLI's files and profile (ini.c,
+ * ListObjectsV2 pages (s3xml.c), the checksums of an object's answer
+ * (s3sum.c), the AWS CLI's files and profile (ini.c,
  * awsconf.c) and Signature Version 4 (sigv4.c), for the s3:// locator
  * (s3.c).
  */
@@ -26,6 +27,27 @@ int stfs_s3_list_parse(const char *xml, size_t len,
 		       int (*object)(void *arg, const char *key,
 				     uint64_t size, const char *etag),
 		       void *arg, int *truncated, char **next_token);
+
+/* ---- what an object's bytes must be (s3sum.c) ---------------------------- */
+
+/* The check an answer to a GET sent with x-amz-checksum-mode: ENABLED
+ * publishes for the whole object: kind "sha256" or "crc64nvme" (a
+ * full-object x-amz-checksum-*, preferred in that order; a composite one,
+ * of a multipart upload's parts, is not of the bytes and never used), else
+ * "md5" (an ETag of 32 hex digits, but not under SSE-KMS or SSE-C, whose
+ * ETags are not MD5s), else "" (nothing: unchecked says why when the
+ * object is encrypted so); hex is the digest in lower-case hex. */
+struct stfs_s3_sum {
+	char kind[16];
+	char hex[65];
+	const char *unchecked;  /* a static text, or NULL */
+	char why[200];          /* why the answer is refused */
+};
+
+/* Read r into *out: 0, or -EINVAL with out->why saying which value is not
+ * a checksum (not strict base64, not of the algorithm's length, sent
+ * empty, twice or too long). */
+int stfs_s3_expected(const struct stfs_http_resp *r, struct stfs_s3_sum *out);
 
 /* ---- the AWS CLI's files (ini.c, awsconf.c) ------------------------------ */
 

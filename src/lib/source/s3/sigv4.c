@@ -210,13 +210,13 @@ void stfs_auth_unref(struct stfs_auth *a)
 }
 
 struct curl_slist *stfs_auth_headers(const struct stfs_auth *a,
-				     const char *url, struct curl_slist *list,
-				     int *ok)
+				     const char *url, unsigned flags,
+				     struct curl_slist *list, int *ok)
 {
 	CURLU *u = curl_url();
 	char *host = NULL, *port = NULL, *path = NULL, *query = NULL;
 	char hostport[300], amzdate[17], auth[1024], *line = NULL;
-	struct stfs_sigv4_hdr hs[3];
+	struct stfs_sigv4_hdr hs[4];
 	struct stfs_sigv4_req r;
 	struct curl_slist *l = list;
 	time_t now = time(NULL);
@@ -241,6 +241,10 @@ struct curl_slist *stfs_auth_headers(const struct stfs_auth *a,
 	if (a->token)
 		hs[n++] = (struct stfs_sigv4_hdr){ "x-amz-security-token",
 						   a->token };
+	/* an x-amz-* header AWS wants signed, as all of them */
+	if (flags & STFS_REQ_CHECKSUMS)
+		hs[n++] = (struct stfs_sigv4_hdr){ "x-amz-checksum-mode",
+						   "ENABLED" };
 	r = (struct stfs_sigv4_req){
 		.method = "GET", .host = hostport, .path = path,
 		.query = query ? query : "", .headers = hs, .nheaders = n,
@@ -266,6 +270,8 @@ struct curl_slist *stfs_auth_headers(const struct stfs_auth *a,
 	ADD("x-amz-content-sha256: %s", EMPTY_SHA256);
 	if (a->token)
 		ADD("x-amz-security-token: %s", a->token);
+	if (flags & STFS_REQ_CHECKSUMS)
+		ADD("x-amz-checksum-mode: %s", "ENABLED");
 	ADD("Authorization: %s", auth);
 #undef ADD
 	*ok = 1;
