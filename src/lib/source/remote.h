@@ -40,6 +40,7 @@
 #include <sys/types.h>
 
 #include "source.h"
+#include "cache.h"
 
 struct stfs_http_resp;
 
@@ -219,123 +220,6 @@ struct stfs_remote_opts {
 	void (*progress)(void *ctx, const struct stfs_open_progress *p);
 	void *progress_ctx;
 };
-
-/* ---- the cache store on disk (cache.c) --------------------------------- */
-
-#define STFS_CACHE_HEAD UINT64_MAX      /* the block of an object's head */
-#define STFS_CACHE_DIR_MAX 1024         /* the cache's own path, at most */
-
-/* The cache of a remote: its directory, limit and use. */
-struct stfs_cache {
-	char *dir;
-	int root;                       /* its descriptor, or -1 until made */
-	int offline;                    /* only read: nothing made */
-	uint64_t max_bytes;
-	size_t block;                   /* blocks of another size live apart */
-	uint64_t used;                  /* bytes of blocks, as far as known */
-	uint64_t writing;               /* bytes of blocks being written */
-	int scanned;
-	pthread_mutex_t mu;
-};
-
-/* One version of one object in the cache. */
-struct stfs_cache_obj {
-	char dir[48];           /* v1/<hash of URL>/<hash of version>,
-				 * relative to the cache */
-	uint64_t size;
-	int valid;              /* 0: not cached (no cache, or no version) */
-	struct stfs_cache *c;   /* the cache it is in, when valid */
-};
-
-/* A cache under dir (copied; nothing on disk yet), only read if offline:
- * 0, or -errno. */
-int stfs_cache_init(struct stfs_cache *c, const char *dir, uint64_t max,
-		    size_t block, int offline);
-void stfs_cache_fini(struct stfs_cache *c);
-/* The cache c (NULL: none), made if need be (0700), and private (owned by
- * the user, not writable by group or others): 0; else -errno with err
- * saying what is wrong and how to fix it.  A remote source calls it when
- * it opens, so that a local mount never touches the cache. */
-int stfs_cache_ready(struct stfs_cache *c, struct stfs_error *err);
-/* The cache entry of url in version (a strong ETag or Last-Modified) and
- * size, made if need be and remembered as the latest: 0; -EPERM (err
- * says why: a directory of the cache that is not private) or another
- * -errno (-ENOENT: no cache, or no version to key it by). */
-int stfs_cache_object(struct stfs_cache *c, const char *url,
-		      const char *version, uint64_t size,
-		      struct stfs_cache_obj *o, struct stfs_error *err);
-/* The latest version of url cached (for offline, or a server that is
- * down): 0 with *o and version filled, or -ENOENT. */
-int stfs_cache_latest(struct stfs_cache *c, const char *url,
-		      struct stfs_cache_obj *o, char *version, size_t vsz);
-/* Bytes [off, off + len) of block number block (or STFS_CACHE_HEAD),
- * whose length is block_len: 0, or -ENOENT when the block is not (wholly)
- * there, or not a regular file of ours that only we may write. */
-int stfs_cache_read(const struct stfs_cache_obj *o, uint64_t block,
-		    size_t block_len, size_t off, void *buf, size_t len);
-/* The block, whole, opened for reading (and marked recently used): a file
- * descriptor, or -ENOENT.  A block evicted while open stays readable. */
-int stfs_cache_open_block(const struct stfs_cache_obj *o, uint64_t block,
-			  size_t block_len);
-/* len bytes at off of an open block: 0, or -ENOENT if it is shorter. */
-int stfs_cache_pread(int fd, void *buf, size_t len, size_t off);
-/* Write block (or STFS_CACHE_HEAD) of o to the cache: 0, or -errno.  A
- * block is flushed before it takes its name; the head is not. */
-int stfs_cache_put(struct stfs_cache *c, const struct stfs_cache_obj *o,
-		   uint64_t block, const void *buf, size_t len);
-
-#define STFS_CACHE_BATCH 16
-
-/* One block to write, and the result (rc). */
-struct stfs_cache_item {
-	const struct stfs_cache_obj *o;
-	uint64_t block;                 /* never STFS_CACHE_HEAD */
-	const void *buf;
-	size_t len;
-	int rc;
-};
-/* Write n blocks (each rc set): all written, then all flushed, then all
- * renamed into place, so that the disk is waited for once. */
-void stfs_cache_put_batch(struct stfs_cache *c, struct stfs_cache_item *it,
-			  size_t n);
-
-/* ---- the cache directory (cachedir.c) ------------------------------------ */
-
-/* The cache directory dir, made (0700, as mkdir -p) if need be and
- * create, opened and checked: a descriptor, or -errno with why. */
-int stfs_cachedir_root(const char *dir, int create, char *why, size_t whysz);
-/* The directory rel ("a/b/c", plain components) under the directory root,
- * each component opened without following a link and checked (made 0700
- * first with create): a descriptor, or -errno with why (shown names the
- * cache in it). */
-int stfs_cachedir_opendir(int root, const char *shown, const char *rel,
-			  int create, char *why, size_t whysz);
-/* The file name in dir for reading, if it is a regular file of ours, not
- * writable by others, of exactly size bytes (UINT64_MAX: any size): a
- * descriptor, or -ENOENT. */
-int stfs_cachedir_open_file(int dir, const char *name, uint64_t size);
-/* A file of the cache being written: its temporary name, open, locked. */
-struct stfs_cachedir_tmpf {
-	int dir, fd;                    /* dir is the caller's */
-	int flushed;                    /* set by whoever flushed fd */
-	char name[64];
-	char tmp[128];
-};
-/* len bytes of buf to name in dir, staged: written to a 0600 temporary
- * file, locked, not flushed: 0 (publish t then), or -errno (nothing
- * left). */
-int stfs_cachedir_stage(int dir, const char *name, const void *buf,
-			size_t len, struct stfs_cachedir_tmpf *t);
-/* A staged file renamed into place if rc is 0 (its pages dropped if it
- * was flushed), else removed; closed either way: 0, or -errno. */
-int stfs_cachedir_publish(struct stfs_cachedir_tmpf *t, int rc);
-/* len bytes of buf to name in dir: staged, flushed if durable, published:
- * 0, or -errno. */
-int stfs_cachedir_put(int dir, const char *name, const void *buf,
-		      size_t len, int durable);
-/* name in dir, if a temporary file ("*.tmp.*"): removed if its writer is
- * gone (1), else 0 with its size in *size; -1 if not one. */
-int stfs_cachedir_tmp(int dir, const char *name, uint64_t *size);
 
 /* ---- the transfer threads (transfer.c) --------------------------------- */
 
