@@ -13,15 +13,22 @@ nginx without a cap.  Each round, in turn:
     (connections=8, the default);
   - a cold read: `cat` of every tensor file of a fresh mount, empty cache;
   - the same read after the warm (a new mount of the warm cache), beside
-    `cat` of the tensor files of a local mount of the shards;
+    `cat` of the tensor files of a local mount of the shards, both read
+    from the disk (the cache's files and the shards evicted from the
+    page cache first: stfs drops the pages of its cache's blocks once
+    served, so a later mount reads them from the disk);
   - uncapped (nginx): a cold read with the cache, with -o nocache, and
-    8 curls writing the bytes to files beside the cache (the disk's
-    share);
+    8 curls writing the bytes to files beside the cache, then the same
+    with each file flushed (fdatasync) as the cache flushes its blocks
+    before naming them (the disk's share);
   - two ranks: two mounts with caches of their own, each warming half the
     shards by --include; the bytes nginx sent each counted from its log;
   - a program's read of 4 KiB in the middle of the last tensor: on an
     idle fresh mount, and 1 s into a warm of the whole mount (paced).
-Medians over the rounds; ratios are medians of per-round ratios.
+The server's files are read into the page cache before every fetch over
+the network (curl's and stfs's alike), as an object store's are not our
+disk's business.  Medians over the rounds; ratios are medians of
+per-round ratios.
 """
 import json
 import os
@@ -114,6 +121,41 @@ def fresh(cache):
     shutil.rmtree(cache, ignore_errors=True)
 
 
+def files_under(d):
+    for root, _, names in os.walk(d):
+        for n in names:
+            yield os.path.join(root, n)
+
+
+def prime(d):
+    """The files under d read into the page cache."""
+    for p in files_under(d):
+        with open(p, "rb") as f:
+            while f.read(8 * MiB):
+                pass
+
+
+def evict(d):
+    """The files under d out of the page cache (written back first)."""
+    for p in files_under(d):
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def synced(d):
+    """Every file under d flushed to the disk."""
+    for p in files_under(d):
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+
+
 def served(ngx, start):
     """Bytes of the range requests nginx logged from line start on."""
     with open(os.path.join(ngx.d, "access.log")) as f:
@@ -163,35 +205,49 @@ def one_round(w, paced, ngx, paths, sizes, mnt, r):
     cache, src = os.path.join(w, "cache"), paced.url(
         "model.safetensors.index.json")
     total = sum(sizes.values())
+    srv = os.path.join(w, "srv")
+    prime(srv)
     r["curl8"].append(timed(lambda: curls(paced.url(), w, sizes)))
     fresh(cache)
     mount(src, mnt, "cache=" + cache)
+    prime(srv)
     r["prefetch"].append(timed(lambda: subprocess.run(
         [T.STFS, "prefetch", "-q", mnt], check=True)))
     T.unmount(mnt)
     mount(src, mnt, "cache=" + cache)           # after the warm
+    evict(cache)
     r["warm_read"].append(timed(lambda: cat(mnt, paths)))
     T.unmount(mnt)
     mount(os.path.join(w, "srv", "model.safetensors.index.json"), mnt)
+    evict(srv)
     r["local_read"].append(timed(lambda: cat(mnt, paths)))
     T.unmount(mnt)
     fresh(cache)
     mount(src, mnt, "cache=" + cache)
+    prime(srv)
     r["cold_read"].append(timed(lambda: cat(mnt, paths)))
     T.unmount(mnt)
     # uncapped, on loopback
     usrc = ngx.url("model.safetensors.index.json")
     fresh(cache)
     mount(usrc, mnt, "cache=" + cache)
+    prime(srv)
     r["u_cache"].append(timed(lambda: cat(mnt, paths)))
     T.unmount(mnt)
     mount(usrc, mnt, "nocache")
+    prime(srv)
     r["u_nocache"].append(timed(lambda: cat(mnt, paths)))
     T.unmount(mnt)
     out = os.path.join(w, "curlout")
     fresh(out)
     os.mkdir(out)
+    prime(srv)
     r["u_curl_file"].append(timed(lambda: curls(ngx.url(), w, sizes, out)))
+    fresh(out)
+    os.mkdir(out)
+    prime(srv)
+    r["u_curl_sync"].append(timed(lambda: (curls(ngx.url(), w, sizes, out),
+                                           synced(out))))
     fresh(out)
     # two ranks, half the shards each
     for rank, glob in enumerate(("model-0000[12]-*", "model-0000[34]-*")):
@@ -223,7 +279,8 @@ def main():
     paced = Paced(srv, RATE)
     ngx = Nginx(os.path.join(w, "ngx"), srv)
     keys = ["curl8", "prefetch", "cold_read", "warm_read", "local_read",
-            "u_cache", "u_nocache", "u_curl_file", "rank0", "rank1",
+            "u_cache", "u_nocache", "u_curl_file", "u_curl_sync",
+            "rank0", "rank1",
             "read_idle", "read_warming"]
     r = {k: [] for k in keys}
     try:
@@ -249,10 +306,13 @@ def main():
         ("stfs prefetch --wait (25 MB/s x 8)", "prefetch", "8 curls",
          "curl8"),
         ("cold read, cat (25 MB/s x 8)", "cold_read", "8 curls", "curl8"),
-        ("read after the warm", "warm_read", "local mount", "local_read"),
+        ("read after the warm, from the disk", "warm_read",
+         "local mount, from the disk", "local_read"),
         ("uncapped cold read, cache", "u_cache", "nocache", "u_nocache"),
         ("uncapped cold read, cache", "u_cache", "8 curls -o FILE",
          "u_curl_file"),
+        ("uncapped cold read, cache", "u_cache",
+         "8 curls -o FILE, fdatasync", "u_curl_sync"),
     ]
     for name, k, bname, bk in rows:
         print("| %s | %.0f MB/s | %s %.0f MB/s | %.2fx |" % (

@@ -356,6 +356,15 @@ static int digest(const char *kind, const char *b, size_t len, char *hex)
 	return ok ? 0 : -EIO;
 }
 
+void stfs_rfile_unfetched(struct stfs_rfile *f, int rc,
+			  const struct stfs_error *e)
+{
+	if (asprintf(&f->fault, "cannot be fetched: %s", e->msg[0] ? e->msg :
+		     rc == -EFBIG ? "the server has more bytes than listed" :
+		     strerror(-rc)) < 0)
+		f->fault = NULL;
+}
+
 /* Fetch f whole and check it: its bytes, or its fault (an s3:// source's
  * in its room: S3 publishes its checksums in the answer). */
 static void fetch_one(const struct stfs_location *loc, struct stfs_rfile *f)
@@ -380,10 +389,7 @@ static void fetch_one(const struct stfs_location *loc, struct stfs_rfile *f)
 		rc = stfs_source_slurp(src, f->size, &b, &len);
 	stfs_source_close(src);
 	if (rc) {
-		if (asprintf(&f->fault, "cannot be fetched: %s", e.msg[0] ?
-			     e.msg : rc == -EFBIG ? "the server has more bytes "
-			     "than listed" : strerror(-rc)) < 0)
-			f->fault = NULL;
+		stfs_rfile_unfetched(f, rc, &e);
 		return;
 	}
 	if (len != f->size) {

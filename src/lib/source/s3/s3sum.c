@@ -155,10 +155,7 @@ void stfs_s3_fetch_small(const struct stfs_location *loc,
 				 &e) : -ENOMEM;
 	free(url);
 	if (rc) {
-		if (asprintf(&f->fault, "cannot be fetched: %s", e.msg[0] ?
-			     e.msg : rc == -EFBIG ? "the server has more bytes "
-			     "than listed" : strerror(-rc)) < 0)
-			f->fault = NULL;
+		stfs_rfile_unfetched(f, rc, &e);
 		return;
 	}
 	if (judge(f, b, len, &r, &s, &f->fault) ||
