@@ -116,7 +116,7 @@ if run_build build-tsan -Db_sanitize=thread -Dbuildtype=debug \
 	rm -rf "$tsan_logs" && mkdir -p "$tsan_logs"
 	TSAN_OPTIONS="log_path=$tsan_logs/report second_deadlock_stack=1" \
 	meson test -C build-tsan --print-errorlogs \
-		--num-processes 1 remote hub s3 ||
+		--num-processes 1 remote prefetch hub s3 ||
 		tail -80 build-tsan/meson-logs/testlog.txt
 	count build-tsan/meson-logs/testlog.json
 	if [ -n "$(ls -A "$tsan_logs")" ]; then
