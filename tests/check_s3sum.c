@@ -171,6 +171,15 @@ START_TEST(t_s3_expected_hostile)
 	ck_assert_int_eq(expected(&s, (const char *[]){ ETAG, CRC, CRC,
 			 NULL }), 0);
 	ck_assert_str_eq(s.kind, "crc64nvme");
+	/* a type that is neither: refused, not taken as composite */
+	ck_assert_int_eq(expected(&s, (const char *[]){ ETAG, SHA,
+			 "x-amz-checksum-type: junk", NULL }), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(s.why, "x-amz-checksum-type"));
+	/* "B64-N" said to be of the whole object: not base64, refused */
+	ck_assert_int_eq(expected(&s, (const char *[]){ ETAG,
+			 "x-amz-checksum-sha256: qUiQTy8PR5uPgZdpSzAYSw0u0cHNKh"
+			 "7A+4XSmaGSpEc=-3", "x-amz-checksum-type: FULL_OBJECT",
+			 NULL }), -EINVAL);
 }
 END_TEST
 

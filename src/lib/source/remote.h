@@ -78,13 +78,14 @@ int stfs_source_open_http(struct stfs_remote *r, const char *url,
 			  struct stfs_auth *auth, struct stfs_source **out,
 			  struct stfs_error *err);
 /* GET url whole (an API call, a listing or a small file, 200 expected)
- * with auth (or NULL) and flags (STFS_REQ_*), with the same timeouts and retries as reads: 0 with *body (NUL
+ * with auth (or NULL), flags (STFS_REQ_*) and, if etag is strong, If-Match
+ * on it, with the same timeouts and retries as reads: 0 with *body (NUL
  * terminated, malloc'd; at most max bytes, else -EFBIG), *len and *resp;
  * or -errno with err saying why (the server's own reason if it gave one). */
 int stfs_http_get(struct stfs_remote *r, const char *url,
-		  const struct stfs_auth *auth, unsigned flags, size_t max,
-		  char **body, size_t *len, struct stfs_http_resp *resp,
-		  struct stfs_error *err);
+		  const struct stfs_auth *auth, unsigned flags,
+		  const char *etag, size_t max, char **body, size_t *len,
+		  struct stfs_http_resp *resp, struct stfs_error *err);
 
 /* ---- an HTTP answer (httphdr.c), as the client and the locators see it -- */
 

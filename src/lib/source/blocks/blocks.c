@@ -355,8 +355,12 @@ int stfs_blocks_attach(struct stfs_object *s, void *buf, size_t len,
 		pthread_mutex_unlock(&bl->mu);
 		return -ENOENT;
 	}
-	if (!(*p)->done && !bytes_in(*p, in, in + len) &&
-	    (w = malloc(sizeof(*w)))) {
+	if (!(*p)->done && !bytes_in(*p, in, in + len)) {
+		/* (no memory: a worker waits for it instead, not the caller) */
+		if (!(w = malloc(sizeof(*w)))) {
+			pthread_mutex_unlock(&bl->mu);
+			return -ENOENT;
+		}
 		*w = (struct stfs_waiter){ .at = in, .len = len, .buf = buf,
 					   .done = done, .arg = arg };
 		if (!wait_for(*p, w)) {

@@ -268,8 +268,11 @@ static void prefetch(struct stfs_object *s, uint64_t from, uint64_t to,
 		pthread_cond_signal(&p->work);
 	}
 	s->pf_next = b;
-	if (cross && b == nblocks && to > s->size && s->next && s->size)
-		prefetch(s->next, 0, to - s->size, 1);
+	/* one object on, and only one no reader has started on (its own
+	 * reader's window is its own) */
+	if (cross && b == nblocks && to > s->size && s->next && s->size &&
+	    !s->next->next_off && s->next->pf_next <= ahead)
+		prefetch(s->next, 0, to - s->size, 0);
 }
 
 /*

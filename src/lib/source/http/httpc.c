@@ -119,8 +119,8 @@ static int answer_ok(const struct xfer *x)
 }
 
 /* Tell the request's progress that bytes up to got have come, and wake
- * its fetching thread when someone waits for them (a retry starts over:
- * the same bytes again, of the same version). */
+ * its fetching thread when someone waits for them (a retry starts over,
+ * and is told only past the bytes told before). */
 static void told(struct xfer *x)
 {
 	struct stfs_progress *pr = x->q->progress;
@@ -171,7 +171,21 @@ static size_t on_data(char *p, size_t sz, size_t n, void *ud)
 		}
 		x->buf = nb;
 	}
-	memcpy(x->buf + x->got, p, k);
+	if (x->q->progress) {
+		/* readers may be copying [0, good) of the buffer: an answer
+		 * (a retry's) is checked before its first byte is kept, and
+		 * never writes over those again */
+		size_t g = atomic_load(&x->q->progress->good), skip;
+
+		if (!answer_ok(x)) {
+			x->not_partial = 1;
+			return 0;
+		}
+		skip = x->got < g ? (g - x->got < k ? g - x->got : k) : 0;
+		memcpy(x->buf + x->got + skip, p + skip, k - skip);
+	} else {
+		memcpy(x->buf + x->got, p, k);
+	}
 	x->got += k;
 	if (x->q->early && !x->q->early->ready &&
 	    x->got >= x->q->early->at + x->q->early->len && answer_ok(x)) {
@@ -180,7 +194,7 @@ static size_t on_data(char *p, size_t sz, size_t n, void *ud)
 		x->q->early->ready = 1;
 		stfs_transfer_wake(x->t, x->h);
 	}
-	if (x->q->progress && answer_ok(x))
+	if (x->q->progress)
 		told(x);
 	return k;
 }
@@ -625,13 +639,13 @@ void stfs_httpc_fini(struct stfs_http_client *c)
 }
 
 int stfs_http_get(struct stfs_remote *r, const char *url,
-		  const struct stfs_auth *auth, unsigned flags, size_t max,
-		  char **body, size_t *len, struct stfs_http_resp *resp,
-		  struct stfs_error *err)
+		  const struct stfs_auth *auth, unsigned flags,
+		  const char *etag, size_t max, char **body, size_t *len,
+		  struct stfs_http_resp *resp, struct stfs_error *err)
 {
-	struct stfs_request q = { .url = url, .auth = auth, .len = max,
-				  .want_total = UINT64_MAX, .whole = 1,
-				  .flags = flags };
+	struct stfs_request q = { .url = url, .etag = etag, .auth = auth,
+				  .len = max, .want_total = UINT64_MAX,
+				  .whole = 1, .flags = flags };
 	CURL *h;
 	int rc;
 

@@ -246,7 +246,7 @@ static int resolve(struct hf *h, struct stfs_auth *auth,
 		return stfs_nomem(err);
 	}
 	curl_free(rev);
-	rc = stfs_http_get(h->net, url, auth, 0, API_MAX, &body, &len, &r,
+	rc = stfs_http_get(h->net, url, auth, 0, NULL, API_MAX, &body, &len, &r,
 			   err);
 	free(url);
 	if (rc)
@@ -386,7 +386,7 @@ static int list_online(struct hf *h, struct stfs_auth *auth, int recursive,
 
 		if ((rc = new_page(&seen, url, err)))
 			break;
-		rc = stfs_http_get(h->net, url, auth, 0, API_MAX, &body, &len,
+		rc = stfs_http_get(h->net, url, auth, 0, NULL, API_MAX, &body, &len,
 				   &r, err);
 		free(url);
 		url = NULL;

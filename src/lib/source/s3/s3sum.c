@@ -27,15 +27,16 @@
 #include "s3.h"
 
 /* A full-object checksum value (base64 of n bytes) into out->hex: 1 if
- * taken, 0 if composite or absent, -EINVAL if it is not one. */
+ * taken, 0 if composite or absent, -EINVAL if it is not one.  With no
+ * x-amz-checksum-type (legacy), a value "B64-N" is a multipart's. */
 static int take_sum(const char *name, const char *b64, size_t n,
-		    int composite, struct stfs_s3_sum *out)
+		    int composite, int legacy, struct stfs_s3_sum *out)
 {
 	unsigned char d[32];
 	size_t len = strlen(b64), got = 0;
 	char q[100];
 
-	if (!b64[0] || composite || strchr(b64, '-'))
+	if (!b64[0] || composite || (legacy && strchr(b64, '-')))
 		return 0;               /* none, or a multipart's "B64-N" */
 	if (stfs_base64_decode(b64, len, d, sizeof(d), &got) || got != n) {
 		snprintf(out->why, sizeof(out->why), "the answer's "
@@ -53,18 +54,29 @@ static int take_sum(const char *name, const char *b64, size_t n,
 int stfs_s3_expected(const struct stfs_http_resp *r, struct stfs_s3_sum *out)
 {
 	const char *e = r->etag;
-	int composite = r->sum_type[0] &&
-			strcasecmp(r->sum_type, "FULL_OBJECT") != 0;
+	int composite = !strcasecmp(r->sum_type, "COMPOSITE");
+	int legacy = !r->sum_type[0];
+	char q[40];
 	int rc;
 
 	memset(out, 0, sizeof(*out));
+	if (!legacy && !composite && strcasecmp(r->sum_type, "FULL_OBJECT")) {
+		snprintf(out->why, sizeof(out->why), "the answer's "
+			 "x-amz-checksum-type is neither FULL_OBJECT nor "
+			 "COMPOSITE (%s)", stfs_quote(r->sum_type,
+						     strlen(r->sum_type), q,
+						     sizeof(q)));
+		return -EINVAL;
+	}
 	if (r->sum_bad[0]) {
 		snprintf(out->why, sizeof(out->why), "the answer's %s is not a "
 			 "checksum (empty, sent twice or too long)", r->sum_bad);
 		return -EINVAL;
 	}
-	if ((rc = take_sum("sha256", r->sum_sha256, 32, composite, out)) ||
-	    (rc = take_sum("crc64nvme", r->sum_crc64nvme, 8, composite, out)))
+	if ((rc = take_sum("sha256", r->sum_sha256, 32, composite, legacy,
+			   out)) ||
+	    (rc = take_sum("crc64nvme", r->sum_crc64nvme, 8, composite,
+			   legacy, out)))
 		return rc < 0 ? rc : 0;
 	if (r->sse_c) {
 		out->unchecked = "unchecked (SSE-C ETag)";
@@ -151,9 +163,17 @@ void stfs_s3_fetch_small(const struct stfs_location *loc,
 	/* at most the listed size: a server claiming more is refused
 	 * before its bytes (an empty object: one byte more shows it) */
 	rc = url ? stfs_http_get(loc->net, url, loc->auth, STFS_REQ_CHECKSUMS,
-				 f->size ? (size_t)f->size : 1, &b, &len, &r,
-				 &e) : -ENOMEM;
+				 f->revision, f->size ? (size_t)f->size : 1,
+				 &b, &len, &r, &e) : -ENOMEM;
 	free(url);
+	if (rc && r.status == 412) {
+		/* If-Match on the listing's ETag: not the version listed */
+		f->fault = strdup("changed since it was listed (its ETag is "
+				  "not the listing's)");
+		if (!f->fault)
+			f->fault = strdup("out of memory");
+		return;
+	}
 	if (rc) {
 		stfs_rfile_unfetched(f, rc, &e);
 		return;
