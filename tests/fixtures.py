@@ -133,6 +133,9 @@ class Faulty(http.server.BaseHTTPRequestHandler):
     for a minute, /stallstart/PATH holds back the ranges that start a 4 MiB
     block (but the object's) until stalled is set, /halfblock/PATH sends
     the first 2 MiB of such a range and the rest once stalled is set,
+    /changed/PATH sends the first 2 MiB of such a range, waits for
+    stalled and drops the connection; the retry gets another ETag, 1 MiB
+    of zeros, and the rest of its zeros once stalled2 is set,
     /trickle/PATH sends 4 bytes every 0.2 s (20 bytes/s) until stalled is
     set.  Counts are per server; ranges lists (fault, first, last) of
     every range asked for."""
@@ -144,7 +147,7 @@ class Faulty(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         srv = self.server
         m = re.match(r"^/(503x2|429|429date|429hold|stall|stallstart|"
-                     r"halfblock|trickle|ok)/"
+                     r"halfblock|changed|trickle|ok)/"
                      r"(.*)$", self.path)
         if not m:
             self.send_error(404)
@@ -187,6 +190,9 @@ class Faulty(http.server.BaseHTTPRequestHandler):
         with open(path, "rb") as f:
             f.seek(first)
             body = f.read(last - first + 1)
+        if fault == "changed" and srv.armed and first > 0 and \
+                first % (4 << 20) == 0 and first in srv.changed_seen:
+            etag = '"another-version"'          # the retry's
         self.send_response(206 if r else 200)
         self.send_header("ETag", etag)
         self.send_header("Content-Length", str(len(body)))
@@ -207,6 +213,10 @@ class Faulty(http.server.BaseHTTPRequestHandler):
                     body = body[4:]
             except OSError:
                 return                          # the client hung up
+        if fault == "changed" and srv.armed and first > 0 and \
+                first % (4 << 20) == 0:
+            self.changed(srv, first, etag, body)
+            return
         if fault == "halfblock" and srv.armed and first > 0 and \
                 first % (4 << 20) == 0:
             try:
@@ -226,12 +236,40 @@ class Faulty(http.server.BaseHTTPRequestHandler):
             pass                                # the client hung up
 
 
+def _changed(self, srv, first, etag, body):
+    """/changed/: the first answer for a block breaks off after 2 MiB
+    (once stalled is set); the retry is of another version."""
+    with srv.lock:
+        again = first in srv.changed_seen
+        srv.changed_seen.add(first)
+    try:
+        if not again:
+            self.wfile.write(body[:2 << 20])
+            self.wfile.flush()
+            srv.stalled.wait(60)
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                       struct.pack("ii", 1, 0))
+            self.close_connection = True
+            return
+        zeros = bytes(len(body))
+        self.wfile.write(zeros[:1 << 20])
+        self.wfile.flush()
+        srv.stalled2.wait(60)
+        self.wfile.write(zeros[1 << 20:])
+    except OSError:
+        pass                                    # the client hung up
+
+
+Faulty.changed = _changed
+
+
 def faulty_server(root):
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Faulty)
     srv.daemon_threads = True
     srv.root, srv.counts, srv.lock = root, {}, threading.Lock()
     srv.armed, srv.stalled = False, threading.Event()
     srv.trickled, srv.ranges = 0, []
+    srv.stalled2, srv.changed_seen = threading.Event(), set()
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     return srv
 
@@ -240,6 +278,7 @@ def disarm(srv, p, mnt):
     """Let the faulty server's stalled requests go, end its faults, and
     unmount."""
     srv.stalled.set()
+    srv.stalled2.set()
     srv.armed = False
     T.stop_fg(p, mnt)
 

@@ -26,6 +26,7 @@ stall).  Every read is compared (sha256) with the source.
 - unmounting while readahead requests wait for a slow block: answered
   before the FUSE channel closes, and the daemon exits at once.
 """
+import errno
 import json
 import os
 import random
@@ -362,6 +363,71 @@ def test_block_part(d, mnt):
                 srv.stalled.set()
                 os.close(fd)
                 disarm(srv, p, mnt)
+    finally:
+        srv.shutdown()
+
+
+def test_block_retry_changed(d, mnt):
+    """A block's request breaks off after its first half, which a reader
+    was answered from; the retry's answer is of another version (zeros
+    under another ETag).  Bytes readers were told are in are never
+    written over: a reader of the first half gets the right bytes or
+    EIO, never the other version's, and one of the second half EIO."""
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    src, tensors = big_file(data)
+    n, _ = T.header_of(src)
+    h, blk = 8 + n, 4 << 20
+    srv = faulty_server(data)
+    url = "http://127.0.0.1:%d/changed/big.safetensors" % \
+        srv.server_address[1]
+    base = 40 << 20                     # layers.1 starts at base + h
+    t1 = (12 * blk + (1 << 20) - h - base) // 4096 * 4096
+    t0 = (12 * blk + (512 << 10) - h - base) // 4096 * 4096
+    t2 = (12 * blk + (3 << 20) - h - base) // 4096 * 4096
+    want = tensors[1][3]
+    ask = ("changed", 12 * blk, 13 * blk - 1)
+    got = {}
+
+    def pread(key, fd, off):
+        try:
+            got[key] = os.pread(fd, 4096, off)
+        except OSError as e:
+            got[key] = e.errno
+
+    try:
+        srv.armed = True
+        p = T.mount_fg(url, mnt, "-o", "cache=" + os.path.join(d, "c"))
+        fd = os.open(os.path.join(mnt, "layers/1/w"),
+                     os.O_RDONLY | os.O_DIRECT)
+        try:
+            assert os.pread(fd, 4096, 0) == want[:4096]
+            for _ in range(100):
+                if ask in srv.ranges:
+                    break
+                time.sleep(0.1)
+            assert ask in srv.ranges, srv.ranges
+            pread("first", fd, t1)              # from the first half
+            assert got["first"] == want[t1:t1 + 4096]
+            th = threading.Thread(target=pread, args=("second", fd, t2),
+                                  daemon=True)
+            th.start()                          # waits for the second half
+            srv.stalled.set()                   # the connection drops
+            for _ in range(100):
+                if srv.ranges.count(ask) == 2:
+                    break
+                time.sleep(0.1)
+            assert srv.ranges.count(ask) == 2, "no retry: %r" % srv.ranges
+            time.sleep(0.5)                     # its zeros come
+            pread("again", fd, t0)
+            assert got["again"] in (want[t0:t0 + 4096], errno.EIO), \
+                "a reader got the other version's bytes"
+            srv.stalled2.set()
+            th.join(20)
+            assert got.get("second") == errno.EIO, got.get("second")
+        finally:
+            os.close(fd)
+            disarm(srv, p, mnt)
     finally:
         srv.shutdown()
 
@@ -820,6 +886,7 @@ def run():
         test_prefetch,
         test_tail_first,
         test_block_part,
+        test_block_retry_changed,
         test_prefetch_nocache,
         test_unmount_in_flight,
         test_stats_per_mount,
