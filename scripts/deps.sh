@@ -20,7 +20,7 @@ base=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
 full=(check clang libclang-rt-14-dev python3-torch r-base-core debhelper
       dpkg-dev fakeroot rpm nginx swift swift-proxy swift-account
       swift-container swift-object memcached openssl ca-certificates
-      awscli squashfuse squashfs-tools python3-onnx)
+      awscli squashfuse squashfs-tools python3-onnx python3-venv)
 case "${1:-test}" in
 demo) pkgs=("${base[@]}") ;;
 test) pkgs=("${base[@]}" "${full[@]}") ;;
@@ -51,8 +51,26 @@ hubjs() {   # the pinned JavaScript packages, from their lockfiles
 			--no-audit --no-fund --loglevel=error >/dev/null)
 	done
 }
+pyvenvs() {   # the pinned Python packages: one venv per tests/py-*/ folder
+	local req d want
+	[ "${1:-test}" = test ] || return 0
+	for req in "$(dirname "$0")"/../tests/py-*/requirements.txt; do
+		[ -f "$req" ] || continue
+		d=$(dirname "$req")
+		want=$(sha256sum <"$req")
+		[ "$(cat "$d/.venv/.installed" 2>/dev/null)" = "$want" ] && continue
+		echo "deps: Python packages of ${d##*/} (pip, hash-pinned)"
+		rm -rf "$d/.venv"
+		# Debian's python3 with its site packages (numpy, torch) seen
+		/usr/bin/python3 -m venv --system-site-packages "$d/.venv" &&
+		"$d/.venv/bin/pip" install --quiet --disable-pip-version-check \
+			--no-input --require-hashes --no-deps -r "$req" &&
+		echo "$want" >"$d/.venv/.installed" || return 1
+	done
+}
 if [ ${#missing[@]} -eq 0 ]; then
 	hubjs "${1:-test}"
+	pyvenvs "${1:-test}"
 	exit
 fi
 echo "deps: installing ${missing[*]}"
@@ -70,3 +88,4 @@ if [ ! -e $rc_d ]; then
 fi
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 hubjs "${1:-test}"
+pyvenvs "${1:-test}"
