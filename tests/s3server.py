@@ -162,7 +162,14 @@ class Swift:
             return e.code, e.headers, e.read()
 
     def bucket(self, name):
-        st, _, body = self.request("PUT", "/" + name)
+        # a Swift just started answers 503 until its account and container
+        # servers take requests (seen on a loaded machine): bounded retries
+        end = time.time() + 60
+        while True:
+            st, _, body = self.request("PUT", "/" + name)
+            if st != 503 or time.time() > end:
+                break
+            time.sleep(0.5)
         assert st == 200, body
 
     def put(self, bucket, key, data, headers=None):
