@@ -274,7 +274,7 @@ END_TEST
 
 START_TEST(t_quote)
 {
-	char out[16];
+	char out[16], big[64];
 
 	ck_assert_str_eq(stfs_quote("a\"b\\\n", 5, out, sizeof(out)),
 			 "a\\\"b\\\\\\x0a");
@@ -283,6 +283,17 @@ START_TEST(t_quote)
 	/* never cuts a UTF-8 sequence */
 	stfs_quote("0123456789\xc3\xa9\xc3\xa9\xc3\xa9", 16, out, 14);
 	ck_assert(stfs_utf8_valid(out, strlen(out), NULL));
+	/* C1 (CSI) and bidirectional controls, bytes of no sequence (a
+	 * lone byte, an overlong '/', a surrogate); text kept */
+	ck_assert_str_eq(stfs_quote("a\xc2\x9b" "b\xe2\x80\xae" "c\xff\xc3\xa9",
+				    11, big, sizeof(big)),
+			 "a\\u009bb\\u202ec\\xff\xc3\xa9");
+	ck_assert_str_eq(stfs_quote("\xc0\xaf\xed\xa0\x80\xe2\x81\xa6\xd8\x9c",
+				    10, big, sizeof(big)),
+			 "\\xc0\\xaf\\xed\\xa0\\x80\\u2066\\u061c");
+	/* cut before a sequence, never inside: */
+	stfs_quote("0123456789\xe2\x80\xae", 13, out, 16);
+	ck_assert_str_eq(out, "0123456789...");
 }
 END_TEST
 

@@ -150,6 +150,8 @@ static int on_file(void *arg, const char *path, const char *etag,
 	return 0;
 }
 
+#define HEX64 "ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00"
+
 START_TEST(t_hub_json)
 {
 	char sha[41];
@@ -157,10 +159,24 @@ START_TEST(t_hub_json)
 			  "abcdef01234567\",\"siblings\":[]}";
 	const char *tree =
 		"[{\"type\":\"directory\",\"oid\":\"1\",\"size\":0,\"path\":\"u\"},"
-		"{\"type\":\"file\",\"oid\":\"abc\",\"size\":3,\"path\":\"u/a\"},"
+		"{\"type\":\"file\",\"oid\":\"0123456789abcdef0123456789abcdef"
+		"01234567\",\"size\":3,\"path\":\"u/a\"},"
 		"{\"type\":\"file\",\"oid\":\"abd\",\"size\":9,\"path\":\"m.st\","
-		"\"lfs\":{\"oid\":\"ff00\",\"size\":9}},"
+		"\"lfs\":{\"oid\":\"" HEX64 "\",\"size\":9}},"
 		"{\"type\":\"file\",\"oid\":\"a\\\"q\",\"size\":1,\"path\":\"q\"}]";
+	/* what a hostile server gives: ESC and BEL in 40 bytes, upper case,
+	 * a short oid, an LFS oid of the wrong length (not the pointer's
+	 * oid instead), none at all, nulls */
+	const char *bad =
+		"[{\"type\":\"file\",\"oid\":\"\\u001b]0;t\\u0007aaaaaaaaaaaaaaaaaaaa"
+		"aaaaaaaaaaaaaa\",\"path\":\"e\"},"
+		"{\"type\":\"file\",\"oid\":\"0123456789ABCDEF0123456789abcdef"
+		"01234567\",\"path\":\"u\"},"
+		"{\"type\":\"file\",\"oid\":\"0123456789abcdef0123456789abcdef"
+		"01234567\",\"path\":\"l\",\"lfs\":{\"oid\":\"ff00\"}},"
+		"{\"type\":\"file\",\"path\":\"n\"}]";
+	const char *nulls =
+		"[{\"type\":\"file\",\"oid\":null,\"lfs\":null,\"path\":\"z\"}]";
 	struct files f = { 0 };
 
 	ck_assert_int_eq(stfs_hub_parse_sha(rev, strlen(rev), sha), 0);
@@ -176,9 +192,21 @@ START_TEST(t_hub_json)
 			 0);
 	ck_assert_int_eq(f.n, 3);
 	ck_assert_str_eq(f.path[0], "u/a");
-	ck_assert_str_eq(f.etag[0], "abc");
-	ck_assert_str_eq(f.etag[1], "ff00");       /* the LFS object's */
-	ck_assert_str_eq(f.etag[2], "(none)");     /* a quote: unusable */
+	ck_assert_str_eq(f.etag[0], "0123456789abcdef0123456789abcdef01234567");
+	ck_assert_str_eq(f.etag[1], HEX64);        /* the LFS object's */
+	ck_assert_str_eq(f.etag[2], "");           /* a quote: malformed */
+	f.n = 0;
+	ck_assert_int_eq(stfs_hub_parse_tree(bad, strlen(bad), on_file, &f), 0);
+	ck_assert_int_eq(f.n, 4);
+	ck_assert_str_eq(f.etag[0], "");
+	ck_assert_str_eq(f.etag[1], "");
+	ck_assert_str_eq(f.etag[2], "");
+	ck_assert_str_eq(f.etag[3], "(none)");
+	f.n = 0;
+	ck_assert_int_eq(stfs_hub_parse_tree(nulls, strlen(nulls), on_file,
+					     &f), 0);
+	ck_assert_int_eq(f.n, 1);
+	ck_assert_str_eq(f.etag[0], "(none)");
 	ck_assert_int_eq(stfs_hub_parse_tree("{}", 2, on_file, &f), -EINVAL);
 	ck_assert_int_eq(stfs_hub_parse_tree("[{\"type\":1}]", 12, on_file,
 					     &f), -EINVAL);

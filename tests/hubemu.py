@@ -18,7 +18,9 @@ only), as the Hub answers (checked against the official JavaScript client,
   and revisions: 401/404 with the Hub's codes.
 
 A fault mode: with .tree_loop set, the last page of a tree listing links
-back to its first page (Link: next to a page already seen).
+back to its first page (Link: next to a page already seen).  A hostile
+listing: .edit_tree, a function of a tree's entries (a list of dicts, in
+path order) that returns the entries to list instead.
 
 push() makes a new commit on a branch (the files nginx serves for every
 commit stay, as the Hub's do); a file is bytes, or Big(PATH), a file on
@@ -190,6 +192,7 @@ class Hub:
         self.seen = []
         self.log = Log(log)
         self.tree_loop = False      # the fault: the tree's pages loop
+        self.edit_tree = None       # a hostile listing: f(entries)
         self.page = PAGE
         self.trees = {}             # (sha, path, recursive) -> entries
         self.lock = threading.Lock()
@@ -427,6 +430,8 @@ class Hub:
             entries = self.trees.get(key)
         if entries is None:
             entries = self._entries(repo.commits[sha], path, recursive)
+            if self.edit_tree:
+                entries = self.edit_tree(entries)
             with self.lock:
                 self.trees[key] = entries
         if path and not entries:

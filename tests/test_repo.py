@@ -396,6 +396,78 @@ def test_hub_faults(d, mnt):
         assert "pytorch_model.bin" in err, err
 
 
+C1_NAME = "c1\u009b[2J.txt"           # CSI: clears a terminal's screen
+BIDI_NAME = "bidi\u202egnp.exe.txt"   # shows as "bidi" "txt.exe.png"
+ESC_OID = "\x1b]0;owned\x07" + "a" * 30  # 40 bytes: sets a title
+
+
+def test_hub_hostile_oids(d, mnt):
+    """What a hostile Hub names: an oid that is not 40 (blob) or 64 (LFS)
+    lower-case hex digits is malformed, the file refused (EIO), and it
+    never reaches the output (ESC, BEL); a file listed with no oid is
+    served unchecked, said so; names with a C1 or a bidirectional control
+    are printed quoted (\\u009b, \\u202e) by inspect --files and the
+    mount's warnings; a file lazy for its weight-format name (not LFS)
+    is checked against its git blob sha1 at the end of a whole read."""
+    files = st_model_repo()
+    bad = {"esc.json": b'{"e": 1}', "short.json": b'{"s": 1}',
+           "lfsbad.json": b'{"l": 1}', C1_NAME: b"c1", BIDI_NAME: b"bidi"}
+    files.update(bad)
+    files.update({"none.json": b'{"n": 1}', "w.npy": b"npy-one",
+                  "ok.npy": b"npy-two"})
+
+    def edit(entries):
+        for e in entries:
+            if e["path"] in ("esc.json", C1_NAME):
+                e["oid"] = ESC_OID
+            elif e["path"] in ("short.json", BIDI_NAME):
+                e["oid"] = "abc"
+            elif e["path"] == "lfsbad.json":
+                e["lfs"] = {"oid": "Z" * 64, "size": 8}
+            elif e["path"] == "none.json":
+                del e["oid"]
+        return entries
+
+    with world(d) as w:
+        w.hub.edit_tree = edit
+        sha_ = hub_repo(w, "org/oids", files)
+        with open(os.path.join(w.files, "org/oids", sha_, "w.npy"),
+                  "r+b") as f:
+            f.write(b"NPY")         # served bytes that are not the blob's
+        p = T.mount_fg("hf://org/oids", mnt)
+        try:
+            root = os.path.join(mnt, "%repo")
+            for name in bad:
+                T.expect_errno(os.path.join(root, name), 5, 10)
+            with open(os.path.join(root, "none.json"), "rb") as f:
+                assert f.read() == files["none.json"]
+            with open(os.path.join(root, "ok.npy"), "rb") as f:
+                assert f.read() == files["ok.npy"]
+            T.expect_errno(os.path.join(root, "w.npy"), 5, 10)
+        finally:
+            T.unmount(mnt)
+            log = p.communicate(timeout=10)[1].decode("utf-8", "replace")
+        r = stfs("inspect", "--files", "hf://org/oids")
+    assert r.returncode == 0, r.stderr
+    for out in (log, r.stdout, r.stderr):
+        for raw in ("\x1b", "\x07", "\u009b", "\u202e"):
+            assert raw not in out, (raw, out)
+    assert "\\u009b" in r.stdout and "\\u202e" in r.stdout, r.stdout
+    assert "\\u009b" in log and "\\u202e" in log, log
+    lines = {x.split("\t")[0]: x.split("\t") for x in r.stdout.splitlines()}
+    for name in ("esc.json", "short.json", "lfsbad.json"):
+        assert lines[name][2] == "-" and lines[name][3].startswith(
+            "refused: its checksum in the Hub's listing is malformed"), \
+            lines[name]
+    assert lines["none.json"][2:] == [
+        "unchecked (the listing gives no oid)", "small"], lines["none.json"]
+    assert lines["w.npy"][2].startswith("sha1-blob:") and \
+        lines["w.npy"][3] == "lazy", lines["w.npy"]
+    assert "none.json: served unchecked (the listing gives no oid)" in log, \
+        log
+    assert "w.npy" in log and "expected sha1-blob" in log, log
+
+
 def test_hub_offline(d, mnt):
     """HF_HUB_OFFLINE=1: %repo/ is the Hugging Face cache's snapshot,
     every file, with no server at all."""
@@ -598,7 +670,7 @@ if __name__ == "__main__":
                           test_repo_root, test_hostile_local,
                           test_swapped_for_link,
                           test_hub_layouts, test_blksize, test_hub_lfs_whole,
-                          test_hub_faults,
+                          test_hub_faults, test_hub_hostile_oids,
                           test_hub_offline,
                           test_s3_layouts, test_s3_checksums,
                           test_s3_checksums_aws_client]))

@@ -265,11 +265,14 @@ struct lister {
 };
 
 /* A file of the repo for %repo/: its checksum by its length (a git
- * blob's sha1, an LFS object's sha256), small or not. */
+ * blob's sha1, an LFS object's sha256), small or not.  A file the
+ * listing gives no checksum for is served unchecked (said so); one whose
+ * checksum is malformed ("", hubjson.c) is refused. */
 static int repo_file(struct stfs_rlist *rl, const char *name,
 		     const char *etag, uint64_t size)
 {
 	size_t n = etag ? strlen(etag) : 0;
+	struct stfs_rfile *f;
 	char sum[96];
 	int rc;
 
@@ -278,9 +281,17 @@ static int repo_file(struct stfs_rlist *rl, const char *name,
 			 "sha256", etag);
 	rc = stfs_rlist_push(rl, name, size, n == 40 || n == 64 ? sum : NULL,
 			     stfs_repo_path_bad(name));
-	if (!rc)
-		rl->f[rl->n - 1].small = stfs_repo_is_small(name, size);
-	return rc;
+	if (rc)
+		return rc;
+	f = &rl->f[rl->n - 1];
+	f->small = stfs_repo_is_small(name, size);
+	if (!etag)
+		f->unchecked = "unchecked (the listing gives no oid)";
+	else if (!n && !(f->fault = strdup("its checksum in the Hub's "
+					   "listing is malformed (an oid is "
+					   "40 or 64 lower-case hex digits)")))
+		return -ENOMEM;
+	return 0;
 }
 
 static int on_file(void *arg, const char *path, const char *etag,
