@@ -624,6 +624,52 @@ def test_s3_checksums(d, mnt):
 S3JS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "s3js")
 
 
+def bucket_env(b, d):
+    """The environment of an unsigned client of s3server.Bucket b."""
+    return env(AWS_ENDPOINT_URL=b.url, AWS_ENDPOINT_URL_S3=None,
+               AWS_ACCESS_KEY_ID=None, AWS_SECRET_ACCESS_KEY=None,
+               AWS_SESSION_TOKEN=None, AWS_REGION=None,
+               AWS_DEFAULT_REGION=None, AWS_PROFILE=None,
+               AWS_SHARED_CREDENTIALS_FILE=os.path.join(d, "no"),
+               AWS_CONFIG_FILE=os.path.join(d, "no"),
+               XDG_CACHE_HOME=os.path.join(d, "xdg"))
+
+
+def test_s3_swapped(d, mnt):
+    """A small object replaced between the listing and its GET, by a
+    server that ignores If-Match: its answer's own ETag (and MD5) match
+    the new bytes, but not the listing's ETag: refused (EIO), logged
+    "changed since it was listed", and inspect --files says so."""
+    import s3server
+    b = s3server.Bucket({"m/model.safetensors":
+                         st_model_repo()["model.safetensors"],
+                         "m/config.json": b'{"v": 1}',
+                         "m/vocab.txt": b"a\nb\n"})
+    b.swap["m/config.json"] = b'{"v": 2}'
+    try:
+        with bucket_env(b, d):
+            p = T.mount_fg("s3://b/m/", mnt)
+            try:
+                root = os.path.join(mnt, "%repo")
+                T.expect_errno(os.path.join(root, "config.json"), 5, 10)
+                with open(os.path.join(root, "vocab.txt"), "rb") as f:
+                    assert f.read() == b"a\nb\n"
+            finally:
+                T.unmount(mnt)
+                log = p.communicate(timeout=10)[1].decode()
+            r = stfs("inspect", "--files", "s3://b/m/")
+        gets = [x for x in b.seen if x[0] == "GET" and
+                x[1].endswith("/config.json")]
+        assert gets and gets[0][2].get("If-Match") == \
+            s3server.Bucket.etag(b'{"v": 1}'), gets
+    finally:
+        b.stop()
+    assert "config.json: changed since it was listed" in log, log
+    line = [x for x in r.stdout.splitlines() if x.startswith("config.json")]
+    assert line and "\trefused: changed since it was listed" in line[0], \
+        r.stdout
+
+
 def test_s3_checksums_aws_client(d):
     """AWS's own client (@aws-sdk/client-s3, pinned in tests/s3js) gets
     each object of test_s3_checksums with ChecksumMode ENABLED and
@@ -673,4 +719,5 @@ if __name__ == "__main__":
                           test_hub_faults, test_hub_hostile_oids,
                           test_hub_offline,
                           test_s3_layouts, test_s3_checksums,
+                          test_s3_swapped,
                           test_s3_checksums_aws_client]))
