@@ -169,6 +169,40 @@ def test_repo_root(d, mnt):
         "matches no file" in r.stderr, r.stderr
 
 
+def test_repo_root_tensors_name(d, mnt):
+    """-o repo with a repository file (or folder) named %tensors: the
+    root lists %tensors once, the tensors' folder; the file is left out
+    with a warning (under %repo/, without -o repo, it is shown)."""
+    files = dict(st_model_repo(), **{"%tensors": b"a file",
+                                     "%tensors2/x": b"x"})
+    src = write_tree(os.path.join(d, "src"), files)
+    os.makedirs(os.path.join(d, "src2"))
+    src2 = write_tree(os.path.join(d, "src2"), dict(
+        st_model_repo(), **{"%tensors/x.json": b"{}"}))
+    for source, what in ((src, "%tensors"), (src2, "%tensors/x.json")):
+        p = T.mount_fg(source, mnt, "-o", "repo")
+        try:
+            names = os.listdir(mnt)
+            assert names.count("%tensors") == 1, names
+            assert os.path.isdir(os.path.join(mnt, "%tensors"))
+            assert os.path.exists(os.path.join(mnt, "%tensors",
+                                               "%header.json"))
+            if source == src:
+                with open(os.path.join(mnt, "%tensors2", "x"), "rb") as f:
+                    assert f.read() == b"x"
+        finally:
+            T.unmount(mnt)
+            log = p.communicate(timeout=10)[1].decode()
+        assert "%%repo/: %s is left out: its name is the tensors' " \
+            "folder" % what in log, log
+    p = T.mount_fg(src, mnt)
+    try:
+        with open(os.path.join(mnt, "%repo", "%tensors"), "rb") as f:
+            assert f.read() == b"a file"
+    finally:
+        T.stop_fg(p, mnt)
+
+
 def test_hostile_local(d, mnt):
     src = os.path.join(d, "src")
     files = {"model.safetensors": st_model_repo()["model.safetensors"],
@@ -713,7 +747,8 @@ def test_s3_checksums_aws_client(d):
 
 if __name__ == "__main__":
     sys.exit(T.run_tests([test_local_diffusers, test_local_st_model,
-                          test_repo_root, test_hostile_local,
+                          test_repo_root, test_repo_root_tensors_name,
+                          test_hostile_local,
                           test_swapped_for_link,
                           test_hub_layouts, test_blksize, test_hub_lfs_whole,
                           test_hub_faults, test_hub_hostile_oids,

@@ -10,7 +10,8 @@
  *
  * Paths that cannot be shown (a component "..", a control byte, a name
  * over 255 bytes, over 4096 in all), two that differ only in ASCII case,
- * and a path that is both a file and a folder are left out with a
+ * a path that is both a file and a folder, and with -o repo one under
+ * %tensors (the tensors' folder at the root) are left out with a
  * warning; `stfs inspect --files` says why.
  *
  * Nodes: k = 0 is %repo/ itself, then its folders and files in path
@@ -407,6 +408,17 @@ int stfs_repo_build(struct stfs_model *m, const struct stfs_model_opts *o,
 		return stfs_fail(err, rc, NULL, STFS_NO_OFFSET, "out of memory");
 	if ((rc = select_files(l, o, err)))
 		return rc;
+	/* -o repo: the root's %tensors/ is the tensors', not a file's */
+	for (size_t i = 0; (m->flags & STFS_TREE_REPO) && i < l->n; i++) {
+		size_t n = strlen(STFS_TENSORS_DIR);
+
+		if (!l->f[i].left_out &&
+		    !strncmp(l->f[i].path, STFS_TENSORS_DIR, n) &&
+		    (!l->f[i].path[n] || l->f[i].path[n] == '/'))
+			l->f[i].left_out = "its name is the tensors' folder "
+					   "(-o repo shows them as "
+					   STFS_TENSORS_DIR "/)";
+	}
 	if (base + l->n * 2 + 2 >= UINT32_MAX)
 		return stfs_fail(err, -EOVERFLOW, NULL, STFS_NO_OFFSET,
 				 "too many files in the repository (%zu)", l->n);
