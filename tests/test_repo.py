@@ -203,6 +203,37 @@ def test_repo_root_tensors_name(d, mnt):
         T.stop_fg(p, mnt)
 
 
+def test_many_files(d, mnt):
+    """A local directory of more files than the open-file soft limit (a
+    lazy %repo/ file stays open until unmount): every file reads, the
+    daemon raising its soft limit to the hard one."""
+    import resource
+    files = dict(st_model_repo(), **{"many/f%03d.txt" % i: b"%d\n" % i
+                                     for i in range(600)})
+    src = write_tree(os.path.join(d, "src"), files)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1024:
+        raise AssertionError("the hard open-file limit is %d" % hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+    try:
+        p = T.mount_fg(src, mnt)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    try:
+        bad = []
+        for i in range(600):
+            try:
+                with open(os.path.join(mnt, "%repo", "many",
+                                       "f%03d.txt" % i), "rb") as f:
+                    if f.read() != b"%d\n" % i:
+                        bad.append((i, "bytes"))
+            except OSError as e:
+                bad.append((i, e.errno))
+        assert not bad, (len(bad), bad[:5])
+    finally:
+        T.stop_fg(p, mnt)
+
+
 def test_hostile_local(d, mnt):
     src = os.path.join(d, "src")
     files = {"model.safetensors": st_model_repo()["model.safetensors"],
@@ -748,6 +779,7 @@ def test_s3_checksums_aws_client(d):
 if __name__ == "__main__":
     sys.exit(T.run_tests([test_local_diffusers, test_local_st_model,
                           test_repo_root, test_repo_root_tensors_name,
+                          test_many_files,
                           test_hostile_local,
                           test_swapped_for_link,
                           test_hub_layouts, test_blksize, test_hub_lfs_whole,
