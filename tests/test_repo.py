@@ -258,6 +258,11 @@ def test_hostile_local(d, mnt):
     assert "out\t0\t-\tleft out: a symbolic link" in r.stdout, r.stdout
     assert "only in case" in r.stdout and "control byte" in r.stdout
     assert "warning: %repo/" in r.stderr
+    # --files is its own table: with --json (or -q), a usage error
+    for other in ("--json", "-q"):
+        r = stfs("inspect", "--files", other, src)
+        assert r.returncode == 2 and "--files is a table of its own: " \
+            "not with " + other in r.stderr and not r.stdout, (other, r)
 
 
 def test_swapped_for_link(d, mnt):
