@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "remote.h"
 #include "hub.h"
@@ -214,6 +215,48 @@ START_TEST(t_hub_json)
 }
 END_TEST
 
+/* A listing's bounds, all its pages together: its entries, the bytes of
+ * its answers, its deadline; each refusal names its bound. */
+START_TEST(t_listing_bounds)
+{
+	struct stfs_pages p = { 0 };
+	struct stfs_error err;
+	char key[32];
+
+	ck_assert_int_eq(stfs_pages_add(&p, "", 0), 0);
+	ck_assert_int_eq(stfs_pages_took(&p, STFS_LIST_ENTRIES_MAX - 1,
+					 1000), 0);
+	ck_assert_int_eq(stfs_pages_add(&p, "a", 0), 0);
+	ck_assert_int_eq(stfs_pages_took(&p, 1, 1000), 0);
+	ck_assert_int_eq(stfs_pages_took(&p, 1, 1000), -EMLINK);
+	ck_assert_int_eq(stfs_pages_fail(&p, -EMLINK, "the list", "again",
+					 "", 0, &err), -EIO);
+	ck_assert_str_eq(err.msg, "the list goes on past 1000000 entries "
+			 "(2 pages)");
+	stfs_pages_free(&p);
+	ck_assert_int_eq(stfs_pages_add(&p, "", 0), 0);
+	ck_assert_int_eq(stfs_pages_took(&p, 1, STFS_LIST_BYTES_MAX), 0);
+	ck_assert_int_eq(stfs_pages_took(&p, 1, 1), -E2BIG);
+	stfs_pages_fail(&p, -E2BIG, "the list", "again", "", 0, &err);
+	ck_assert_str_eq(err.msg, "the list goes on past 256 MiB of answers "
+			 "(1 pages, 2 entries)");
+	ck_assert_int_eq(stfs_pages_add(&p, "", 0), -ELOOP);
+	stfs_pages_fail(&p, -ELOOP, "the list", "came back", "\x1b", 0, &err);
+	ck_assert_str_eq(err.msg, "the list loops: page 1 came back (\\x1b)");
+	stfs_pages_free(&p);
+	/* the deadline, from the first page */
+	ck_assert_int_eq(stfs_pages_add(&p, "", 1000), 0);
+	ck_assert_int_eq(stfs_pages_add(&p, "b", 1000), 0);
+	usleep(1100 * 1000);
+	snprintf(key, sizeof(key), "c");
+	ck_assert_int_eq(stfs_pages_add(&p, key, 1000), -ETIME);
+	stfs_pages_fail(&p, -ETIME, "the list", "again", key, 1000, &err);
+	ck_assert_str_eq(err.msg, "the list goes on past list_timeout=1 "
+			 "(seconds; 2 pages, 0 entries so far)");
+	stfs_pages_free(&p);
+}
+END_TEST
+
 START_TEST(t_link_and_errors)
 {
 	struct stfs_http_resp r;
@@ -402,6 +445,13 @@ START_TEST(t_remote_opts)
 	ck_assert_int_eq(stfs_remote_opts_set(o, "stall_timeout=0", why,
 					      sizeof(why)), -EINVAL);
 	ck_assert_str_eq(why, "stall_timeout=0: give 1 to 3600 (seconds)");
+	ck_assert_uint_eq(o->list_timeout_ms, 300000);   /* the default */
+	ck_assert_int_eq(stfs_remote_opts_set(o, "list_timeout=2", why,
+					      sizeof(why)), 0);
+	ck_assert_uint_eq(o->list_timeout_ms, 2000);
+	ck_assert_int_eq(stfs_remote_opts_set(o, "list_timeout=86401", why,
+					      sizeof(why)), -EINVAL);
+	ck_assert_str_eq(why, "list_timeout=86401: give 1 to 86400 (seconds)");
 	ck_assert_int_eq(stfs_remote_opts_set(o, "retries=-1", why,
 					      sizeof(why)), -EINVAL);
 	ck_assert_int_eq(stfs_remote_opts_set(o, "retries=0", why,
@@ -511,6 +561,7 @@ Suite *remote_suite(void)
 	tcase_add_test(tc, t_auth_headers);
 	tcase_add_test(tc, t_hub_json);
 	tcase_add_test(tc, t_link_and_errors);
+	tcase_add_test(tc, t_listing_bounds);
 	tcase_add_test(tc, t_content_encoding);
 	tcase_add_test(tc, t_retry_after);
 	tcase_add_test(tc, t_block_size);

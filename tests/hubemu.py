@@ -18,7 +18,9 @@ only), as the Hub answers (checked against the official JavaScript client,
   and revisions: 401/404 with the Hub's codes.
 
 A fault mode: with .tree_loop set, the last page of a tree listing links
-back to its first page (Link: next to a page already seen).  A hostile
+back to its first page (Link: next to a page already seen); with
+.tree_endless, every page links to a next one (a new cursor each time,
+empty past the end).  A hostile
 listing: .edit_tree, a function of a tree's entries (a list of dicts, in
 path order) that returns the entries to list instead.
 
@@ -192,6 +194,7 @@ class Hub:
         self.seen = []
         self.log = Log(log)
         self.tree_loop = False      # the fault: the tree's pages loop
+        self.tree_endless = False   # or never end (a new cursor each)
         self.edit_tree = None       # a hostile listing: f(entries)
         self.page = PAGE
         self.trees = {}             # (sha, path, recursive) -> entries
@@ -441,7 +444,7 @@ class Hub:
         start = int(q.get("cursor", ["0"])[0])
         page = entries[start:start + self.page]
         headers = []
-        if start + self.page < len(entries):
+        if start + self.page < len(entries) or self.tree_endless:
             nq = dict((k, v[0]) for k, v in q.items())
             nq["cursor"] = str(start + self.page)
             headers.append(("Link", '<%s%s?%s>; rel="next"' % (

@@ -38,6 +38,7 @@
 
 #define HUB_DEFAULT "https://huggingface.co"
 #define API_MAX (64u << 20)         /* bytes of one API answer, at most */
+#define AGAIN "links back to a page already listed"
 
 int stfs_hf_push(struct hf *h, const char *name, const char *etag)
 {
@@ -262,6 +263,7 @@ static int resolve(struct hf *h, struct stfs_auth *auth,
 struct lister {
 	struct hf *h;
 	int recursive;
+	size_t entries;         /* files listed so far */
 };
 
 /* A file of the repo for %repo/: its checksum by its length (a git
@@ -302,6 +304,8 @@ static int on_file(void *arg, const char *path, const char *etag,
 	size_t sl = strlen(h->subdir);
 	const char *name = path, *slash;
 
+	l->entries++;
+
 	if (sl) {
 		if (strncmp(path, h->subdir, sl) != 0 || path[sl] != '/')
 			return 0;
@@ -316,26 +320,6 @@ static int on_file(void *arg, const char *path, const char *etag,
 		    stfs_ends_with(slash, ".safetensors.index.json")))
 		return stfs_hf_push_dir(h, name, (size_t)(slash - name));
 	return 0;
-}
-
-/* Remember the page at url: 0, or -EIO / -ENOMEM with err saying why
- * the listing stops (a page seen before: a loop; too many pages). */
-static int new_page(struct stfs_pages *seen, const char *url,
-		    struct stfs_error *err)
-{
-	int rc = stfs_pages_add(seen, url);
-	char q[256];
-
-	if (rc == -ELOOP)
-		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the Hub's "
-				 "file list loops: page %zu links back to a "
-				 "page already listed (%s)", seen->n,
-				 stfs_quote(url, strlen(url), q, sizeof(q)));
-	if (rc == -EFBIG)
-		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the Hub's "
-				 "file list goes on past %d pages",
-				 STFS_PAGES_MAX);
-	return rc ? stfs_nomem(err) : 0;
 }
 
 /* A path ending in a checkpoint's file name names that one file (a GGUF
@@ -376,8 +360,9 @@ static int pick_file(struct hf *h, struct stfs_location *loc,
 static int list_online(struct hf *h, struct stfs_auth *auth, int recursive,
 		       struct stfs_error *err)
 {
-	struct lister l = { h, recursive };
+	struct lister l = { h, recursive, 0 };
 	struct stfs_pages seen = { 0 };
+	unsigned tmo = stfs_remote_list_timeout_ms(h->net);
 	char *sub = stfs_url_escape_path(h->subdir), *url = NULL;
 	size_t elen = strlen(h->endpoint);
 	int rc = 0;
@@ -395,8 +380,13 @@ static int list_online(struct hf *h, struct stfs_auth *auth, int recursive,
 		char *body, q[256];
 		size_t len;
 
-		if ((rc = new_page(&seen, url, err)))
+		size_t before = l.entries;
+
+		if ((rc = stfs_pages_add(&seen, url, tmo))) {
+			rc = stfs_pages_fail(&seen, rc, "the Hub's file list",
+					     AGAIN, url, tmo, err);
 			break;
+		}
 		rc = stfs_http_get(h->net, url, auth, 0, NULL, API_MAX, &body, &len,
 				   &r, err);
 		free(url);
@@ -407,6 +397,9 @@ static int list_online(struct hf *h, struct stfs_auth *auth, int recursive,
 			rc = rc == -ENOMEM ? stfs_nomem(err) :
 			     stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
 				       "Hub's file list does not parse");
+		else if ((rc = stfs_pages_took(&seen, l.entries - before, len)))
+			rc = stfs_pages_fail(&seen, rc, "the Hub's file list",
+					     AGAIN, "", tmo, err);
 		free(body);
 		if (rc || !r.link_next[0])
 			break;
