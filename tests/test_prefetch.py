@@ -489,10 +489,40 @@ def test_owner_only(d, mnt):
         ngx.stop()
 
 
+def test_include_mount(d, mnt):
+    """A mount of a rank's share (-o include=): `stfs prefetch MNT`
+    warms the tensors it shows, not its shards whole; those then read
+    with no request."""
+    srv = os.path.join(d, "srv")
+    os.mkdir(srv)
+    tensors = shards(srv, n=2, per=2, size=1 << 20)
+    ngx = Nginx(os.path.join(d, "ngx"), srv)
+    try:
+        p = T.mount_fg(ngx.url("model.safetensors.index.json"), mnt,
+                       "-o", "cache=%s/cache,block_size=64K,"
+                       "include=layers.0.w0" % d)
+        opened = len(requests(ngx))
+        r = prefetch(mnt)
+        assert r.returncode == 0, r.stderr
+        asked = int(state(mnt, "bytes_asked"))
+        assert (1 << 20) <= asked <= (1 << 20) + (64 << 10), asked
+        mine = requests(ngx)[opened:]
+        assert {os.path.basename(u) for u, _, _ in mine} == \
+            {"model-00001-of-00002.safetensors"}, mine
+        assert sum(b - a + 1 for _, a, b in mine) == asked
+        n = len(requests(ngx))
+        read_all(mnt, tensors[:1])
+        assert len(requests(ngx)) == n
+        assert not os.path.exists(os.path.join(mnt, "layers", "1"))
+        T.stop_fg(p, mnt)
+    finally:
+        ngx.stop()
+
+
 TESTS = [test_full_warm, test_include_ranks, test_next_shard, test_paths,
          test_status_background, test_local_noop, test_refused,
          test_server_gone, test_mount_option, test_unmount_while_warming,
-         test_mount_progress_line, test_owner_only]
+         test_mount_progress_line, test_owner_only, test_include_mount]
 
 if __name__ == "__main__":
     sys.exit(T.run_tests(TESTS))
