@@ -18,7 +18,9 @@ only), as the Hub answers (checked against the official JavaScript client,
   and revisions: 401/404 with the Hub's codes.
 
 A fault mode: with .tree_loop set, the last page of a tree listing links
-back to its first page (Link: next to a page already seen); with
+back to its first page (Link: next to a page already seen); .moved
+{"ORG/NAME": URL}: the repo's API calls answer 307 to URL + the rest of
+their path (a renamed repo: URL on the Hub itself; or elsewhere); with
 .tree_endless, every page links to a next one (a new cursor each time,
 empty past the end).  A hostile
 listing: .edit_tree, a function of a tree's entries (a list of dicts, in
@@ -196,6 +198,7 @@ class Hub:
         self.tree_loop = False      # the fault: the tree's pages loop
         self.tree_endless = False   # or never end (a new cursor each)
         self.edit_tree = None       # a hostile listing: f(entries)
+        self.moved = {}             # "ORG/NAME" -> where its API went
         self.page = PAGE
         self.trees = {}             # (sha, path, recursive) -> entries
         self.lock = threading.Lock()
@@ -369,6 +372,14 @@ class Hub:
             self.seen.append((u.path, auth))
         parts = [urllib.parse.unquote(p) for p in u.path.split("/")[1:]]
         api = parts[:1] == ["api"]
+        moved = self.moved.get("/".join(parts[2:4])) if api else None
+        if moved:
+            # a renamed repo's API: 307 to its new place (the rest of the
+            # path and the query kept)
+            rest = "/".join(u.path.split("/")[5:])
+            return self._send(h, 307, b"", [("Location", "%s/%s%s" % (
+                moved, rest, "?" + u.query if u.query else ""))],
+                with_body)
         if api:
             if len(parts) < 2 or parts[1] not in ("models", "datasets"):
                 return self._error(h, 404, "EntryNotFound", "Not Found",

@@ -265,6 +265,40 @@ def test_token(d, mnt):
         assert "Bearer" not in w.nginx_log()
 
 
+def test_api_redirects(d, mnt):
+    """The Hub's API calls follow a redirect on the Hub itself (a renamed
+    repo's; the token goes with it), and refuse one elsewhere, as a next
+    page elsewhere is: the listing stays on the Hub's origin."""
+    a = open(os.path.join(T.REAL, "jl-nonsharded", "model.safetensors"),
+             "rb").read()
+    with world(d) as w, env(HF_TOKEN=hubemu.TOKEN):
+        new = w.hub.repo("org/new")
+        w.hub.push(new, {"model.safetensors": a, "a.txt": b"a"})
+        w.hub.repos["org/old"] = w.hub.repos["org/away"] = new
+        w.hub.moved["org/old"] = w.hub.url + "/api/models/org/new"
+        other = hubemu.Hub(os.path.join(d, "other"), w.ngx.url())
+        try:
+            other.push(other.repo("org/new"), {"model.safetensors": a,
+                                               "a.txt": b"a"})
+            w.hub.moved["org/away"] = other.url + "/api/models/org/new"
+            p = T.mount_fg("hf://org/old", mnt)
+            try:
+                assert sorted(os.listdir(os.path.join(mnt, "%repo"))) == \
+                    ["a.txt", "model.safetensors"]
+            finally:
+                T.stop_fg(p, mnt)
+            moved = [a_ for s_, a_ in w.hub.seen if s_.startswith(
+                "/api/models/org/new/")]
+            assert moved and all(x == "Bearer " + hubemu.TOKEN
+                                 for x in moved), moved
+            err = refused("hf://org/away", mnt, "the Hub's API redirects "
+                          "elsewhere: " + other.url + "/api/models/org/new")
+            assert not other.seen, other.seen
+            assert hubemu.TOKEN not in err
+        finally:
+            other.stop()
+
+
 def test_hf_cache(d, mnt):
     """The Hugging Face cache: offline with no server, and online with
     the files read from disk, not fetched."""
@@ -319,6 +353,7 @@ def run():
         test_revisions,
         test_folders,
         test_token,
+        test_api_redirects,
         test_hf_cache,
     ])
 

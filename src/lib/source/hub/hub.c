@@ -232,6 +232,47 @@ bad:
 
 /* ---- online: the API ----------------------------------------------------- */
 
+/* Is url on the Hub (the endpoint, then '/')? */
+static int on_hub(const struct hf *h, const char *url)
+{
+	size_t n = strlen(h->endpoint);
+
+	return !strncmp(url, h->endpoint, n) && url[n] == '/';
+}
+
+/* GET an API url whole, following its redirects on the Hub only (a
+ * renamed repo's; the token goes with them): one elsewhere is refused,
+ * as a next page elsewhere is.  As stfs_http_get(). */
+static int api_get(struct hf *h, const char *url, struct stfs_auth *auth,
+		   char **body, size_t *len, struct stfs_http_resp *r,
+		   struct stfs_error *err)
+{
+	char *at = strdup(url), q[256];
+	int rc = -ENOMEM;
+
+	for (int hops = 0; at; hops++) {
+		rc = stfs_http_get(h->net, at, auth, STFS_REQ_NOFOLLOW, NULL,
+				   API_MAX, body, len, r, err);
+		if (rc != STFS_HTTP_REDIRECT)
+			break;
+		if (hops == 5 || !r->location[0] || !on_hub(h, r->location)) {
+			rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
+				       "Hub's API %s: %s", hops == 5 ?
+				       "redirects more than 5 times" :
+				       "redirects elsewhere",
+				       stfs_quote(r->location,
+						  strlen(r->location), q,
+						  sizeof(q)));
+			break;
+		}
+		free(at);
+		at = strdup(r->location);
+		rc = -ENOMEM;
+	}
+	free(at);
+	return rc == -ENOMEM ? stfs_nomem(err) : rc;
+}
+
 static int resolve(struct hf *h, struct stfs_auth *auth,
 		   struct stfs_error *err)
 {
@@ -247,8 +288,7 @@ static int resolve(struct hf *h, struct stfs_auth *auth,
 		return stfs_nomem(err);
 	}
 	curl_free(rev);
-	rc = stfs_http_get(h->net, url, auth, 0, NULL, API_MAX, &body, &len, &r,
-			   err);
+	rc = api_get(h, url, auth, &body, &len, &r, err);
 	free(url);
 	if (rc)
 		return rc;
@@ -364,7 +404,6 @@ static int list_online(struct hf *h, struct stfs_auth *auth, int recursive,
 	struct stfs_pages seen = { 0 };
 	unsigned tmo = stfs_remote_list_timeout_ms(h->net);
 	char *sub = stfs_url_escape_path(h->subdir), *url = NULL;
-	size_t elen = strlen(h->endpoint);
 	int rc = 0;
 
 	if (!sub || asprintf(&url, "%s/api/%s/%s/tree/%s%s%s%s", h->endpoint,
@@ -387,8 +426,7 @@ static int list_online(struct hf *h, struct stfs_auth *auth, int recursive,
 					     AGAIN, url, tmo, err);
 			break;
 		}
-		rc = stfs_http_get(h->net, url, auth, 0, NULL, API_MAX, &body, &len,
-				   &r, err);
+		rc = api_get(h, url, auth, &body, &len, &r, err);
 		free(url);
 		url = NULL;
 		if (rc)
@@ -405,8 +443,7 @@ static int list_online(struct hf *h, struct stfs_auth *auth, int recursive,
 			break;
 		/* the next page, from the Hub itself only: the token goes
 		 * with it */
-		if (strncmp(r.link_next, h->endpoint, elen) != 0 ||
-		    r.link_next[elen] != '/') {
+		if (!on_hub(h, r.link_next)) {
 			rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
 				       "Hub's next page is elsewhere: %s",
 				       stfs_quote(r.link_next,
