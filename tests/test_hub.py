@@ -13,6 +13,8 @@ another address (127.0.0.2), as the Hub's do to its CDN.
 - the token: from HF_TOKEN, HUGGING_FACE_HUB_TOKEN, HF_TOKEN_PATH and
   $HF_HOME/token, sent to the Hub and never to nginx; a gated repo
   without it is refused with the Hub's reason, nothing mounted;
+- the API's redirects: followed on the Hub (a renamed repo), refused to
+  another origin;
 - the Hugging Face cache (models--ORG--NAME): HF_HUB_OFFLINE=1 with no
   server at all, and online with the files read from disk.
 """

@@ -14,6 +14,9 @@
 - a server that is gone: exit 1 naming the file, state failed;
 - -o prefetch=all warms at mount, and reads then make no request;
 - an unmount during a long warm (a paced server) is not held up;
+- the ioctl is the mount owner's and root's (another user, let in by
+  allow_other, reads but gets EPERM); globs past what a request holds are
+  refused before it; a mount of include= warms what it shows;
 - `stfs mount` on a terminal shows a progress line while slow headers
   arrive (a paced server), erased when the mount is live; off a terminal,
   none.

@@ -28,6 +28,14 @@
   composite checksum is not used; a mismatch or a malformed value: EIO,
   logged; what inspect --files says of each; and AWS's own client
   (@aws-sdk/client-s3, tests/s3js) validates the same checksums itself;
+- hostile servers and names (issue 40): Hub oids that are not 40/64
+  lower-case hex (ESC, BEL, short, upper case) refuse their file and
+  never reach the output, a missing oid serves the file unchecked (said
+  so), C1 and bidi controls in names are printed quoted, a lazy non-LFS
+  file is checked against its blob sha1 when read whole; an S3 object
+  replaced between listing and GET by a server that ignores If-Match is
+  refused; -o repo with a file named %tensors; more files than the
+  open-file soft limit; inspect --files with --json is a usage error;
 - st_blksize (`stat -c %o`) of a remote mount's files, tensor files and
   %repo/ files alike, is the block size (-o block_size=, 4 MiB by
   default); a local mount's stays 64 KiB.

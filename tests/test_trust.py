@@ -11,7 +11,8 @@ raw-socket servers of this file's own; mounts read through the kernel.
 - offline (HF_HUB_OFFLINE=1, -o offline) with a snapshot link whose blob
   is missing: no request at all, an error naming the file;
 - listings that loop (a Hub Link: next back to a page seen, an S3
-  continuation token repeated) stop at the first repeat;
+  continuation token repeated) stop at the first repeat; ones that never
+  end (a new cursor or token each page) stop at list_timeout=;
 - names with control characters from a server are escaped in messages
   and logs;
 - stfs umount unmounts only stfs mounts (a tmpfs and a plain directory
