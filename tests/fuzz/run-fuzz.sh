@@ -13,7 +13,7 @@
 #                base64, CRC-64/NVME);
 #   fuzz_remote  the Hub's revision and tree answers (JSON), source URLs
 #                and the secrets in them, the AWS CLI's INI files, hf://
-#                revisions;
+#                revisions, names quoted for a terminal;
 #   fuzz_xml     S3's XML (expat): ListObjectsV2 pages and error
 #                documents, seeded with real and hostile ones;
 #   fuzz_gguf    the GGUF reader and the foreign tensor table, seeded with
