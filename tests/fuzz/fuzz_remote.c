@@ -22,32 +22,6 @@
 #include "hub.h"
 #include "s3.h"
 
-/* A name as a server gives it, quoted for a terminal: well-formed
- * UTF-8 with no C0 or C1 control, no bidirectional control and no DEL,
- * within the room given. */
-static void quote(const char *doc, size_t len)
-{
-	char out[96];
-	const unsigned char *u = (const unsigned char *)out;
-	size_t n;
-
-	stfs_quote(doc, len, out, sizeof(out));
-	n = strlen(out);
-	if (n >= sizeof(out) || !stfs_utf8_valid(out, n, NULL))
-		abort();
-	for (size_t i = 0; i < n; i++) {
-		if (u[i] < 0x20 || u[i] == 0x7f ||
-		    (u[i] == 0xc2 && u[i + 1] >= 0x80 && u[i + 1] <= 0x9f) ||
-		    (u[i] == 0xd8 && u[i + 1] == 0x9c) ||
-		    (u[i] == 0xe2 && u[i + 1] == 0x80 &&
-		     (u[i + 2] == 0x8e || u[i + 2] == 0x8f ||
-		      (u[i + 2] >= 0xaa && u[i + 2] <= 0xae))) ||
-		    (u[i] == 0xe2 && u[i + 1] == 0x81 &&
-		     u[i + 2] >= 0xa6 && u[i + 2] <= 0xa9))
-			abort();
-	}
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static int on_file(void *arg, const char *path, const char *etag,
