@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "stfs/stfs.h"
+#include "format.h"
 #include "tree.h"
 #include "suites.h"
 
@@ -297,12 +298,54 @@ START_TEST(t_quote)
 }
 END_TEST
 
+/* The key names clash by: canonical decomposition, ASCII case. */
+START_TEST(t_name_key)
+{
+	static const char *const same[][2] = {
+		{ "caf\xc3\xa9.json", "cafe\xcc\x81.json" },   /* NFC, NFD */
+		{ "CAF\xc3\x89.JSON", "cafe\xcc\x81.json" },   /* and case */
+		{ "\xe2\x84\xab", "A\xcc\x8a" },   /* ANGSTROM SIGN, A + ring */
+		{ "\xed\x95\x9c", "\xe1\x84\x92\xe1\x85\xa1\xe1\x86\xab" }, /* Hangul */
+		/* marks in canonical order: dot below (220) before acute */
+		{ "a\xcc\x81\xcc\xa3", "a\xcc\xa3\xcc\x81" },
+		{ "\xe1\xba\xa5", "a\xcc\x82\xcc\x81" },  /* full, recursive */
+		/* an ASCII letter a decomposition shows folds too */
+		{ "\xc3\xa9", "\xc3\x89" },
+	};
+	static const char *const differ[][2] = {
+		{ "\xc3\xb8", "\xc3\x98" },        /* case beyond ASCII */
+		{ "\xef\xac\x81", "fi" },           /* a compatibility one */
+		{ "a\xff", "a\xc3\xbf" },            /* a raw byte, U+00FF */
+	};
+
+	for (size_t i = 0; i < sizeof(same) / sizeof(*same); i++) {
+		char *a = stfs_name_key(same[i][0], strlen(same[i][0]));
+		char *b = stfs_name_key(same[i][1], strlen(same[i][1]));
+
+		ck_assert_ptr_nonnull(a);
+		ck_assert_ptr_nonnull(b);
+		ck_assert_msg(!strcmp(a, b), "pair %zu", i);
+		free(a);
+		free(b);
+	}
+	for (size_t i = 0; i < sizeof(differ) / sizeof(*differ); i++) {
+		char *a = stfs_name_key(differ[i][0], strlen(differ[i][0]));
+		char *b = stfs_name_key(differ[i][1], strlen(differ[i][1]));
+
+		ck_assert_msg(strcmp(a, b), "pair %zu", i);
+		free(a);
+		free(b);
+	}
+}
+END_TEST
+
 Suite *names_suite(void)
 {
 	Suite *s = suite_create("names");
 	TCase *tc = tcase_create("mapping");
 
 	tcase_add_test(tc, t_component);
+	tcase_add_test(tc, t_name_key);
 	tcase_add_test(tc, t_long_component);
 	tcase_add_test(tc, t_tree_basic);
 	tcase_add_test(tc, t_tree_awkward);

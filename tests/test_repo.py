@@ -11,7 +11,8 @@
 - -o repo: the repository at the root, the tensors under %tensors/;
   -o files=GLOB; `stfs inspect --files`;
 - hostile names (a symlink out of the directory, "..", control bytes,
-  NUL, over 255 bytes, case-only twins, a file that is also a folder):
+  NUL, over 255 bytes, case-only twins, NFC and NFD twins, a file that
+  is also a folder):
   left out with a warning, never a name outside the mount;
 - small files: fetched and verified at mount, so config.json is read with
   no request; a small file whose bytes do not match its checksum is EIO,
@@ -242,11 +243,14 @@ def test_many_files(d, mnt):
         T.stop_fg(p, mnt)
 
 
+NFC, NFD = "caf\u00e9.json", "cafe\u0301.json"     # one name to macOS
+
+
 def test_hostile_local(d, mnt):
     src = os.path.join(d, "src")
     files = {"model.safetensors": st_model_repo()["model.safetensors"],
              "A.json": b"1", "a.json": b"2", "ctl\x01name": b"3",
-             "ok/x.txt": b"4"}
+             "ok/x.txt": b"4", NFC: b"nfc", NFD: b"nfd"}
     write_tree(src, files)
     with open(os.path.join(d, "secret"), "wb") as f:
         f.write(b"secret")
@@ -258,6 +262,7 @@ def test_hostile_local(d, mnt):
         names = sorted(os.listdir(root))
         assert "out" not in names and "ctl\x01name" not in names
         assert names.count("A.json") + names.count("a.json") == 1
+        assert (NFC in names) + (NFD in names) == 1, names
         with open(os.path.join(root, "in"), "rb") as f:
             assert f.read() == b"4"
     finally:
@@ -265,6 +270,8 @@ def test_hostile_local(d, mnt):
     r = stfs("inspect", "--files", src)
     assert "out\t0\t-\tleft out: a symbolic link" in r.stdout, r.stdout
     assert "only in case" in r.stdout and "control byte" in r.stdout
+    assert "\tleft out: its path is another's under Unicode " \
+        "normalization (NFC and NFD) or case" in r.stdout, r.stdout
     assert "warning: %repo/" in r.stderr
     # --files is its own table: with --json (or -q), a usage error
     for other in ("--json", "-q"):

@@ -11,13 +11,15 @@
  * URL shown with no user, password or query, INI keys lower-case and
  * distinct, a revision accepted with no "..", '%' or control byte; and
  * stfs_quote() of a name (text.c), whose output is well-formed UTF-8
- * with no C0, C1 or bidirectional control.
+ * with no C0, C1 or bidirectional control, and its key for Unicode twins
+ * (unorm.c).
  */
 #include <ctype.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "format.h"
 #include "remote.h"
 #include "hub.h"
 #include "s3.h"
@@ -126,12 +128,24 @@ static void rev(const char *doc, size_t len)
 
 /* A name as a server gives it, quoted for a terminal: well-formed
  * UTF-8 with no C0 or C1 control, no bidirectional control and no DEL,
- * within the room given. */
+ * within the room given; and its key for twins (unorm.c): made, its own
+ * key (NFD and lower case are idempotent), well-formed UTF-8 when the
+ * name is. */
 static void quote(const char *doc, size_t len)
 {
-	char out[96];
+	char out[96], *k, *k2;
 	const unsigned char *u = (const unsigned char *)out;
 	size_t n;
+
+	if (!(k = stfs_name_key(doc, len)))
+		return;
+	if (!(k2 = stfs_name_key(k, strlen(k))) ||
+	    (!memchr(doc, '\0', len) && strcmp(k, k2)) ||
+	    (stfs_utf8_valid(doc, len, NULL) &&
+	     !stfs_utf8_valid(k, strlen(k), NULL)))
+		abort();
+	free(k);
+	free(k2);
 
 	stfs_quote(doc, len, out, sizeof(out));
 	n = strlen(out);
