@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "stfs/stfs.h"
+#include "format.h"
 #include "tree.h"
 #include "suites.h"
 
@@ -274,7 +275,7 @@ END_TEST
 
 START_TEST(t_quote)
 {
-	char out[16];
+	char out[16], big[64];
 
 	ck_assert_str_eq(stfs_quote("a\"b\\\n", 5, out, sizeof(out)),
 			 "a\\\"b\\\\\\x0a");
@@ -283,6 +284,58 @@ START_TEST(t_quote)
 	/* never cuts a UTF-8 sequence */
 	stfs_quote("0123456789\xc3\xa9\xc3\xa9\xc3\xa9", 16, out, 14);
 	ck_assert(stfs_utf8_valid(out, strlen(out), NULL));
+	/* C1 (CSI) and bidirectional controls, bytes of no sequence (a
+	 * lone byte, an overlong '/', a surrogate); text kept */
+	ck_assert_str_eq(stfs_quote("a\xc2\x9b" "b\xe2\x80\xae" "c\xff\xc3\xa9",
+				    11, big, sizeof(big)),
+			 "a\\u009bb\\u202ec\\xff\xc3\xa9");
+	ck_assert_str_eq(stfs_quote("\xc0\xaf\xed\xa0\x80\xe2\x81\xa6\xd8\x9c",
+				    10, big, sizeof(big)),
+			 "\\xc0\\xaf\\xed\\xa0\\x80\\u2066\\u061c");
+	/* cut before a sequence, never inside: */
+	stfs_quote("0123456789\xe2\x80\xae", 13, out, 16);
+	ck_assert_str_eq(out, "0123456789...");
+}
+END_TEST
+
+/* The key names clash by: canonical decomposition, ASCII case. */
+START_TEST(t_name_key)
+{
+	static const char *const same[][2] = {
+		{ "caf\xc3\xa9.json", "cafe\xcc\x81.json" },   /* NFC, NFD */
+		{ "CAF\xc3\x89.JSON", "cafe\xcc\x81.json" },   /* and case */
+		{ "\xe2\x84\xab", "A\xcc\x8a" },   /* ANGSTROM SIGN, A + ring */
+		{ "\xed\x95\x9c", "\xe1\x84\x92\xe1\x85\xa1\xe1\x86\xab" }, /* Hangul */
+		/* marks in canonical order: dot below (220) before acute */
+		{ "a\xcc\x81\xcc\xa3", "a\xcc\xa3\xcc\x81" },
+		{ "\xe1\xba\xa5", "a\xcc\x82\xcc\x81" },  /* full, recursive */
+		/* an ASCII letter a decomposition shows folds too */
+		{ "\xc3\xa9", "\xc3\x89" },
+	};
+	static const char *const differ[][2] = {
+		{ "\xc3\xb8", "\xc3\x98" },        /* case beyond ASCII */
+		{ "\xef\xac\x81", "fi" },           /* a compatibility one */
+		{ "a\xff", "a\xc3\xbf" },            /* a raw byte, U+00FF */
+	};
+
+	for (size_t i = 0; i < sizeof(same) / sizeof(*same); i++) {
+		char *a = stfs_name_key(same[i][0], strlen(same[i][0]));
+		char *b = stfs_name_key(same[i][1], strlen(same[i][1]));
+
+		ck_assert_ptr_nonnull(a);
+		ck_assert_ptr_nonnull(b);
+		ck_assert_msg(!strcmp(a, b), "pair %zu", i);
+		free(a);
+		free(b);
+	}
+	for (size_t i = 0; i < sizeof(differ) / sizeof(*differ); i++) {
+		char *a = stfs_name_key(differ[i][0], strlen(differ[i][0]));
+		char *b = stfs_name_key(differ[i][1], strlen(differ[i][1]));
+
+		ck_assert_msg(strcmp(a, b), "pair %zu", i);
+		free(a);
+		free(b);
+	}
 }
 END_TEST
 
@@ -292,6 +345,7 @@ Suite *names_suite(void)
 	TCase *tc = tcase_create("mapping");
 
 	tcase_add_test(tc, t_component);
+	tcase_add_test(tc, t_name_key);
 	tcase_add_test(tc, t_long_component);
 	tcase_add_test(tc, t_tree_basic);
 	tcase_add_test(tc, t_tree_awkward);

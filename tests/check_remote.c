@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "remote.h"
 #include "hub.h"
@@ -150,6 +151,8 @@ static int on_file(void *arg, const char *path, const char *etag,
 	return 0;
 }
 
+#define HEX64 "ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00"
+
 START_TEST(t_hub_json)
 {
 	char sha[41];
@@ -157,10 +160,24 @@ START_TEST(t_hub_json)
 			  "abcdef01234567\",\"siblings\":[]}";
 	const char *tree =
 		"[{\"type\":\"directory\",\"oid\":\"1\",\"size\":0,\"path\":\"u\"},"
-		"{\"type\":\"file\",\"oid\":\"abc\",\"size\":3,\"path\":\"u/a\"},"
+		"{\"type\":\"file\",\"oid\":\"0123456789abcdef0123456789abcdef"
+		"01234567\",\"size\":3,\"path\":\"u/a\"},"
 		"{\"type\":\"file\",\"oid\":\"abd\",\"size\":9,\"path\":\"m.st\","
-		"\"lfs\":{\"oid\":\"ff00\",\"size\":9}},"
+		"\"lfs\":{\"oid\":\"" HEX64 "\",\"size\":9}},"
 		"{\"type\":\"file\",\"oid\":\"a\\\"q\",\"size\":1,\"path\":\"q\"}]";
+	/* what a hostile server gives: ESC and BEL in 40 bytes, upper case,
+	 * a short oid, an LFS oid of the wrong length (not the pointer's
+	 * oid instead), none at all, nulls */
+	const char *bad =
+		"[{\"type\":\"file\",\"oid\":\"\\u001b]0;t\\u0007aaaaaaaaaaaaaaaaaaaa"
+		"aaaaaaaaaaaaaa\",\"path\":\"e\"},"
+		"{\"type\":\"file\",\"oid\":\"0123456789ABCDEF0123456789abcdef"
+		"01234567\",\"path\":\"u\"},"
+		"{\"type\":\"file\",\"oid\":\"0123456789abcdef0123456789abcdef"
+		"01234567\",\"path\":\"l\",\"lfs\":{\"oid\":\"ff00\"}},"
+		"{\"type\":\"file\",\"path\":\"n\"}]";
+	const char *nulls =
+		"[{\"type\":\"file\",\"oid\":null,\"lfs\":null,\"path\":\"z\"}]";
 	struct files f = { 0 };
 
 	ck_assert_int_eq(stfs_hub_parse_sha(rev, strlen(rev), sha), 0);
@@ -176,13 +193,67 @@ START_TEST(t_hub_json)
 			 0);
 	ck_assert_int_eq(f.n, 3);
 	ck_assert_str_eq(f.path[0], "u/a");
-	ck_assert_str_eq(f.etag[0], "abc");
-	ck_assert_str_eq(f.etag[1], "ff00");       /* the LFS object's */
-	ck_assert_str_eq(f.etag[2], "(none)");     /* a quote: unusable */
+	ck_assert_str_eq(f.etag[0], "0123456789abcdef0123456789abcdef01234567");
+	ck_assert_str_eq(f.etag[1], HEX64);        /* the LFS object's */
+	ck_assert_str_eq(f.etag[2], "");           /* a quote: malformed */
+	f.n = 0;
+	ck_assert_int_eq(stfs_hub_parse_tree(bad, strlen(bad), on_file, &f), 0);
+	ck_assert_int_eq(f.n, 4);
+	ck_assert_str_eq(f.etag[0], "");
+	ck_assert_str_eq(f.etag[1], "");
+	ck_assert_str_eq(f.etag[2], "");
+	ck_assert_str_eq(f.etag[3], "(none)");
+	f.n = 0;
+	ck_assert_int_eq(stfs_hub_parse_tree(nulls, strlen(nulls), on_file,
+					     &f), 0);
+	ck_assert_int_eq(f.n, 1);
+	ck_assert_str_eq(f.etag[0], "(none)");
 	ck_assert_int_eq(stfs_hub_parse_tree("{}", 2, on_file, &f), -EINVAL);
 	ck_assert_int_eq(stfs_hub_parse_tree("[{\"type\":1}]", 12, on_file,
 					     &f), -EINVAL);
 	ck_assert_int_eq(stfs_hub_parse_tree("[", 1, on_file, &f), -EINVAL);
+}
+END_TEST
+
+/* A listing's bounds, all its pages together: its entries, the bytes of
+ * its answers, its deadline; each refusal names its bound. */
+START_TEST(t_listing_bounds)
+{
+	struct stfs_pages p = { 0 };
+	struct stfs_error err;
+	char key[32];
+
+	ck_assert_int_eq(stfs_pages_add(&p, "", 0), 0);
+	ck_assert_int_eq(stfs_pages_took(&p, STFS_LIST_ENTRIES_MAX - 1,
+					 1000), 0);
+	ck_assert_int_eq(stfs_pages_add(&p, "a", 0), 0);
+	ck_assert_int_eq(stfs_pages_took(&p, 1, 1000), 0);
+	ck_assert_int_eq(stfs_pages_took(&p, 1, 1000), -EMLINK);
+	ck_assert_int_eq(stfs_pages_fail(&p, -EMLINK, "the list", "again",
+					 "", 0, &err), -EIO);
+	ck_assert_str_eq(err.msg, "the list goes on past 1000000 entries "
+			 "(2 pages)");
+	stfs_pages_free(&p);
+	ck_assert_int_eq(stfs_pages_add(&p, "", 0), 0);
+	ck_assert_int_eq(stfs_pages_took(&p, 1, STFS_LIST_BYTES_MAX), 0);
+	ck_assert_int_eq(stfs_pages_took(&p, 1, 1), -E2BIG);
+	stfs_pages_fail(&p, -E2BIG, "the list", "again", "", 0, &err);
+	ck_assert_str_eq(err.msg, "the list goes on past 256 MiB of answers "
+			 "(1 pages, 2 entries)");
+	ck_assert_int_eq(stfs_pages_add(&p, "", 0), -ELOOP);
+	stfs_pages_fail(&p, -ELOOP, "the list", "came back", "\x1b", 0, &err);
+	ck_assert_str_eq(err.msg, "the list loops: page 1 came back (\\x1b)");
+	stfs_pages_free(&p);
+	/* the deadline, from the first page */
+	ck_assert_int_eq(stfs_pages_add(&p, "", 1000), 0);
+	ck_assert_int_eq(stfs_pages_add(&p, "b", 1000), 0);
+	usleep(1100 * 1000);
+	snprintf(key, sizeof(key), "c");
+	ck_assert_int_eq(stfs_pages_add(&p, key, 1000), -ETIME);
+	stfs_pages_fail(&p, -ETIME, "the list", "again", key, 1000, &err);
+	ck_assert_str_eq(err.msg, "the list goes on past list_timeout=1 "
+			 "(seconds; 2 pages, 0 entries so far)");
+	stfs_pages_free(&p);
 }
 END_TEST
 
@@ -374,6 +445,13 @@ START_TEST(t_remote_opts)
 	ck_assert_int_eq(stfs_remote_opts_set(o, "stall_timeout=0", why,
 					      sizeof(why)), -EINVAL);
 	ck_assert_str_eq(why, "stall_timeout=0: give 1 to 3600 (seconds)");
+	ck_assert_uint_eq(o->list_timeout_ms, 300000);   /* the default */
+	ck_assert_int_eq(stfs_remote_opts_set(o, "list_timeout=2", why,
+					      sizeof(why)), 0);
+	ck_assert_uint_eq(o->list_timeout_ms, 2000);
+	ck_assert_int_eq(stfs_remote_opts_set(o, "list_timeout=86401", why,
+					      sizeof(why)), -EINVAL);
+	ck_assert_str_eq(why, "list_timeout=86401: give 1 to 86400 (seconds)");
 	ck_assert_int_eq(stfs_remote_opts_set(o, "retries=-1", why,
 					      sizeof(why)), -EINVAL);
 	ck_assert_int_eq(stfs_remote_opts_set(o, "retries=0", why,
@@ -483,6 +561,7 @@ Suite *remote_suite(void)
 	tcase_add_test(tc, t_auth_headers);
 	tcase_add_test(tc, t_hub_json);
 	tcase_add_test(tc, t_link_and_errors);
+	tcase_add_test(tc, t_listing_bounds);
 	tcase_add_test(tc, t_content_encoding);
 	tcase_add_test(tc, t_retry_after);
 	tcase_add_test(tc, t_block_size);

@@ -18,7 +18,13 @@ only), as the Hub answers (checked against the official JavaScript client,
   and revisions: 401/404 with the Hub's codes.
 
 A fault mode: with .tree_loop set, the last page of a tree listing links
-back to its first page (Link: next to a page already seen).
+back to its first page (Link: next to a page already seen); .moved
+{"ORG/NAME": URL}: the repo's API calls answer 307 to URL + the rest of
+their path (a renamed repo: URL on the Hub itself; or elsewhere); with
+.tree_endless, every page links to a next one (a new cursor each time,
+empty past the end).  A hostile
+listing: .edit_tree, a function of a tree's entries (a list of dicts, in
+path order) that returns the entries to list instead.
 
 push() makes a new commit on a branch (the files nginx serves for every
 commit stay, as the Hub's do); a file is bytes, or Big(PATH), a file on
@@ -190,6 +196,9 @@ class Hub:
         self.seen = []
         self.log = Log(log)
         self.tree_loop = False      # the fault: the tree's pages loop
+        self.tree_endless = False   # or never end (a new cursor each)
+        self.edit_tree = None       # a hostile listing: f(entries)
+        self.moved = {}             # "ORG/NAME" -> where its API went
         self.page = PAGE
         self.trees = {}             # (sha, path, recursive) -> entries
         self.lock = threading.Lock()
@@ -363,6 +372,14 @@ class Hub:
             self.seen.append((u.path, auth))
         parts = [urllib.parse.unquote(p) for p in u.path.split("/")[1:]]
         api = parts[:1] == ["api"]
+        moved = self.moved.get("/".join(parts[2:4])) if api else None
+        if moved:
+            # a renamed repo's API: 307 to its new place (the rest of the
+            # path and the query kept)
+            rest = "/".join(u.path.split("/")[5:])
+            return self._send(h, 307, b"", [("Location", "%s/%s%s" % (
+                moved, rest, "?" + u.query if u.query else ""))],
+                with_body)
         if api:
             if len(parts) < 2 or parts[1] not in ("models", "datasets"):
                 return self._error(h, 404, "EntryNotFound", "Not Found",
@@ -427,6 +444,8 @@ class Hub:
             entries = self.trees.get(key)
         if entries is None:
             entries = self._entries(repo.commits[sha], path, recursive)
+            if self.edit_tree:
+                entries = self.edit_tree(entries)
             with self.lock:
                 self.trees[key] = entries
         if path and not entries:
@@ -436,7 +455,7 @@ class Hub:
         start = int(q.get("cursor", ["0"])[0])
         page = entries[start:start + self.page]
         headers = []
-        if start + self.page < len(entries):
+        if start + self.page < len(entries) or self.tree_endless:
             nq = dict((k, v[0]) for k, v in q.items())
             nq["cursor"] = str(start + self.page)
             headers.append(("Link", '<%s%s?%s>; rel="next"' % (

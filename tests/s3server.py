@@ -282,3 +282,95 @@ class Lister:
             self.server.shutdown()
             self.server.server_close()
             self.server = None
+
+
+class Bucket:
+    """A small standard-library S3 bucket "b" of objects ({key: bytes})
+    for the faults Swift will not make: ListObjectsV2 (one page) lists
+    each object with the MD5 ETag of its bytes, GET and HEAD (with a
+    Range) serve it; .swap ({key: bytes}) replaces an object's bytes
+    (and its ETag) after the listing, for a GET that ignores If-Match
+    as some servers and proxies do.  Requests are not checked for a
+    signature.  Every request's method, path and headers are in .seen."""
+
+    def __init__(self, objects):
+        self.objects, self.swap, self.seen = dict(objects), {}, []
+        self.lock = threading.Lock()
+        bucket = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            wbufsize = 1 << 16
+            disable_nagle_algorithm = True
+
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                bucket._handle(self, True)
+
+            def do_HEAD(self):
+                bucket._handle(self, False)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever,
+                         daemon=True).start()
+        atexit.register(self.stop)
+
+    @staticmethod
+    def etag(data):
+        return '"%s"' % hashlib.md5(data).hexdigest()
+
+    def _send(self, h, code, headers, body, with_body):
+        h.send_response(code)
+        for k, v in headers:
+            h.send_header(k, v)
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        if with_body:
+            h.wfile.write(body)
+
+    def _handle(self, h, with_body):
+        u = urllib.parse.urlsplit(h.path)
+        with self.lock:
+            self.seen.append((h.command, h.path, dict(h.headers)))
+        q = urllib.parse.parse_qs(u.query)
+        if u.path in ("/b", "/b/") and "list-type" in q:
+            pre = q.get("prefix", [""])[0]
+            items = "".join(
+                "<Contents><Key>%s</Key><Size>%d</Size><ETag>%s</ETag>"
+                "</Contents>" % (
+                    k.replace("&", "&amp;").replace("<", "&lt;"), len(v),
+                    self.etag(v).replace('"', "&quot;"))
+                for k, v in sorted(self.objects.items())
+                if k.startswith(pre))
+            body = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                    "<ListBucketResult><Name>b</Name><Prefix>%s</Prefix>"
+                    "<IsTruncated>false</IsTruncated>%s"
+                    "</ListBucketResult>" % (pre, items)).encode()
+            return self._send(h, 200, [("Content-Type", "application/xml")],
+                              body, with_body)
+        key = urllib.parse.unquote(u.path[len("/b/"):])
+        if not u.path.startswith("/b/") or key not in self.objects:
+            return self._send(h, 404, [], b"<Error><Code>NoSuchKey</Code>"
+                              b"</Error>", with_body)
+        data = self.swap.get(key, self.objects[key])
+        headers = [("ETag", self.etag(data)),
+                   ("Last-Modified", "Tue, 24 Nov 2026 10:00:00 GMT"),
+                   ("Accept-Ranges", "bytes")]
+        rng = h.headers.get("Range")
+        if rng and rng.startswith("bytes="):
+            a, _, b = rng[6:].partition("-")
+            a, b = int(a), min(int(b) if b else len(data) - 1,
+                               len(data) - 1)
+            headers.append(("Content-Range", "bytes %d-%d/%d" % (
+                a, b, len(data))))
+            return self._send(h, 206, headers, data[a:b + 1], with_body)
+        return self._send(h, 200, headers, data, with_body)
+
+    def stop(self):
+        if self.server:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None

@@ -13,6 +13,8 @@ another address (127.0.0.2), as the Hub's do to its CDN.
 - the token: from HF_TOKEN, HUGGING_FACE_HUB_TOKEN, HF_TOKEN_PATH and
   $HF_HOME/token, sent to the Hub and never to nginx; a gated repo
   without it is refused with the Hub's reason, nothing mounted;
+- the API's redirects: followed on the Hub (a renamed repo), refused to
+  another origin;
 - the Hugging Face cache (models--ORG--NAME): HF_HUB_OFFLINE=1 with no
   server at all, and online with the files read from disk.
 """
@@ -265,6 +267,40 @@ def test_token(d, mnt):
         assert "Bearer" not in w.nginx_log()
 
 
+def test_api_redirects(d, mnt):
+    """The Hub's API calls follow a redirect on the Hub itself (a renamed
+    repo's; the token goes with it), and refuse one elsewhere, as a next
+    page elsewhere is: the listing stays on the Hub's origin."""
+    a = open(os.path.join(T.REAL, "jl-nonsharded", "model.safetensors"),
+             "rb").read()
+    with world(d) as w, env(HF_TOKEN=hubemu.TOKEN):
+        new = w.hub.repo("org/new")
+        w.hub.push(new, {"model.safetensors": a, "a.txt": b"a"})
+        w.hub.repos["org/old"] = w.hub.repos["org/away"] = new
+        w.hub.moved["org/old"] = w.hub.url + "/api/models/org/new"
+        other = hubemu.Hub(os.path.join(d, "other"), w.ngx.url())
+        try:
+            other.push(other.repo("org/new"), {"model.safetensors": a,
+                                               "a.txt": b"a"})
+            w.hub.moved["org/away"] = other.url + "/api/models/org/new"
+            p = T.mount_fg("hf://org/old", mnt)
+            try:
+                assert sorted(os.listdir(os.path.join(mnt, "%repo"))) == \
+                    ["a.txt", "model.safetensors"]
+            finally:
+                T.stop_fg(p, mnt)
+            moved = [a_ for s_, a_ in w.hub.seen if s_.startswith(
+                "/api/models/org/new/")]
+            assert moved and all(x == "Bearer " + hubemu.TOKEN
+                                 for x in moved), moved
+            err = refused("hf://org/away", mnt, "the Hub's API redirects "
+                          "elsewhere: " + other.url + "/api/models/org/new")
+            assert not other.seen, other.seen
+            assert hubemu.TOKEN not in err
+        finally:
+            other.stop()
+
+
 def test_hf_cache(d, mnt):
     """The Hugging Face cache: offline with no server, and online with
     the files read from disk, not fetched."""
@@ -319,6 +355,7 @@ def run():
         test_revisions,
         test_folders,
         test_token,
+        test_api_redirects,
         test_hf_cache,
     ])
 

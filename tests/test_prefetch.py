@@ -14,6 +14,9 @@
 - a server that is gone: exit 1 naming the file, state failed;
 - -o prefetch=all warms at mount, and reads then make no request;
 - an unmount during a long warm (a paced server) is not held up;
+- the ioctl is the mount owner's and root's (another user, let in by
+  allow_other, reads but gets EPERM); globs past what a request holds are
+  refused before it; a mount of include= warms what it shows;
 - `stfs mount` on a terminal shows a progress line while slow headers
   arrive (a paced server), erased when the mount is live; off a terminal,
   none.
@@ -21,6 +24,7 @@
 import json
 import os
 import pty
+import pwd
 import re
 import select
 import subprocess
@@ -436,10 +440,92 @@ def test_mount_progress_line(d, mnt):
         paced.wait()
 
 
+def as_nobody(*cmd):
+    """cmd run as nobody (its output, text)."""
+    pw = pwd.getpwnam("nobody")
+
+    def drop():
+        os.setgroups([])
+        os.setgid(pw.pw_gid)
+        os.setuid(pw.pw_uid)
+    return subprocess.run(list(cmd), capture_output=True, text=True,
+                          preexec_fn=drop, timeout=60)
+
+
+def test_owner_only(d, mnt):
+    """With -o allow_other another user reads the mount but may not
+    start a warm, nor so set the state readiness probes read: EPERM, said
+    so, the state untouched; the owner (root here) may.  Globs past what
+    one request holds (2,000 --include, or 5,000 bytes) are refused
+    before it is sent, saying the bound."""
+    srv = os.path.join(d, "srv")
+    os.makedirs(srv)
+    tensors = shards(srv, n=2, per=1, size=1 << 20)
+    for x in (d, srv, os.path.dirname(mnt)):
+        os.chmod(x, 0o755)
+    ngx = Nginx(os.path.join(d, "ngx"), srv)
+    try:
+        p = T.mount_fg(ngx.url("model.safetensors.index.json"), mnt, "-o",
+                       "allow_other,cache=%s/cache" % d)
+        other = T.stfs_for_others()
+        for args in (["--include=nothing.here"], ["--include=layers/0/*"]):
+            r = as_nobody(other, "prefetch", *args, mnt)
+            assert r.returncode == 1 and "only the user who mounted it " \
+                "and root may prefetch it" in r.stderr, r.stderr
+            assert state(mnt) == "idle", state(mnt)
+        r = as_nobody(sys.executable, "-c", "import sys; sys.stdout.write("
+                      "str(len(open(sys.argv[1], 'rb').read())))",
+                      os.path.join(mnt, "layers", "1", "w0"))
+        assert r.returncode == 0 and r.stdout == str(1 << 20), r.stderr
+        r = prefetch(*["--include=layers/%d/*" % i for i in range(2000)],
+                     mnt)
+        assert r.returncode == 2 and "2000 --include globs" in r.stderr \
+            and "256 at most" in r.stderr, r.stderr
+        r = prefetch("--exclude=" + "x" * 5000, mnt)
+        assert r.returncode == 2 and "4095 at most" in r.stderr, r.stderr
+        assert state(mnt) == "idle"
+        r = prefetch(mnt)
+        assert r.returncode == 0 and state(mnt) == "done", r.stderr
+        read_all(mnt, [(n, 0, 0, b) for n, _, _, b in tensors])
+        T.stop_fg(p, mnt)
+    finally:
+        ngx.stop()
+
+
+def test_include_mount(d, mnt):
+    """A mount of a rank's share (-o include=): `stfs prefetch MNT`
+    warms the tensors it shows, not its shards whole; those then read
+    with no request."""
+    srv = os.path.join(d, "srv")
+    os.mkdir(srv)
+    tensors = shards(srv, n=2, per=2, size=1 << 20)
+    ngx = Nginx(os.path.join(d, "ngx"), srv)
+    try:
+        p = T.mount_fg(ngx.url("model.safetensors.index.json"), mnt,
+                       "-o", "cache=%s/cache,block_size=64K,"
+                       "include=layers.0.w0" % d)
+        opened = len(requests(ngx))
+        r = prefetch(mnt)
+        assert r.returncode == 0, r.stderr
+        asked = int(state(mnt, "bytes_asked"))
+        assert (1 << 20) <= asked <= (1 << 20) + (64 << 10), asked
+        mine = requests(ngx)[opened:]
+        assert {os.path.basename(u) for u, _, _ in mine} == \
+            {"model-00001-of-00002.safetensors"}, mine
+        assert sum(b - a + 1 for _, a, b in mine) == asked
+        n = len(requests(ngx))
+        read_all(mnt, tensors[:1])
+        assert len(requests(ngx)) == n
+        assert not os.path.exists(os.path.join(mnt, "layers", "1"))
+        T.stop_fg(p, mnt)
+    finally:
+        ngx.stop()
+
+
 TESTS = [test_full_warm, test_include_ranks, test_next_shard, test_paths,
          test_status_background, test_local_noop, test_refused,
          test_server_gone, test_mount_option, test_unmount_while_warming,
-         test_mount_progress_line]
+         test_mount_progress_line, test_owner_only, test_include_mount]
 
 if __name__ == "__main__":
     sys.exit(T.run_tests(TESTS))

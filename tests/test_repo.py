@@ -11,7 +11,8 @@
 - -o repo: the repository at the root, the tensors under %tensors/;
   -o files=GLOB; `stfs inspect --files`;
 - hostile names (a symlink out of the directory, "..", control bytes,
-  NUL, over 255 bytes, case-only twins, a file that is also a folder):
+  NUL, over 255 bytes, case-only twins, NFC and NFD twins, a file that
+  is also a folder):
   left out with a warning, never a name outside the mount;
 - small files: fetched and verified at mount, so config.json is read with
   no request; a small file whose bytes do not match its checksum is EIO,
@@ -28,6 +29,14 @@
   composite checksum is not used; a mismatch or a malformed value: EIO,
   logged; what inspect --files says of each; and AWS's own client
   (@aws-sdk/client-s3, tests/s3js) validates the same checksums itself;
+- hostile servers and names (issue 40): Hub oids that are not 40/64
+  lower-case hex (ESC, BEL, short, upper case) refuse their file and
+  never reach the output, a missing oid serves the file unchecked (said
+  so), C1 and bidi controls in names are printed quoted, a lazy non-LFS
+  file is checked against its blob sha1 when read whole; an S3 object
+  replaced between listing and GET by a server that ignores If-Match is
+  refused; -o repo with a file named %tensors; more files than the
+  open-file soft limit; inspect --files with --json is a usage error;
 - st_blksize (`stat -c %o`) of a remote mount's files, tensor files and
   %repo/ files alike, is the block size (-o block_size=, 4 MiB by
   default); a local mount's stays 64 KiB.
@@ -169,11 +178,79 @@ def test_repo_root(d, mnt):
         "matches no file" in r.stderr, r.stderr
 
 
+def test_repo_root_tensors_name(d, mnt):
+    """-o repo with a repository file (or folder) named %tensors: the
+    root lists %tensors once, the tensors' folder; the file is left out
+    with a warning (under %repo/, without -o repo, it is shown)."""
+    files = dict(st_model_repo(), **{"%tensors": b"a file",
+                                     "%tensors2/x": b"x"})
+    src = write_tree(os.path.join(d, "src"), files)
+    os.makedirs(os.path.join(d, "src2"))
+    src2 = write_tree(os.path.join(d, "src2"), dict(
+        st_model_repo(), **{"%tensors/x.json": b"{}"}))
+    for source, what in ((src, "%tensors"), (src2, "%tensors/x.json")):
+        p = T.mount_fg(source, mnt, "-o", "repo")
+        try:
+            names = os.listdir(mnt)
+            assert names.count("%tensors") == 1, names
+            assert os.path.isdir(os.path.join(mnt, "%tensors"))
+            assert os.path.exists(os.path.join(mnt, "%tensors",
+                                               "%header.json"))
+            if source == src:
+                with open(os.path.join(mnt, "%tensors2", "x"), "rb") as f:
+                    assert f.read() == b"x"
+        finally:
+            T.unmount(mnt)
+            log = p.communicate(timeout=10)[1].decode()
+        assert "%%repo/: %s is left out: its name is the tensors' " \
+            "folder" % what in log, log
+    p = T.mount_fg(src, mnt)
+    try:
+        with open(os.path.join(mnt, "%repo", "%tensors"), "rb") as f:
+            assert f.read() == b"a file"
+    finally:
+        T.stop_fg(p, mnt)
+
+
+def test_many_files(d, mnt):
+    """A local directory of more files than the open-file soft limit (a
+    lazy %repo/ file stays open until unmount): every file reads, the
+    daemon raising its soft limit to the hard one."""
+    import resource
+    files = dict(st_model_repo(), **{"many/f%03d.txt" % i: b"%d\n" % i
+                                     for i in range(600)})
+    src = write_tree(os.path.join(d, "src"), files)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1024:
+        raise AssertionError("the hard open-file limit is %d" % hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+    try:
+        p = T.mount_fg(src, mnt)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    try:
+        bad = []
+        for i in range(600):
+            try:
+                with open(os.path.join(mnt, "%repo", "many",
+                                       "f%03d.txt" % i), "rb") as f:
+                    if f.read() != b"%d\n" % i:
+                        bad.append((i, "bytes"))
+            except OSError as e:
+                bad.append((i, e.errno))
+        assert not bad, (len(bad), bad[:5])
+    finally:
+        T.stop_fg(p, mnt)
+
+
+NFC, NFD = "caf\u00e9.json", "cafe\u0301.json"     # one name to macOS
+
+
 def test_hostile_local(d, mnt):
     src = os.path.join(d, "src")
     files = {"model.safetensors": st_model_repo()["model.safetensors"],
              "A.json": b"1", "a.json": b"2", "ctl\x01name": b"3",
-             "ok/x.txt": b"4"}
+             "ok/x.txt": b"4", NFC: b"nfc", NFD: b"nfd"}
     write_tree(src, files)
     with open(os.path.join(d, "secret"), "wb") as f:
         f.write(b"secret")
@@ -185,6 +262,7 @@ def test_hostile_local(d, mnt):
         names = sorted(os.listdir(root))
         assert "out" not in names and "ctl\x01name" not in names
         assert names.count("A.json") + names.count("a.json") == 1
+        assert (NFC in names) + (NFD in names) == 1, names
         with open(os.path.join(root, "in"), "rb") as f:
             assert f.read() == b"4"
     finally:
@@ -192,7 +270,14 @@ def test_hostile_local(d, mnt):
     r = stfs("inspect", "--files", src)
     assert "out\t0\t-\tleft out: a symbolic link" in r.stdout, r.stdout
     assert "only in case" in r.stdout and "control byte" in r.stdout
+    assert "\tleft out: its path is another's under Unicode " \
+        "normalization (NFC and NFD) or case" in r.stdout, r.stdout
     assert "warning: %repo/" in r.stderr
+    # --files is its own table: with --json (or -q), a usage error
+    for other in ("--json", "-q"):
+        r = stfs("inspect", "--files", other, src)
+        assert r.returncode == 2 and "--files is a table of its own: " \
+            "not with " + other in r.stderr and not r.stdout, (other, r)
 
 
 def test_swapped_for_link(d, mnt):
@@ -396,6 +481,78 @@ def test_hub_faults(d, mnt):
         assert "pytorch_model.bin" in err, err
 
 
+C1_NAME = "c1\u009b[2J.txt"           # CSI: clears a terminal's screen
+BIDI_NAME = "bidi\u202egnp.exe.txt"   # shows as "bidi" "txt.exe.png"
+ESC_OID = "\x1b]0;owned\x07" + "a" * 30  # 40 bytes: sets a title
+
+
+def test_hub_hostile_oids(d, mnt):
+    """What a hostile Hub names: an oid that is not 40 (blob) or 64 (LFS)
+    lower-case hex digits is malformed, the file refused (EIO), and it
+    never reaches the output (ESC, BEL); a file listed with no oid is
+    served unchecked, said so; names with a C1 or a bidirectional control
+    are printed quoted (\\u009b, \\u202e) by inspect --files and the
+    mount's warnings; a file lazy for its weight-format name (not LFS)
+    is checked against its git blob sha1 at the end of a whole read."""
+    files = st_model_repo()
+    bad = {"esc.json": b'{"e": 1}', "short.json": b'{"s": 1}',
+           "lfsbad.json": b'{"l": 1}', C1_NAME: b"c1", BIDI_NAME: b"bidi"}
+    files.update(bad)
+    files.update({"none.json": b'{"n": 1}', "w.npy": b"npy-one",
+                  "ok.npy": b"npy-two"})
+
+    def edit(entries):
+        for e in entries:
+            if e["path"] in ("esc.json", C1_NAME):
+                e["oid"] = ESC_OID
+            elif e["path"] in ("short.json", BIDI_NAME):
+                e["oid"] = "abc"
+            elif e["path"] == "lfsbad.json":
+                e["lfs"] = {"oid": "Z" * 64, "size": 8}
+            elif e["path"] == "none.json":
+                del e["oid"]
+        return entries
+
+    with world(d) as w:
+        w.hub.edit_tree = edit
+        sha_ = hub_repo(w, "org/oids", files)
+        with open(os.path.join(w.files, "org/oids", sha_, "w.npy"),
+                  "r+b") as f:
+            f.write(b"NPY")         # served bytes that are not the blob's
+        p = T.mount_fg("hf://org/oids", mnt)
+        try:
+            root = os.path.join(mnt, "%repo")
+            for name in bad:
+                T.expect_errno(os.path.join(root, name), 5, 10)
+            with open(os.path.join(root, "none.json"), "rb") as f:
+                assert f.read() == files["none.json"]
+            with open(os.path.join(root, "ok.npy"), "rb") as f:
+                assert f.read() == files["ok.npy"]
+            T.expect_errno(os.path.join(root, "w.npy"), 5, 10)
+        finally:
+            T.unmount(mnt)
+            log = p.communicate(timeout=10)[1].decode("utf-8", "replace")
+        r = stfs("inspect", "--files", "hf://org/oids")
+    assert r.returncode == 0, r.stderr
+    for out in (log, r.stdout, r.stderr):
+        for raw in ("\x1b", "\x07", "\u009b", "\u202e"):
+            assert raw not in out, (raw, out)
+    assert "\\u009b" in r.stdout and "\\u202e" in r.stdout, r.stdout
+    assert "\\u009b" in log and "\\u202e" in log, log
+    lines = {x.split("\t")[0]: x.split("\t") for x in r.stdout.splitlines()}
+    for name in ("esc.json", "short.json", "lfsbad.json"):
+        assert lines[name][2] == "-" and lines[name][3].startswith(
+            "refused: its checksum in the Hub's listing is malformed"), \
+            lines[name]
+    assert lines["none.json"][2:] == [
+        "unchecked (the listing gives no oid)", "small"], lines["none.json"]
+    assert lines["w.npy"][2].startswith("sha1-blob:") and \
+        lines["w.npy"][3] == "lazy", lines["w.npy"]
+    assert "none.json: served unchecked (the listing gives no oid)" in log, \
+        log
+    assert "w.npy" in log and "expected sha1-blob" in log, log
+
+
 def test_hub_offline(d, mnt):
     """HF_HUB_OFFLINE=1: %repo/ is the Hugging Face cache's snapshot,
     every file, with no server at all."""
@@ -552,6 +709,52 @@ def test_s3_checksums(d, mnt):
 S3JS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "s3js")
 
 
+def bucket_env(b, d):
+    """The environment of an unsigned client of s3server.Bucket b."""
+    return env(AWS_ENDPOINT_URL=b.url, AWS_ENDPOINT_URL_S3=None,
+               AWS_ACCESS_KEY_ID=None, AWS_SECRET_ACCESS_KEY=None,
+               AWS_SESSION_TOKEN=None, AWS_REGION=None,
+               AWS_DEFAULT_REGION=None, AWS_PROFILE=None,
+               AWS_SHARED_CREDENTIALS_FILE=os.path.join(d, "no"),
+               AWS_CONFIG_FILE=os.path.join(d, "no"),
+               XDG_CACHE_HOME=os.path.join(d, "xdg"))
+
+
+def test_s3_swapped(d, mnt):
+    """A small object replaced between the listing and its GET, by a
+    server that ignores If-Match: its answer's own ETag (and MD5) match
+    the new bytes, but not the listing's ETag: refused (EIO), logged
+    "changed since it was listed", and inspect --files says so."""
+    import s3server
+    b = s3server.Bucket({"m/model.safetensors":
+                         st_model_repo()["model.safetensors"],
+                         "m/config.json": b'{"v": 1}',
+                         "m/vocab.txt": b"a\nb\n"})
+    b.swap["m/config.json"] = b'{"v": 2}'
+    try:
+        with bucket_env(b, d):
+            p = T.mount_fg("s3://b/m/", mnt)
+            try:
+                root = os.path.join(mnt, "%repo")
+                T.expect_errno(os.path.join(root, "config.json"), 5, 10)
+                with open(os.path.join(root, "vocab.txt"), "rb") as f:
+                    assert f.read() == b"a\nb\n"
+            finally:
+                T.unmount(mnt)
+                log = p.communicate(timeout=10)[1].decode()
+            r = stfs("inspect", "--files", "s3://b/m/")
+        gets = [x for x in b.seen if x[0] == "GET" and
+                x[1].endswith("/config.json")]
+        assert gets and gets[0][2].get("If-Match") == \
+            s3server.Bucket.etag(b'{"v": 1}'), gets
+    finally:
+        b.stop()
+    assert "config.json: changed since it was listed" in log, log
+    line = [x for x in r.stdout.splitlines() if x.startswith("config.json")]
+    assert line and "\trefused: changed since it was listed" in line[0], \
+        r.stdout
+
+
 def test_s3_checksums_aws_client(d):
     """AWS's own client (@aws-sdk/client-s3, pinned in tests/s3js) gets
     each object of test_s3_checksums with ChecksumMode ENABLED and
@@ -595,10 +798,13 @@ def test_s3_checksums_aws_client(d):
 
 if __name__ == "__main__":
     sys.exit(T.run_tests([test_local_diffusers, test_local_st_model,
-                          test_repo_root, test_hostile_local,
+                          test_repo_root, test_repo_root_tensors_name,
+                          test_many_files,
+                          test_hostile_local,
                           test_swapped_for_link,
                           test_hub_layouts, test_blksize, test_hub_lfs_whole,
-                          test_hub_faults,
+                          test_hub_faults, test_hub_hostile_oids,
                           test_hub_offline,
                           test_s3_layouts, test_s3_checksums,
+                          test_s3_swapped,
                           test_s3_checksums_aws_client]))

@@ -11,7 +11,8 @@ raw-socket servers of this file's own; mounts read through the kernel.
 - offline (HF_HUB_OFFLINE=1, -o offline) with a snapshot link whose blob
   is missing: no request at all, an error naming the file;
 - listings that loop (a Hub Link: next back to a page seen, an S3
-  continuation token repeated) stop at the first repeat;
+  continuation token repeated) stop at the first repeat; ones that never
+  end (a new cursor or token each page) stop at list_timeout=;
 - names with control characters from a server are escaped in messages
   and logs;
 - stfs umount unmounts only stfs mounts (a tmpfs and a plain directory
@@ -284,6 +285,41 @@ def test_listing_loops(d, mnt):
             assert len(lister.seen) == 10000, len(lister.seen)
             print("     10,000 pages listed and refused in %.1f s" %
                   (time.time() - t))
+    finally:
+        lister.stop()
+
+
+def test_listing_deadline(d, mnt):
+    """A listing whose pages never end (a new cursor, a new token each
+    time) is refused at its deadline, list_timeout= seconds after its
+    first page, with a message naming it: from the Hub and from S3."""
+    model = os.path.join(d, "m.safetensors")
+    small_model(model)
+    with open(model, "rb") as f:
+        files = {"model.safetensors": f.read(), "a.txt": b"a"}
+    with world(d) as w:
+        w.hub.push(w.hub.repo("org/endless"), files)
+        w.hub.tree_endless = True
+        t = time.time()
+        r = stfs("mount", "-o", "list_timeout=1", "hf://org/endless", mnt)
+        assert r.returncode == 1 and "the Hub's file list goes on past " \
+            "list_timeout=1 (seconds; " in r.stderr, r
+        assert not T.is_mount(mnt)
+        assert time.time() - t < 8, time.time() - t
+        assert len([s for s, _ in w.hub.seen if "/tree/" in s]) > 2
+    lister = s3server.Lister(loop=False)
+    try:
+        with env(AWS_ENDPOINT_URL=lister.url, AWS_ACCESS_KEY_ID=None,
+                 AWS_SECRET_ACCESS_KEY=None, AWS_PROFILE=None,
+                 AWS_CONFIG_FILE=os.path.join(d, "no"),
+                 AWS_SHARED_CREDENTIALS_FILE=os.path.join(d, "no")):
+            t = time.time()
+            r = stfs("mount", "-o", "list_timeout=1", "s3://b/p/", mnt)
+            assert r.returncode == 1 and "the bucket's listing goes on " \
+                "past list_timeout=1 (seconds; " in r.stderr, r
+            assert not T.is_mount(mnt)
+            assert time.time() - t < 8, time.time() - t
+            assert 2 < len(lister.seen) < 10000, len(lister.seen)
     finally:
         lister.stop()
 
@@ -826,7 +862,7 @@ def run():
     return T.run_tests([
         test_no_secret_shown,
         test_offline_missing_blob,
-        test_listing_loops,
+        test_listing_loops, test_listing_deadline,
         test_names_escaped,
         test_umount_only_stfs,
         test_cache_unusable,

@@ -721,8 +721,11 @@ ssize_t stfs_content_pread(const struct stfs_content *c, void *buf,
 /* ---- small helpers shared by the front ends -------------------------- */
 
 /* Write s as printable text into out (size outsz, always terminated):
- * control bytes, '"' and '\\' become \xNN / \" / \\, and long input is cut
- * with "...".  Returns out. */
+ * control bytes and bytes of no well-formed UTF-8 sequence become \xNN,
+ * the C1 and bidirectional controls (U+0080..U+009F, U+061C, U+200E,
+ * U+200F, U+202A..U+202E, U+2066..U+2069) \uXXXX, '"' and '\\' \" and
+ * \\; long input is cut with "..." (never inside a sequence).
+ * Returns out. */
 char *stfs_quote(const char *s, size_t len, char *out, size_t outsz);
 /* "[4096,4096]" for a shape, into out; returns bytes needed (snprintf). */
 size_t stfs_shape_str(const struct stfs_tensor *t, char *out, size_t outsz);

@@ -400,6 +400,11 @@ static int parse_inspect(int argc, char **argv, struct inspect_args *a,
 			return 2;
 		}
 	}
+	if (a->files && (a->json || a->quiet)) {
+		fprintf(stderr, "stfs: inspect: --files is a table of its "
+			"own: not with %s\n", a->json ? "--json" : "-q");
+		return 2;
+	}
 	if (!a->src) {
 		fprintf(stderr, "usage: stfs inspect [--json | --files | -q] "
 			"[--flat] "

@@ -24,6 +24,7 @@
 
 #include "cli.h"
 #include "mount.h"
+#include "pfspec.h"
 #include "progress.h"
 
 #define PF "user.stfs.prefetch"
@@ -298,6 +299,34 @@ static int follow(const struct pf_args *a, struct pf_status *st)
 	return finish(a, st, tty);
 }
 
+/* A request past what one holds (STFS_PF_MAX_GLOBS globs of each kind,
+ * STFS_PREFETCH_SPEC_MAX bytes): 2 after saying so, else 0. */
+static int too_much(const struct pf_args *a)
+{
+	size_t inc = 0, exc = 0;
+
+	for (const char *l = a->spec; l && *l; l = strchr(l, '\n') + 1) {
+		inc += *l == '+';
+		exc += *l == '-';
+	}
+	if (inc > STFS_PF_MAX_GLOBS || exc > STFS_PF_MAX_GLOBS) {
+		fprintf(stderr, "stfs: %s: %zu --%s globs (and PATHs): a "
+			"request takes %d at most; give fewer, broader ones "
+			"(a '*' matches across '/')\n", a->mnt,
+			inc > exc ? inc : exc, inc > exc ? "include" :
+			"exclude", STFS_PF_MAX_GLOBS);
+		return 2;
+	}
+	if (a->len >= STFS_PREFETCH_SPEC_MAX) {
+		fprintf(stderr, "stfs: %s: the globs (and PATHs) take %zu "
+			"bytes: a request takes %d at most; give fewer, "
+			"broader ones (a '*' matches across '/')\n", a->mnt,
+			a->len, STFS_PREFETCH_SPEC_MAX - 1);
+		return 2;
+	}
+	return 0;
+}
+
 /* Ask the daemon of mnt for a warm of spec: 0 or an errno. */
 static int ask(const char *mnt, const char *spec, size_t len)
 {
@@ -347,7 +376,16 @@ int stfs_prefetch_main(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
+	if ((rc = too_much(&a)))
+		goto out;
 	busy = ask(a.mnt, a.spec, a.len);
+	if (busy == EPERM) {
+		fprintf(stderr, "stfs: %s: only the user who mounted it and "
+			"root may prefetch it (reads are open to others)\n",
+			a.mnt);
+		rc = 1;
+		goto out;
+	}
 	if (busy && busy != EBUSY) {
 		if (read_status(a.mnt, &st) == 0 && *st.error)
 			fprintf(stderr, "stfs: %s: %s\n", a.mnt, st.error);

@@ -248,11 +248,12 @@ static void handle_free(struct stfs_fs *fs, struct stfs_fs_handle *h)
  * log (the reader sees only the errno). */
 static void log_refusal(const struct stfs_fs *fs, uint32_t node, int rc)
 {
-	char why[512], *path = stfs_model_node_path(fs->model, node);
+	char why[512], q[600], *path = stfs_model_node_path(fs->model, node);
 
 	stfs_model_node_error(fs->model, node, rc, why, sizeof(why));
 	fuse_log(FUSE_LOG_ERR, "stfs: %s: %s: %s\n",
-		 stfs_model_source(fs->model), path ? path : "?", why);
+		 stfs_model_source(fs->model), path ? stfs_quote(path,
+		 strlen(path), q, sizeof(q)) : "?", why);
 	free(path);
 }
 
@@ -328,7 +329,7 @@ static void read_verify_done(void *arg, const struct iovec *iov, int n,
 {
 	struct vread *r = arg;
 	struct stfs_fs *fs = stfs_fs_of(r->req);
-	char why[512], *path;
+	char why[512], q[600], *path;
 
 	if (!err && stfs_verify_feed(r->h->verify, r->off, iov, n, why,
 				     sizeof(why))) {
@@ -336,8 +337,9 @@ static void read_verify_done(void *arg, const struct iovec *iov, int n,
 				NULL;
 		if (why[0])
 			fuse_log(FUSE_LOG_ERR, "stfs: %s: %s: %s\n",
-				 stfs_model_source(fs->model),
-				 path ? path : "?", why);
+				 stfs_model_source(fs->model), path ?
+				 stfs_quote(path, strlen(path), q, sizeof(q)) :
+				 "?", why);
 		free(path);
 		err = -EIO;
 	}

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -593,6 +594,19 @@ static void opts_free(struct stfs_opts *o)
 	free(o->max_read);
 }
 
+/* The open-file limit raised to its hard limit: %repo/'s lazy files stay
+ * open until unmount, and a directory may hold more of them than the
+ * soft limit (often 1024, or less) lets a process open. */
+static void raise_nofile(void)
+{
+	struct rlimit r;
+
+	if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+		r.rlim_cur = r.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &r);
+	}
+}
+
 int stfs_mount_main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -617,6 +631,7 @@ int stfs_mount_main(int argc, char **argv)
 	fuse_session_destroy(se);
 	/* ...then the mountpoint, then the whole source. */
 	ret = 1;
+	raise_nofile();
 	if (check_mountpoint(src, o.mountpoint) == 0 &&
 	    open_model(&o, src, &fs) == 0)
 		ret = serve_model(&args, &o, src, &fs, threads);

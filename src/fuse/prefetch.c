@@ -7,9 +7,10 @@
  *
  * The ioctl's value is lines: "+GLOB" includes, "-GLOB" excludes, "#N"
  * the asker's number for it; no GLOB: the whole mount (read by
- * pfspec.c).  It fails with
- * EBUSY while another warm runs, and with the warm's own error otherwise
- * (the state then says why: failed, and the error).
+ * pfspec.c).  Only the mount's owner (the daemon's user) and root may
+ * send it (EPERM for anyone else, whom -o allow_other lets read); it
+ * fails with EBUSY while another warm runs, and with the warm's own
+ * error otherwise (the state then says why: failed, and the error).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fs.h"
 #include "mount.h"
@@ -157,6 +159,12 @@ void stfs_prefetch_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd,
 	}
 	if (ino != FUSE_ROOT_ID || !in) {
 		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	/* a warm (and the state readiness probes read) is the mount
+	 * owner's and root's; reads stay open to whom allow_other lets in */
+	if (fuse_req_ctx(req)->uid != 0 && fuse_req_ctx(req)->uid != getuid()) {
+		fuse_reply_err(req, EPERM);
 		return;
 	}
 	rc = stfs_prefetch_start(stfs_fs_of(req), in,

@@ -64,6 +64,8 @@ void stfs_usage(FILE *out)
 "                     for URL sources: seconds to connect (default 10),\n"
 "                     seconds slower than min_speed (30), retries (3),\n"
 "                     parallel requests (8)\n"
+"  -o list_timeout=S  for hf:// and s3:// listings: seconds all their pages\n"
+"                     may take (default 300)\n"
 "  -o min_speed=SIZE  for URL sources: bytes per second a request must\n"
 "                     average over stall_timeout (default 16K; 0: any)\n"
 "  -o block_size=SIZE for URL sources: fetch and cache in blocks of SIZE,\n"

@@ -6,15 +6,20 @@
  * hf://ORG/NAME@REV (gitref.c), which must never climb out of refs/.
  * (S3's XML is fuzz_xml.c's.)  The first byte picks the parser; the rest
  * is the document.  Nothing may crash or read out of bounds, and what is
- * taken must be sane: a commit 40 hex digits, ETags short and unquoted, a
+ * taken must be sane: a commit 40 hex digits, an oid 40 or 64 lower-case
+ * hex digits or "" (malformed), a
  * URL shown with no user, password or query, INI keys lower-case and
- * distinct, a revision accepted with no "..", '%' or control byte.
+ * distinct, a revision accepted with no "..", '%' or control byte; and
+ * stfs_quote() of a name (text.c), whose output is well-formed UTF-8
+ * with no C0, C1 or bidirectional control, and its key for Unicode twins
+ * (unorm.c).
  */
 #include <ctype.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "format.h"
 #include "remote.h"
 #include "hub.h"
 #include "s3.h"
@@ -26,8 +31,13 @@ static int on_file(void *arg, const char *path, const char *etag,
 {
 	(void)size;
 	*(size_t *)arg += strlen(path) + (etag ? strlen(etag) : 0);
-	if (etag && (strlen(etag) > 128 || strchr(etag, '"')))
+	/* an oid is 40 or 64 lower-case hex digits, or "" (malformed) */
+	if (etag && strlen(etag) != 0 && strlen(etag) != 40 &&
+	    strlen(etag) != 64)
 		abort();
+	for (const char *c = etag; c && *c; c++)
+		if (!strchr("0123456789abcdef", *c))
+			abort();
 	return 0;
 }
 
@@ -116,6 +126,44 @@ static void rev(const char *doc, size_t len)
 	free(r);
 }
 
+/* A name as a server gives it, quoted for a terminal: well-formed
+ * UTF-8 with no C0 or C1 control, no bidirectional control and no DEL,
+ * within the room given; and its key for twins (unorm.c): made, its own
+ * key (NFD and lower case are idempotent), well-formed UTF-8 when the
+ * name is. */
+static void quote(const char *doc, size_t len)
+{
+	char out[96], *k, *k2;
+	const unsigned char *u = (const unsigned char *)out;
+	size_t n;
+
+	if (!(k = stfs_name_key(doc, len)))
+		return;
+	if (!(k2 = stfs_name_key(k, strlen(k))) ||
+	    (!memchr(doc, '\0', len) && strcmp(k, k2)) ||
+	    (stfs_utf8_valid(doc, len, NULL) &&
+	     !stfs_utf8_valid(k, strlen(k), NULL)))
+		abort();
+	free(k);
+	free(k2);
+
+	stfs_quote(doc, len, out, sizeof(out));
+	n = strlen(out);
+	if (n >= sizeof(out) || !stfs_utf8_valid(out, n, NULL))
+		abort();
+	for (size_t i = 0; i < n; i++) {
+		if (u[i] < 0x20 || u[i] == 0x7f ||
+		    (u[i] == 0xc2 && u[i + 1] >= 0x80 && u[i + 1] <= 0x9f) ||
+		    (u[i] == 0xd8 && u[i + 1] == 0x9c) ||
+		    (u[i] == 0xe2 && u[i + 1] == 0x80 &&
+		     (u[i + 2] == 0x8e || u[i + 2] == 0x8f ||
+		      (u[i + 2] >= 0xaa && u[i + 2] <= 0xae))) ||
+		    (u[i] == 0xe2 && u[i + 1] == 0x81 &&
+		     u[i + 2] >= 0xa6 && u[i + 2] <= 0xa9))
+			abort();
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *doc, sha[41];
@@ -127,7 +175,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!(doc = malloc(size - 1 ? size - 1 : 1)))
 		return 0;
 	memcpy(doc, data + 1, size - 1);
-	switch (data[0] % 5) {
+	switch (data[0] % 6) {
 	case 0:
 		if (stfs_hub_parse_sha(doc, size - 1, sha) == 0 &&
 		    (strlen(sha) != 40 || strspn(sha, "0123456789abcdef") != 40))
@@ -141,6 +189,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case 4:
 		rev(doc, size - 1);
+		break;
+	case 5:
+		quote(doc, size - 1);
 		break;
 	default:                /* 2 */
 		url(doc, size - 1);

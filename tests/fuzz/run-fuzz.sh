@@ -13,7 +13,7 @@
 #                base64, CRC-64/NVME);
 #   fuzz_remote  the Hub's revision and tree answers (JSON), source URLs
 #                and the secrets in them, the AWS CLI's INI files, hf://
-#                revisions;
+#                revisions, names quoted for a terminal;
 #   fuzz_xml     S3's XML (expat): ListObjectsV2 pages and error
 #                documents, seeded with real and hostile ones;
 #   fuzz_gguf    the GGUF reader and the foreign tensor table, seeded with
@@ -117,6 +117,10 @@ mkdir -p "$out"/{corpus,seeds}-remote
 { printf '\3'; printf '[DEFAULT]\nregion = x\n[profile a b]\nAWS_Access_Key_ID : k\n  more\n\n# c\n[default]\nk=v\n'; } \
 	> "$out/seeds-remote/seed003"
 { printf '\4'; printf 'refs/pr/1'; } > "$out/seeds-remote/seed004"
+{ printf '\1'; printf '[{"type":"file","oid":"\033]0;t\007aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","size":3,"path":"a\302\233b\342\200\256c"},{"type":"file","path":"n","lfs":null,"oid":null}]'; } \
+	> "$out/seeds-remote/seed005"
+{ printf '\5'; printf 'a\302\233[2J\342\200\256gnp.exe\377\300\257\355\240\200\033]0;\007\343\201\202\360\237\230\200'; } \
+	> "$out/seeds-remote/seed006"
 # listings (first byte even) as S3 and Swift write them, and hostile ones;
 # errors (odd: the output's size)
 mkdir -p "$out"/{corpus,seeds}-xml

@@ -27,9 +27,16 @@ checksums and server-side encryption's ETags.
   ENABLED and no Range (S3 returns an object's checksum for the whole
   object only), computed over the real bytes of the answer.  HEAD is
   passed through as s3api answers it.
+- An object's ETag is the same in a listing and in a GET's answer, as
+  AWS has it: the PUT of a kms, ssec or composite object stores that
+  ETag as the one its container lists (Swift's
+  X-Object-Sysmeta-Container-Update-Override-Etag), and a GET's If-Match
+  is checked here against the ETag the answer gives (412 when it is not
+  that), not by Swift against the MD5.
 """
 import base64
 import hashlib
+import io
 import re
 from urllib.parse import parse_qs
 
@@ -82,12 +89,22 @@ def checksums(modes, body):
     return h
 
 
+def etag_of(modes, body):
+    """The ETag AWS would give an object of modes and bytes body (without
+    its quotes), or None: its MD5."""
+    if "kms" in modes or "ssec" in modes:
+        return hashlib.md5(b"encrypted:" + body).hexdigest()
+    if "composite" in modes:
+        return "%s-1" % hashlib.md5(hashlib.md5(body).digest()).hexdigest()
+    return None
+
+
 def answer(modes, body, headers, checksum_mode, ranged):
     """headers as AWS would send them for an object of modes."""
     out = [(k, v) for k, v in headers if k.lower() != "etag"]
     etag = dict((k.lower(), v) for k, v in headers).get("etag")
     if "kms" in modes or "ssec" in modes:
-        etag = '"%s"' % hashlib.md5(b"encrypted:" + body).hexdigest()
+        etag = '"%s"' % etag_of(modes, body)
         if "kms" in modes:
             out.append(("x-amz-server-side-encryption", "aws:kms"))
             out.append(("x-amz-server-side-encryption-aws-kms-key-id",
@@ -96,7 +113,7 @@ def answer(modes, body, headers, checksum_mode, ranged):
             out.append(("x-amz-server-side-encryption-customer-algorithm",
                         "AES256"))
     elif "composite" in modes:
-        etag = '"%s-1"' % hashlib.md5(hashlib.md5(body).digest()).hexdigest()
+        etag = '"%s"' % etag_of(modes, body)
     if etag:
         out.append(("ETag", etag))
     if checksum_mode == "ENABLED" and not ranged:
@@ -122,6 +139,12 @@ DENIED = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>'
           b'x-amz-checksum-mode</HeadersNotSigned></Error>')
 
 
+FAILED = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>'
+          b'PreconditionFailed</Code><Message>At least one of the '
+          b'pre-conditions you specified did not hold</Message>'
+          b'<Condition>If-Match</Condition></Error>')
+
+
 class S3Extras:
     def __init__(self, app):
         self.app = app
@@ -132,8 +155,19 @@ class S3Extras:
                            [("Content-Type", "application/xml"),
                             ("Content-Length", str(len(DENIED)))])
             return [DENIED]
+        meta = env.get("HTTP_X_AMZ_META_S3X")
+        if env.get("REQUEST_METHOD") == "PUT" and meta:
+            # the ETag the container lists: the one GETs will give
+            n = int(env.get("CONTENT_LENGTH") or 0)
+            body = env["wsgi.input"].read(n)
+            env["wsgi.input"] = io.BytesIO(body)
+            e = etag_of(set(m.strip() for m in meta.split(",")), body)
+            if e:
+                env["HTTP_X_OBJECT_SYSMETA_CONTAINER_UPDATE_OVERRIDE_"
+                    "ETAG"] = e
         if env.get("REQUEST_METHOD") != "GET":
             return self.app(env, start_response)
+        if_match = env.pop("HTTP_IF_MATCH", None)
         got = {}
 
         def keep(status, headers, exc_info=None):
@@ -153,6 +187,13 @@ class S3Extras:
             headers = answer(modes, body, headers,
                              env.get("HTTP_X_AMZ_CHECKSUM_MODE"),
                              "HTTP_RANGE" in env)
+        etag = dict((k.lower(), v) for k, v in headers).get("etag")
+        if if_match and if_match != "*" and status[:1] == "2" and \
+                etag not in [x.strip() for x in if_match.split(",")]:
+            start_response("412 Precondition Failed",
+                           [("Content-Type", "application/xml"),
+                            ("Content-Length", str(len(FAILED)))])
+            return [FAILED]
         start_response(status, headers)
         return [body]
 

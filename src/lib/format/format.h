@@ -234,6 +234,13 @@ void stfs_parallel_for(size_t n, unsigned width,
  * the names of cache files (source/cache.c). */
 uint64_t stfs_hash64(const char *s, size_t len);
 
+/* The key two names of a folder clash by (unorm.c): name (len bytes) in
+ * its canonical decomposition (NFD: canonically equivalent names, NFC
+ * "caf\xc3\xa9" and NFD "cafe\xcc\x81", have one key), ASCII letters in
+ * lower case, bytes of no UTF-8 sequence kept as they are.  A new
+ * string, or NULL (no memory). */
+char *stfs_name_key(const char *name, size_t len);
+
 /* CRC-64/NVME (crc64.c) of len bytes, going on from crc (0 to start):
  * S3's CRC64NVME. */
 uint64_t stfs_crc64nvme(uint64_t crc, const void *buf, size_t len);

@@ -17,6 +17,35 @@
 #include "stfs/stfs.h"
 #include "format.h"
 
+/* The code point of the well-formed UTF-8 sequence at s (at most len
+ * bytes) and its length, or 0 if none starts there (a byte of no
+ * sequence, a truncated, overlong or surrogate one). */
+static size_t utf8_at(const unsigned char *s, size_t len, uint32_t *cp)
+{
+	size_t n = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : 2;
+
+	if (n > len || !stfs_utf8_valid((const char *)s, n, NULL))
+		return 0;
+	*cp = n == 2 ? (uint32_t)(s[0] & 0x1f) << 6 | (s[1] & 0x3f) :
+	      n == 3 ? (uint32_t)(s[0] & 0x0f) << 12 |
+		       (uint32_t)(s[1] & 0x3f) << 6 | (s[2] & 0x3f) :
+		       (uint32_t)(s[0] & 0x07) << 18 |
+		       (uint32_t)(s[1] & 0x3f) << 12 |
+		       (uint32_t)(s[2] & 0x3f) << 6 | (s[3] & 0x3f);
+	return n;
+}
+
+/* A code point a terminal acts on or shows as something else: the C1
+ * controls (U+0080..U+009F: CSI is U+009B) and the bidirectional
+ * controls that reorder what follows (U+061C, U+200E, U+200F,
+ * U+202A..U+202E, U+2066..U+2069). */
+static int cp_hidden(uint32_t c)
+{
+	return (c >= 0x80 && c <= 0x9f) || c == 0x61c || c == 0x200e ||
+	       c == 0x200f || (c >= 0x202a && c <= 0x202e) ||
+	       (c >= 0x2066 && c <= 0x2069);
+}
+
 char *stfs_quote(const char *s, size_t len, char *out, size_t outsz)
 {
 	static const char hex[] = "0123456789abcdef";
@@ -24,29 +53,31 @@ char *stfs_quote(const char *s, size_t len, char *out, size_t outsz)
 
 	if (outsz == 0)
 		return out;
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)s[i];
-		char buf[4];
-		size_t n = 0;
+	for (size_t i = 0; i < len;) {
+		const unsigned char *u = (const unsigned char *)s + i;
+		unsigned char c = *u;
+		uint32_t cp = 0;
+		size_t take = 1, n = 0;
+		char buf[8];
 
-		if (c < 0x20 || c == 0x7f) {
-			buf[n++] = '\\';
-			buf[n++] = 'x';
-			buf[n++] = hex[c >> 4];
-			buf[n++] = hex[c & 15];
+		if (c >= 0x80 && !(take = utf8_at(u, len - i, &cp)))
+			take = 1;       /* a byte of no UTF-8 sequence */
+		if (c < 0x20 || c == 0x7f || (c >= 0x80 && take == 1)) {
+			n = (size_t)snprintf(buf, sizeof(buf), "\\x%c%c",
+					     hex[c >> 4], hex[c & 15]);
+		} else if (c >= 0x80 && cp_hidden(cp)) {
+			n = (size_t)snprintf(buf, sizeof(buf), "\\u%04x",
+					     (unsigned)cp);
 		} else if (c == '"' || c == '\\') {
 			buf[n++] = '\\';
 			buf[n++] = (char)c;
 		} else {
-			buf[n++] = (char)c;
+			memcpy(buf, u, take);
+			n = take;
 		}
-		/* keep room for "..." and the terminator */
+		/* keep room for "..." and the terminator (a sequence is
+		 * copied whole or not at all) */
 		if (o + n + 4 > outsz) {
-			/* do not cut a UTF-8 sequence in half */
-			while (o > 0 && ((unsigned char)out[o - 1] & 0xc0) == 0x80)
-				o--;
-			if (o > 0 && ((unsigned char)out[o - 1] & 0xc0) == 0xc0)
-				o--;
 			if (o + 4 <= outsz) {
 				memcpy(out + o, "...", 3);
 				o += 3;
@@ -55,6 +86,7 @@ char *stfs_quote(const char *s, size_t len, char *out, size_t outsz)
 		}
 		memcpy(out + o, buf, n);
 		o += n;
+		i += take;
 	}
 	out[o] = '\0';
 	return out;

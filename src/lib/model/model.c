@@ -316,6 +316,7 @@ static int select_entries(struct stfs_model *m,
 
 	if (!npat)
 		return 0;
+	m->selected = 1;
 	if (!(hits = calloc(npat, 1)))
 		return stfs_nomem(err);
 	for (size_t i = 0; i < m->nentries; i++) {

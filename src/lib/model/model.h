@@ -38,6 +38,7 @@ struct stfs_model {
 	struct stfs_file **files;
 	char **file_names;        /* relative to the location */
 	int sharded;              /* a directory or an index */
+	int selected;             /* include=/exclude= chose its tensors */
 	size_t nentries;
 	struct stfs_entry *entries; /* sorted by name bytes */
 	struct stfs_tree tree;    /* entries, then the header file */

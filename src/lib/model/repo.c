@@ -9,8 +9,10 @@
  * any other is opened when first opened and kept until unmount.
  *
  * Paths that cannot be shown (a component "..", a control byte, a name
- * over 255 bytes, over 4096 in all), two that differ only in ASCII case,
- * and a path that is both a file and a folder are left out with a
+ * over 255 bytes, over 4096 in all), two that differ only in ASCII case
+ * or Unicode normalization (NFC and NFD "café", format/unorm.c),
+ * a path that is both a file and a folder, and with -o repo one under
+ * %tensors (the tensors' folder at the root) are left out with a
  * warning; `stfs inspect --files` says why.
  *
  * Nodes: k = 0 is %repo/ itself, then its folders and files in path
@@ -196,41 +198,53 @@ static void leave_out(struct stfs_repo *r, struct stfs_rlist *l, uint32_t k,
 		leave_out(r, l, r->children[r->nodes[k].first + i], why);
 }
 
-static int cmp_case(const void *x, const void *y, void *arg)
+static int cmp_key(const void *x, const void *y, void *arg)
 {
-	const struct stfs_repo *r = arg;
-	const struct rnode *a = &r->nodes[*(const uint32_t *)x];
-	const struct rnode *b = &r->nodes[*(const uint32_t *)y];
-	int c = strcasecmp(a->name, b->name);
+	char **keys = arg;
+	uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+	int c = strcmp(keys[a], keys[b]);
 
 	return c ? c : (a > b) - (a < b);
 }
 
-/* Two children of a folder whose names differ only in ASCII case: the
- * later is left out.  1 if one was, 0 if none, -ENOMEM. */
+/* Two children of a folder whose names are one name to a file system
+ * that folds ASCII case or normalizes Unicode (equal but for ASCII case,
+ * or canonically equivalent: NFC and NFD "café"): the later is left out.
+ * 1 if one was, 0 if none, -ENOMEM. */
 static int case_clash(struct stfs_repo *r, struct stfs_rlist *l)
 {
 	uint32_t *tmp = malloc((r->n + 1) * sizeof(*tmp));
+	char **keys = calloc(r->n + 1, sizeof(*keys));
 	int found = 0;
 
-	if (!tmp)
-		return -ENOMEM;
-	for (uint32_t d = 0; d < r->n; d++) {
+	for (uint32_t i = 1; tmp && keys && i < r->n; i++)
+		if (!(keys[i] = stfs_name_key(r->nodes[i].name,
+					      r->nodes[i].name_len)))
+			found = -ENOMEM;
+	if (!tmp || !keys)
+		found = -ENOMEM;
+	for (uint32_t d = 0; !found && d < r->n; d++) {
 		const struct rnode *dn = &r->nodes[d];
 
 		if (dn->file >= 0 || dn->count < 2)
 			continue;
 		memcpy(tmp, r->children + dn->first, dn->count * sizeof(*tmp));
-		qsort_r(tmp, dn->count, sizeof(*tmp), cmp_case, r);
+		qsort_r(tmp, dn->count, sizeof(*tmp), cmp_key, keys);
 		for (uint32_t a = 1; a < dn->count; a++) {
-			if (strcasecmp(r->nodes[tmp[a - 1]].name,
-				       r->nodes[tmp[a]].name))
+			if (strcmp(keys[tmp[a - 1]], keys[tmp[a]]))
 				continue;
-			leave_out(r, l, tmp[a], "its path differs from "
-				  "another's only in case");
+			leave_out(r, l, tmp[a], !strcasecmp(
+				  r->nodes[tmp[a - 1]].name,
+				  r->nodes[tmp[a]].name) ? "its path differs "
+				  "from another's only in case" : "its path "
+				  "is another's under Unicode normalization "
+				  "(NFC and NFD) or case");
 			found = 1;
 		}
 	}
+	for (uint32_t i = 0; keys && i < r->n; i++)
+		free(keys[i]);
+	free(keys);
 	free(tmp);
 	return found;
 }
@@ -407,6 +421,17 @@ int stfs_repo_build(struct stfs_model *m, const struct stfs_model_opts *o,
 		return stfs_fail(err, rc, NULL, STFS_NO_OFFSET, "out of memory");
 	if ((rc = select_files(l, o, err)))
 		return rc;
+	/* -o repo: the root's %tensors/ is the tensors', not a file's */
+	for (size_t i = 0; (m->flags & STFS_TREE_REPO) && i < l->n; i++) {
+		size_t n = strlen(STFS_TENSORS_DIR);
+
+		if (!l->f[i].left_out &&
+		    !strncmp(l->f[i].path, STFS_TENSORS_DIR, n) &&
+		    (!l->f[i].path[n] || l->f[i].path[n] == '/'))
+			l->f[i].left_out = "its name is the tensors' folder "
+					   "(-o repo shows them as "
+					   STFS_TENSORS_DIR "/)";
+	}
 	if (base + l->n * 2 + 2 >= UINT32_MAX)
 		return stfs_fail(err, -EOVERFLOW, NULL, STFS_NO_OFFSET,
 				 "too many files in the repository (%zu)", l->n);

@@ -1,6 +1,8 @@
 /*
  * verify.c: a whole read of a large %repo/ file checked against the
- * sha256 its source publishes (an LFS file's lfs.oid on the Hub), for
+ * checksum its source publishes (on the Hub an LFS file's lfs.oid, a
+ * sha256, else its git blob id, the sha1 of "blob SIZE\0" and its
+ * bytes: a file lazy for its weight-format name, w.onnx), for
  * one open file: the bytes its reads return are hashed in file order as
  * they come (a few that come early are held until the bytes before them
  * have), and the read that reaches the end with a digest that does not
@@ -13,6 +15,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <inttypes.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -53,17 +56,31 @@ struct stfs_verify *stfs_verify_new(struct stfs_model *m, uint32_t node)
 	struct stfs_node_info ni;
 	struct stfs_verify *v;
 	struct stfs_rfile *f;
+	const EVP_MD *md;
+	char pre[32];
+	int plen;
 	int64_t j;
 
 	if (stfs_model_node(m, node, &ni) || ni.kind != STFS_NODE_KIND_REPO ||
 	    (j = stfs_repo_file(m, node - stfs_repo_base(m))) < 0)
 		return NULL;
 	f = &m->loc->files.f[j];
-	if (f->bytes || !f->size || !f->sum || strncmp(f->sum, "sha256:", 7) ||
-	    strlen(f->sum + 7) != 64 || !(v = calloc(1, sizeof(*v))))
+	if (f->bytes || !f->size || !f->sum)
+		return NULL;
+	if (!strncmp(f->sum, "sha256:", 7) && strlen(f->sum + 7) == 64)
+		md = EVP_sha256();
+	else if (!strncmp(f->sum, "sha1-blob:", 10) && strlen(f->sum + 10) == 40)
+		md = EVP_sha1();
+	else
+		return NULL;
+	/* git's blob id: the sha1 of "blob SIZE\0" and the bytes */
+	plen = snprintf(pre, sizeof(pre), "blob %" PRIu64, f->size) + 1;
+	if (!(v = calloc(1, sizeof(*v))))
 		return NULL;
 	if (!(v->ctx = EVP_MD_CTX_new()) ||
-	    !EVP_DigestInit_ex(v->ctx, EVP_sha256(), NULL)) {
+	    !EVP_DigestInit_ex(v->ctx, md, NULL) ||
+	    (md == EVP_sha1() && !EVP_DigestUpdate(v->ctx, pre,
+						    (size_t)plen))) {
 		EVP_MD_CTX_free(v->ctx);
 		free(v);
 		return NULL;
@@ -157,6 +174,7 @@ static int finish(struct stfs_verify *v, char *why, size_t whysz)
 {
 	unsigned char d[EVP_MAX_MD_SIZE];
 	char hex[2 * EVP_MAX_MD_SIZE + 1] = "", *fault;
+	const char *want;
 	unsigned dl = 0;
 
 	v->state = 1;
@@ -165,12 +183,13 @@ static int finish(struct stfs_verify *v, char *why, size_t whysz)
 		return 0;
 	for (unsigned i = 0; i < dl; i++)
 		sprintf(hex + 2 * i, "%02x", d[i]);
-	if (!strcmp(hex, v->f->sum + 7))
+	want = strchr(v->f->sum, ':') + 1;
+	if (!strcmp(hex, want))
 		return 0;
 	v->state = 2;
 	snprintf(v->why, sizeof(v->why), "checksum mismatch at the end of a "
-		 "whole read: expected sha256 %s, computed %s", v->f->sum + 7,
-		 hex);
+		 "whole read: expected %.*s %s, computed %s",
+		 (int)(want - 1 - v->f->sum), v->f->sum, want, hex);
 	snprintf(why, whysz, "%s", v->why);
 	/* every later open is EIO (the first fault recorded stays) */
 	if ((fault = strdup(why)) &&

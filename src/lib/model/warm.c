@@ -1,6 +1,7 @@
 /*
  * warm.c: a warm of a model's cache (`stfs prefetch`, -o prefetch=): the
- * blocks of its remote files, or of the tensors a selection names, each
+ * blocks of its remote files (of the tensors it shows, for a mount of
+ * include=/exclude=), or of the tensors a selection names, each
  * fetched once into the cache, in the order loaders read (the files in
  * the index's order, the tensors of a file by offset), with as many
  * blocks in flight as the remote layer has connections, below every
@@ -107,12 +108,14 @@ static int select_ranges(struct stfs_model *m, const struct stfs_warm_sel *sel,
 		free(r);
 		return -ENOMEM;
 	}
-	if (!sel->ninclude && !sel->nexclude) {
+	/* all of a mount: its files whole, or (a mount of a selection,
+	 * include=: a rank's share) the tensors it shows */
+	if (!np && !m->selected) {
 		for (size_t f = 0; f < nf; f++)
 			r[k++] = (struct range){ (uint32_t)f, 0,
 				stfs_file_size(stfs_model_file(m, f)) };
 	}
-	for (size_t i = 0; np && i < nt; i++) {
+	for (size_t i = 0; (np || m->selected) && i < nt; i++) {
 		const struct stfs_tensor *t = stfs_model_tensor(m, i);
 		size_t f = stfs_model_tensor_file(m, i);
 		const char *file = stfs_model_file_name(m, f);

@@ -27,6 +27,7 @@ static void defaults(struct stfs_remote_opts *o)
 	*o = (struct stfs_remote_opts){
 		.connect_timeout_ms = 10000,
 		.stall_timeout_ms = 30000,
+		.list_timeout_ms = 300000,
 		.retries = 3,
 		.connections = 8,
 		.min_speed = 16384,
@@ -151,6 +152,8 @@ static const struct {
 	  offsetof(struct stfs_remote_opts, connect_timeout_ms), 1000 },
 	{ "stall_timeout", 1, 3600, "1 to 3600 (seconds)",
 	  offsetof(struct stfs_remote_opts, stall_timeout_ms), 1000 },
+	{ "list_timeout", 1, 86400, "1 to 86400 (seconds)",
+	  offsetof(struct stfs_remote_opts, list_timeout_ms), 1000 },
 	{ "retries", 0, 100, "0 to 100",
 	  offsetof(struct stfs_remote_opts, retries), 1 },
 	{ "connections", 1, 256, "1 to 256",
@@ -356,6 +359,11 @@ int stfs_remote_offline(const struct stfs_remote *r)
 enum stfs_s3_style stfs_remote_s3_style(const struct stfs_remote *r)
 {
 	return r->o.s3_style;
+}
+
+unsigned stfs_remote_list_timeout_ms(const struct stfs_remote *r)
+{
+	return r ? r->o.list_timeout_ms : 0;
 }
 
 size_t stfs_remote_block_size(const struct stfs_remote *r)

@@ -69,6 +69,8 @@ char *stfs_url_escape_path(const char *path);
 /* -o offline: no network, the cache only. */
 int stfs_remote_offline(const struct stfs_remote *r);
 enum stfs_s3_style stfs_remote_s3_style(const struct stfs_remote *r);
+/* list_timeout=, in ms (a listing's pages, all of them) */
+unsigned stfs_remote_list_timeout_ms(const struct stfs_remote *r);
 
 /* A byte source for the object at url, of r: fetches its first block,
  * which gives its size and version (ETag, Last-Modified): 0, or -errno
@@ -177,15 +179,35 @@ int stfs_s3_error_parse(const char *xml, size_t len, char *out,
 /* A listing stops after this many pages (the Hub's are 1,000 files long,
  * S3's 1,000 keys), or at the first page seen before. */
 #define STFS_PAGES_MAX 10000
+/* What one listing may hold, all its pages together: files (and other
+ * entries), and bytes of answers. */
+#define STFS_LIST_ENTRIES_MAX 1000000
+#define STFS_LIST_BYTES_MAX (256u << 20)
 
 struct stfs_pages {
 	uint8_t (*seen)[32];    /* SHA-256 of each page's URL or token */
 	size_t n, cap;
+	size_t entries;         /* entries of the pages so far */
+	uint64_t bytes;         /* bytes of their answers */
+	int64_t deadline_ms;    /* CLOCK_MONOTONIC; 0: none */
 };
 
 /* Remember the page named by key (its URL, its continuation token): 0,
- * -ELOOP if it was seen before, -EFBIG past STFS_PAGES_MAX, -ENOMEM. */
-int stfs_pages_add(struct stfs_pages *p, const char *key);
+ * -ELOOP if it was seen before, -EFBIG past STFS_PAGES_MAX, -ETIME past
+ * the listing's deadline (timeout_ms from its first page; 0: none),
+ * -ENOMEM. */
+int stfs_pages_add(struct stfs_pages *p, const char *key,
+		   unsigned timeout_ms);
+/* A page's answer of bytes with entries in it, counted: 0, or -E2BIG
+ * past STFS_LIST_BYTES_MAX bytes or -EMLINK past STFS_LIST_ENTRIES_MAX
+ * entries, all pages together. */
+int stfs_pages_took(struct stfs_pages *p, size_t entries, size_t bytes);
+/* Why stfs_pages_add()/_took() refused (rc), of what ("the Hub's file
+ * list"; a loop: page N, again, key), into err: -EIO (-ENOMEM as it
+ * is). */
+int stfs_pages_fail(const struct stfs_pages *p, int rc, const char *what,
+		    const char *again, const char *key, unsigned timeout_ms,
+		    struct stfs_error *err);
 void stfs_pages_free(struct stfs_pages *p);
 
 /* ---- the locators of services (locate.c, hub/, s3/) --------------------- */
@@ -209,6 +231,7 @@ void stfs_rfile_unfetched(struct stfs_rfile *f, int rc,
 struct stfs_remote_opts {
 	unsigned connect_timeout_ms;    /* per attempt */
 	unsigned stall_timeout_ms;      /* under min_speed for this long */
+	unsigned list_timeout_ms;       /* a whole listing, its pages */
 	unsigned retries;               /* after the first attempt */
 	unsigned connections;           /* parallel requests, >= 1 */
 	uint64_t min_speed;             /* bytes/s; 0: only no byte at all */

@@ -430,6 +430,7 @@ int stfs_repo_fetch_small(struct stfs_location *loc,
 {
 	struct fetchers o = { loc, NULL };
 	struct stfs_rlist *l = &loc->files;
+	int s3 = stfs_url_scheme(loc->arg) == STFS_SCHEME_S3;
 	size_t n = 0;
 
 	if (!(loc->http || loc->remote) || !l->n)
@@ -437,7 +438,7 @@ int stfs_repo_fetch_small(struct stfs_location *loc,
 	if (!(o.todo = calloc(l->n, sizeof(*o.todo))))
 		return -ENOMEM;
 	for (size_t i = 0, bytes = 0; i < l->n; i++) {
-		if (!l->f[i].small || l->f[i].left_out)
+		if (!l->f[i].small || l->f[i].left_out || l->f[i].fault)
 			continue;
 		if (n >= STFS_REPO_SMALL_FILES ||
 		    bytes + l->f[i].size > STFS_REPO_SMALL_BYTES) {
@@ -448,17 +449,18 @@ int stfs_repo_fetch_small(struct stfs_location *loc,
 		o.todo[n++] = &l->f[i];
 	}
 	stfs_parallel_for(n, STFS_REPO_FETCHERS, fetch_nth, &o);
-	for (size_t i = 0; warn && i < n; i++) {
+	/* every file refused or served unchecked, fetched or lazy, said
+	 * once */
+	for (size_t i = 0; warn && i < l->n; i++) {
+		const struct stfs_rfile *f = &l->f[i];
 		char line[1024], q[300];
 
-		const struct stfs_rfile *f = o.todo[i];
-
-		if (!f->fault && !f->unchecked)
+		if (f->left_out || (!f->fault && !f->unchecked))
 			continue;
 		snprintf(line, sizeof(line), "%%repo/%s: %s%s%s",
 			 stfs_quote(f->path, strlen(f->path), q, sizeof(q)),
 			 f->fault ? f->fault : "served ", f->fault ? "" :
-			 f->unchecked, f->fault ? "" : ": an encrypted "
+			 f->unchecked, f->fault || !s3 ? "" : ": an encrypted "
 			 "object's ETag is not the MD5 of its bytes, and S3 "
 			 "sent no full-object checksum");
 		warn(ctx, line);

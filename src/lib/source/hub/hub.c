@@ -38,6 +38,7 @@
 
 #define HUB_DEFAULT "https://huggingface.co"
 #define API_MAX (64u << 20)         /* bytes of one API answer, at most */
+#define AGAIN "links back to a page already listed"
 
 int stfs_hf_push(struct hf *h, const char *name, const char *etag)
 {
@@ -231,6 +232,47 @@ bad:
 
 /* ---- online: the API ----------------------------------------------------- */
 
+/* Is url on the Hub (the endpoint, then '/')? */
+static int on_hub(const struct hf *h, const char *url)
+{
+	size_t n = strlen(h->endpoint);
+
+	return !strncmp(url, h->endpoint, n) && url[n] == '/';
+}
+
+/* GET an API url whole, following its redirects on the Hub only (a
+ * renamed repo's; the token goes with them): one elsewhere is refused,
+ * as a next page elsewhere is.  As stfs_http_get(). */
+static int api_get(struct hf *h, const char *url, struct stfs_auth *auth,
+		   char **body, size_t *len, struct stfs_http_resp *r,
+		   struct stfs_error *err)
+{
+	char *at = strdup(url), q[256];
+	int rc = -ENOMEM;
+
+	for (int hops = 0; at; hops++) {
+		rc = stfs_http_get(h->net, at, auth, STFS_REQ_NOFOLLOW, NULL,
+				   API_MAX, body, len, r, err);
+		if (rc != STFS_HTTP_REDIRECT)
+			break;
+		if (hops == 5 || !r->location[0] || !on_hub(h, r->location)) {
+			rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
+				       "Hub's API %s: %s", hops == 5 ?
+				       "redirects more than 5 times" :
+				       "redirects elsewhere",
+				       stfs_quote(r->location,
+						  strlen(r->location), q,
+						  sizeof(q)));
+			break;
+		}
+		free(at);
+		at = strdup(r->location);
+		rc = -ENOMEM;
+	}
+	free(at);
+	return rc == -ENOMEM ? stfs_nomem(err) : rc;
+}
+
 static int resolve(struct hf *h, struct stfs_auth *auth,
 		   struct stfs_error *err)
 {
@@ -246,8 +288,7 @@ static int resolve(struct hf *h, struct stfs_auth *auth,
 		return stfs_nomem(err);
 	}
 	curl_free(rev);
-	rc = stfs_http_get(h->net, url, auth, 0, NULL, API_MAX, &body, &len, &r,
-			   err);
+	rc = api_get(h, url, auth, &body, &len, &r, err);
 	free(url);
 	if (rc)
 		return rc;
@@ -262,14 +303,18 @@ static int resolve(struct hf *h, struct stfs_auth *auth,
 struct lister {
 	struct hf *h;
 	int recursive;
+	size_t entries;         /* files listed so far */
 };
 
 /* A file of the repo for %repo/: its checksum by its length (a git
- * blob's sha1, an LFS object's sha256), small or not. */
+ * blob's sha1, an LFS object's sha256), small or not.  A file the
+ * listing gives no checksum for is served unchecked (said so); one whose
+ * checksum is malformed ("", hubjson.c) is refused. */
 static int repo_file(struct stfs_rlist *rl, const char *name,
 		     const char *etag, uint64_t size)
 {
 	size_t n = etag ? strlen(etag) : 0;
+	struct stfs_rfile *f;
 	char sum[96];
 	int rc;
 
@@ -278,9 +323,17 @@ static int repo_file(struct stfs_rlist *rl, const char *name,
 			 "sha256", etag);
 	rc = stfs_rlist_push(rl, name, size, n == 40 || n == 64 ? sum : NULL,
 			     stfs_repo_path_bad(name));
-	if (!rc)
-		rl->f[rl->n - 1].small = stfs_repo_is_small(name, size);
-	return rc;
+	if (rc)
+		return rc;
+	f = &rl->f[rl->n - 1];
+	f->small = stfs_repo_is_small(name, size);
+	if (!etag)
+		f->unchecked = "unchecked (the listing gives no oid)";
+	else if (!n && !(f->fault = strdup("its checksum in the Hub's "
+					   "listing is malformed (an oid is "
+					   "40 or 64 lower-case hex digits)")))
+		return -ENOMEM;
+	return 0;
 }
 
 static int on_file(void *arg, const char *path, const char *etag,
@@ -290,6 +343,8 @@ static int on_file(void *arg, const char *path, const char *etag,
 	struct hf *h = l->h;
 	size_t sl = strlen(h->subdir);
 	const char *name = path, *slash;
+
+	l->entries++;
 
 	if (sl) {
 		if (strncmp(path, h->subdir, sl) != 0 || path[sl] != '/')
@@ -305,26 +360,6 @@ static int on_file(void *arg, const char *path, const char *etag,
 		    stfs_ends_with(slash, ".safetensors.index.json")))
 		return stfs_hf_push_dir(h, name, (size_t)(slash - name));
 	return 0;
-}
-
-/* Remember the page at url: 0, or -EIO / -ENOMEM with err saying why
- * the listing stops (a page seen before: a loop; too many pages). */
-static int new_page(struct stfs_pages *seen, const char *url,
-		    struct stfs_error *err)
-{
-	int rc = stfs_pages_add(seen, url);
-	char q[256];
-
-	if (rc == -ELOOP)
-		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the Hub's "
-				 "file list loops: page %zu links back to a "
-				 "page already listed (%s)", seen->n,
-				 stfs_quote(url, strlen(url), q, sizeof(q)));
-	if (rc == -EFBIG)
-		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the Hub's "
-				 "file list goes on past %d pages",
-				 STFS_PAGES_MAX);
-	return rc ? stfs_nomem(err) : 0;
 }
 
 /* A path ending in a checkpoint's file name names that one file (a GGUF
@@ -365,10 +400,10 @@ static int pick_file(struct hf *h, struct stfs_location *loc,
 static int list_online(struct hf *h, struct stfs_auth *auth, int recursive,
 		       struct stfs_error *err)
 {
-	struct lister l = { h, recursive };
+	struct lister l = { h, recursive, 0 };
 	struct stfs_pages seen = { 0 };
+	unsigned tmo = stfs_remote_list_timeout_ms(h->net);
 	char *sub = stfs_url_escape_path(h->subdir), *url = NULL;
-	size_t elen = strlen(h->endpoint);
 	int rc = 0;
 
 	if (!sub || asprintf(&url, "%s/api/%s/%s/tree/%s%s%s%s", h->endpoint,
@@ -384,10 +419,14 @@ static int list_online(struct hf *h, struct stfs_auth *auth, int recursive,
 		char *body, q[256];
 		size_t len;
 
-		if ((rc = new_page(&seen, url, err)))
+		size_t before = l.entries;
+
+		if ((rc = stfs_pages_add(&seen, url, tmo))) {
+			rc = stfs_pages_fail(&seen, rc, "the Hub's file list",
+					     AGAIN, url, tmo, err);
 			break;
-		rc = stfs_http_get(h->net, url, auth, 0, NULL, API_MAX, &body, &len,
-				   &r, err);
+		}
+		rc = api_get(h, url, auth, &body, &len, &r, err);
 		free(url);
 		url = NULL;
 		if (rc)
@@ -396,13 +435,15 @@ static int list_online(struct hf *h, struct stfs_auth *auth, int recursive,
 			rc = rc == -ENOMEM ? stfs_nomem(err) :
 			     stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
 				       "Hub's file list does not parse");
+		else if ((rc = stfs_pages_took(&seen, l.entries - before, len)))
+			rc = stfs_pages_fail(&seen, rc, "the Hub's file list",
+					     AGAIN, "", tmo, err);
 		free(body);
 		if (rc || !r.link_next[0])
 			break;
 		/* the next page, from the Hub itself only: the token goes
 		 * with it */
-		if (strncmp(r.link_next, h->endpoint, elen) != 0 ||
-		    r.link_next[elen] != '/') {
+		if (!on_hub(h, r.link_next)) {
 			rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
 				       "Hub's next page is elsewhere: %s",
 				       stfs_quote(r.link_next,

@@ -54,7 +54,8 @@ int stfs_hf_list_cached(struct hf *h, const char *snap, int depth,
  * 0, or -EINVAL. */
 int stfs_hub_parse_sha(const char *json, size_t len, char sha[41]);
 /* A tree API page: file() for each file's path, the Hub's ETag (its LFS
- * sha256, else its blob id; NULL if neither is usable) and size; a
+ * sha256, 64 lower-case hex digits, else its blob id, 40; NULL if the
+ * entry gives none, "" if the one it gives is malformed) and size; a
  * non-zero return stops and is returned.  0, or -EINVAL. */
 int stfs_hub_parse_tree(const char *json, size_t len,
 			int (*file)(void *arg, const char *path,

@@ -12,14 +12,20 @@
 
 #include "hub.h"
 
+/* Is s n lower-case hex digits, and no more? */
+static int hex_of(const char *s, size_t n)
+{
+	size_t i = 0;
+
+	for (; s[i]; i++)
+		if (!isxdigit((unsigned char)s[i]) || isupper((unsigned char)s[i]))
+			return 0;
+	return i == n;
+}
+
 int stfs_hf_is_sha(const char *s)
 {
-	size_t n = 0;
-
-	for (; s[n]; n++)
-		if (!isxdigit((unsigned char)s[n]) || isupper((unsigned char)s[n]))
-			return 0;
-	return n == 40;
+	return hex_of(s, 40);
 }
 
 int stfs_hub_parse_sha(const char *json, size_t len, char sha[41])
@@ -79,20 +85,24 @@ int stfs_hub_parse_tree(const char *json, size_t len,
 		    strlen(json_object_get_string(p)) !=
 		    (size_t)json_object_get_string_len(p))
 			continue;
-		/* the Hub's ETag: the LFS object's sha256, else the blob's */
-		if (json_object_object_get_ex(e, "lfs", &lfs) &&
-		    json_object_is_type(lfs, json_type_object) &&
-		    json_object_object_get_ex(lfs, "oid", &o) &&
-		    json_object_is_type(o, json_type_string))
-			etag = json_object_get_string(o);
-		else if (json_object_object_get_ex(e, "oid", &o) &&
-			 json_object_is_type(o, json_type_string))
-			etag = json_object_get_string(o);
+		/* the Hub's ETag: the LFS object's sha256 (64 lower-case
+		 * hex), else the blob's sha1 (40); one that is not, of a
+		 * server that may be hostile, is malformed (never shown
+		 * or compared: "") */
+		if (json_object_object_get_ex(e, "lfs", &lfs) && lfs) {
+			etag = json_object_is_type(lfs, json_type_object) &&
+			       json_object_object_get_ex(lfs, "oid", &o) &&
+			       json_object_is_type(o, json_type_string) &&
+			       hex_of(json_object_get_string(o), 64) ?
+			       json_object_get_string(o) : "";
+		} else if (json_object_object_get_ex(e, "oid", &o) && o) {
+			etag = json_object_is_type(o, json_type_string) &&
+			       hex_of(json_object_get_string(o), 40) ?
+			       json_object_get_string(o) : "";
+		}
 		if (json_object_object_get_ex(e, "size", &sz) &&
 		    json_object_is_type(sz, json_type_int))
 			size = json_object_get_int64(sz);
-		if (etag && (strlen(etag) > 128 || strpbrk(etag, "\"\\")))
-			etag = NULL;
 		rc = file(arg, json_object_get_string(p), etag,
 			  size > 0 ? (uint64_t)size : 0);
 	}

@@ -35,6 +35,7 @@
 #include "s3.h"
 
 #define LIST_MAX (16u << 20)        /* bytes of one listing page */
+#define AGAIN "gives a continuation token already used"
 
 /* ---- s3://BUCKET/KEY ------------------------------------------------------ */
 
@@ -112,6 +113,7 @@ struct names {
 	const char *prefix;
 	char **all;
 	size_t n;
+	size_t entries;         /* objects listed so far */
 	struct stfs_rlist *rl;  /* every object under the prefix (%repo/) */
 };
 
@@ -148,6 +150,7 @@ static int on_object(void *arg, const char *key, uint64_t size,
 	size_t pl = strlen(l->prefix);
 	char **a;
 
+	l->entries++;
 	if (strncmp(key, l->prefix, pl) != 0 || !key[pl])
 		return 0;
 	if (l->rl && repo_object(l->rl, key + pl, size, etag))
@@ -163,39 +166,24 @@ static int on_object(void *arg, const char *key, uint64_t size,
 	return 0;
 }
 
-/* Remember the page of token: 0, or -EIO / -ENOMEM with err saying why
- * the listing stops (a token seen before: a loop; too many pages). */
-static int new_page(struct stfs_pages *seen, const char *token,
-		    struct stfs_error *err)
-{
-	int rc = stfs_pages_add(seen, token);
-	char q[256];
-
-	if (rc == -ELOOP)
-		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
-				 "bucket's listing loops: page %zu gives a "
-				 "continuation token already used (%s)",
-				 seen->n, stfs_quote(token, strlen(token),
-							 q, sizeof(q)));
-	if (rc == -EFBIG)
-		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
-				 "bucket's listing goes on past %d pages",
-				 STFS_PAGES_MAX);
-	return rc ? stfs_nomem(err) : 0;
-}
-
 /* The keys directly under s->key (a prefix ending in '/', or ""). */
 static int list(const struct s3 *s, struct stfs_auth *auth, struct names *l,
 		struct stfs_error *err)
 {
 	struct stfs_pages seen = { 0 };
 	char *token = NULL, *root = url_of(s, "");
+	unsigned tmo = stfs_remote_list_timeout_ms(s->net);
+	const char *what = "the bucket's listing";
 	int rc = 0, truncated = 1;
 
 	if (!root)
 		return stfs_nomem(err);
-	rc = new_page(&seen, "", err);  /* the first page, which has none */
+	/* the first page, which has none */
+	if ((rc = stfs_pages_add(&seen, "", tmo)))
+		rc = stfs_pages_fail(&seen, rc, what, AGAIN, "", tmo,
+				     err);
 	while (!rc && truncated) {
+		size_t before = l->entries;
 		char *tok = token ? curl_easy_escape(NULL, token, 0) : NULL;
 		char *pre = curl_easy_escape(NULL, s->key, 0), *url = NULL;
 		struct stfs_http_resp r;
@@ -227,8 +215,12 @@ static int list(const struct s3 *s, struct stfs_auth *auth, struct names *l,
 		else if (rc)
 			rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the "
 				       "bucket's listing does not parse");
-		else if (truncated)
-			rc = new_page(&seen, token, err);
+		else if ((rc = stfs_pages_took(&seen, l->entries - before,
+					       len)) ||
+			 (truncated && (rc = stfs_pages_add(&seen, token,
+							    tmo))))
+			rc = stfs_pages_fail(&seen, rc, what, AGAIN, token ?
+					     token : "", tmo, err);
 	}
 	free(token);
 	free(root);

@@ -11,7 +11,9 @@
  * so).  A composite checksum (a multipart upload's, of its parts'
  * checksums, "BASE64-N") is not of the bytes and is never used.  The
  * values are untrusted: one that is not strict base64 of the algorithm's
- * length refuses the file, as bytes that do not match do.
+ * length refuses the file, as bytes that do not match do.  The GET asks
+ * for the listing's version (If-Match: its ETag); an answer with another
+ * ETag (from a server or proxy that ignores If-Match) is refused too.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -124,7 +126,12 @@ static int judge(const struct stfs_rfile *f, const char *b, size_t len,
 	char hex[2 * EVP_MAX_MD_SIZE + 1];
 
 	*why = NULL;
-	if (len != f->size) {
+	if (f->revision && r->etag[0] && strcmp(r->etag, f->revision)) {
+		/* a server (or proxy) that ignores If-Match sent another
+		 * version: its own checksums would pass it */
+		*why = strdup("changed since it was listed (its ETag is not "
+			      "the listing's)");
+	} else if (len != f->size) {
 		if (asprintf(why, "the listing says %" PRIu64 " bytes, the "
 			     "server sent %zu", f->size, len) < 0)
 			*why = NULL;
