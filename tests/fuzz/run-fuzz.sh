@@ -132,6 +132,11 @@ export STFS_FUZZ_CACHE=$(mktemp -d /tmp/stfs-fuzz-cache-XXXXXX)
 printf '\0https://h/m.safetensors\0"6921b5a0-8fffff90"\0' > "$out/seeds-cache/seed000"
 printf '\1https://h/m.safetensors\0Sun, 22 Nov 2026 08:00:00 GMT\0001\nW/"x"\n' > "$out/seeds-cache/seed001"
 printf '\3https://h/../../x\0"../../etc"\0../../../../tmp/x' > "$out/seeds-cache/seed002"
+# a block file: a byte of its header and one of its bytes flipped; cut
+# short; planted whole (all zeros)
+printf '\376https://h/m.safetensors\0"e"\0\020\0\001\010\020\004' > "$out/seeds-cache/seed003"
+printf '\006https://h/m.safetensors\0"e"\0\050' > "$out/seeds-cache/seed004"
+{ printf '\376https://h/m.safetensors\0"e"\0\0'; head -c 4200 /dev/zero; } > "$out/seeds-cache/seed005"
 mkdir -p "$out"/{corpus,seeds}-prefetch
 printf '+model-0000[12]-*\n-*.bin\n#7\n' > "$out/seeds-prefetch/seed000"
 printf 'all\n\n#4294967296\n+layers/0/*\n' > "$out/seeds-prefetch/seed001"

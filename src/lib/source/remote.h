@@ -438,12 +438,11 @@ struct stfs_object {
 	 * reader's block and the prefetches beside it fail together) */
 	struct stfs_failure failed[STFS_FAIL_SLOTS];
 	unsigned nfailed;           /* the next slot to use */
-	/* cached blocks kept open for reading (lookup.c): block b in slot
-	 * b % STFS_FD_SLOTS (fd -1: none); fd_lock is held to read with
-	 * one, and to change */
+	/* cached blocks kept open for reading, their headers checked
+	 * (lookup.c): block b in slot b % STFS_FD_SLOTS (fd -1: none);
+	 * fd_lock is held to read with one, and to change */
 	pthread_rwlock_t fd_lock;
-	int fd[STFS_FD_SLOTS];
-	uint64_t fd_block[STFS_FD_SLOTS];
+	struct stfs_cache_blk slot[STFS_FD_SLOTS];
 };
 
 struct stfs_inflight;

@@ -10,7 +10,9 @@
  * also lets a reader be answered from the first bytes before the rest
  * have come): a server that ignores ranges, an object that changed, an
  * ambiguous answer, a short or overlong body is an error, never bytes of
- * two versions mixed.
+ * two versions mixed.  A body that ends early, even cleanly (no
+ * Content-Length and the connection closed, or a last chunk), is a cut
+ * transfer and retried.
  *
  * Failures that may pass (no connection, a stall, 5xx, 429) are retried
  * with exponential backoff and jitter, honouring Retry-After; then the
@@ -486,8 +488,27 @@ static int judge(const struct xfer *x, CURLcode rc, long status,
 				 "ambiguous answer (%s)", x->r.ambiguity);
 	if (q->whole && status == 200)
 		return 0;
-	if (!q->whole && status == 206)
-		return check_range(q, &x->r, x->got, 1, err);
+	if (!q->whole && status == 206) {
+		code = check_range(q, &x->r, x->got, 1, err);
+		/* the answer promised the range, and its body ended early
+		 * but cleanly (no Content-Length and the connection closed,
+		 * or chunked with its last chunk): a cut transfer, retried as
+		 * a reset one is (curl tells a cut with a Content-Length) */
+		if (code == -EIO && x->r.has_range && !x->r.ambiguous &&
+		    x->r.range_first == q->off &&
+		    x->got < x->r.range_last - x->r.range_first + 1 &&
+		    check_range(q, &x->r, 0, 0, NULL) == 0) {
+			*again = 1;
+			return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET,
+					 "the transfer was cut: %zu of the %"
+					 PRIu64 " bytes of bytes %" PRIu64
+					 "-%" PRIu64 " came", x->got,
+					 x->r.range_last - x->r.range_first +
+					 1, x->r.range_first,
+					 x->r.range_last);
+		}
+		return code;
+	}
 	if (status == 200 || (q->whole && status == 206))
 		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the server "
 				 "ignores range requests (200 for a range)");
