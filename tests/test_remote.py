@@ -368,6 +368,65 @@ def test_cut_clean(d, mnt):
         srv.stop()
 
 
+def test_retry_after_storm(d, mnt):
+    """A 429 storm with Retry-After: 30 and more readers than connections
+    (connections=4, retries=1, 12 O_DIRECT readers of 12 blocks): every
+    read fails within its bound, retries x 30 s as the reader measures it
+    (issue 40, item 12; before, the reads queued behind workers sitting
+    out their backoff failed at 30, 60 and 90 s)."""
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    KiB = 1 << 10
+    tensors = [("layers.%d.w" % i, "U8", [64 * KiB], os.urandom(64 * KiB))
+               for i in range(14)]
+    src = T.write_st(os.path.join(data, "m.safetensors"), tensors)
+
+    def answer(method, path, headers):
+        first, last, size, body = file_range(src, headers)
+        if first:
+            return "429 Too Many Requests", ["Retry-After: 30"], b""
+        return "206 Partial Content", ['ETag: "v1"',
+                                       "Content-Range: bytes %d-%d/%d" %
+                                       (first, last, size)], body
+
+    srv = RawServer(answer)
+    took = {}
+
+    def reader(i):
+        t = time.time()
+        fd = os.open(os.path.join(mnt, "layers/%d/w" % i),
+                     os.O_RDONLY | os.O_DIRECT)
+        try:
+            os.pread(fd, 4096, 0)
+            took[i] = "read"
+        except OSError as e:
+            took[i] = (e.errno, time.time() - t)
+        finally:
+            os.close(fd)
+
+    try:
+        p = T.mount_fg(srv.url("m.safetensors"), mnt, "-o",
+                       "block_size=64K,connections=4,retries=1,cache=" +
+                       os.path.join(d, "cache"))
+        try:
+            th = [threading.Thread(target=reader, args=(i,), daemon=True)
+                  for i in range(1, 13)]
+            for t in th:
+                t.start()
+            for t in th:
+                t.join(120)
+        finally:
+            T.stop_fg(p, mnt)
+        worst = max(v[1] for v in took.values())
+        assert len(took) == 12 and all(v[0] == errno.EIO
+                                       for v in took.values()), took
+        assert worst < 33, sorted(took.items())
+        print("     12 readers, 4 connections: EIO after at most %.1f s" %
+              worst)
+    finally:
+        srv.stop()
+
+
 def test_block_part(d, mnt):
     """A reader of a block a prefetch has on the wire is answered as soon
     as its own bytes have come, not once the whole block has (the server
@@ -952,6 +1011,7 @@ def run():
         test_block_part,
         test_block_retry_changed,
         test_cut_clean,
+        test_retry_after_storm,
         test_prefetch_nocache,
         test_unmount_in_flight,
         test_stats_per_mount,

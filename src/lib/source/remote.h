@@ -296,7 +296,15 @@ struct stfs_request {
 	struct stfs_early *early;   /* or NULL */
 	struct stfs_progress *progress; /* or NULL */
 	unsigned flags;             /* STFS_REQ_* */
+	uint64_t deadline_ms;       /* no backoff past it (monotonic ms:
+				     * its reader's bound), or 0 */
 };
+
+/* The longest backoff before a retry: a Retry-After is capped to it, and
+ * a reader waits at most retries x that for a read that fails. */
+#define STFS_BACKOFF_MAX_S 30
+/* CLOCK_MONOTONIC in milliseconds (httpc.c). */
+uint64_t stfs_now_ms(void);
 
 /* A redirect is an answer (stfs_httpc_fetch() returns STFS_HTTP_REDIRECT,
  * the target in resp->location), not followed by libcurl. */
@@ -452,6 +460,7 @@ struct stfs_inflight;
 struct stfs_fetcher {
 	CURL *h;
 	struct stfs_inflight *to_write;
+	uint64_t deadline_ms;   /* its reader's bound (stfs_request), or 0 */
 };
 
 #define STFS_SPARE_MAX 16

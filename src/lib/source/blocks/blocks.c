@@ -402,7 +402,8 @@ static int fetch_block(struct stfs_fetcher *f, struct stfs_inflight *me,
 		.url = s->url, .etag = s->etag,
 		.last_modified = s->last_modified, .auth = s->auth,
 		.off = start + cut, .len = me->len - cut, .want_total = s->size,
-		.cancel = &s->closing, .early = early, .progress = &me->pr };
+		.cancel = &s->closing, .early = early, .progress = &me->pr,
+		.deadline_ms = f->deadline_ms };
 	struct stfs_error e = { 0 };
 	int rc;
 
@@ -520,7 +521,8 @@ static int read_uncached(struct stfs_fetcher *f, struct stfs_object *s,
 	struct stfs_request q = {
 		.url = s->url, .etag = s->etag,
 		.last_modified = s->last_modified, .auth = s->auth,
-		.off = off, .want_total = s->size, .cancel = &s->closing };
+		.off = off, .want_total = s->size, .cancel = &s->closing,
+		.deadline_ms = f->deadline_ms };
 	char *run = buf;
 	int rc;
 

@@ -147,14 +147,6 @@ static int cached(struct stfs_object *o, void *buf, size_t len,
 	return 0;
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
-}
-
 void stfs_blocks_failed(struct stfs_object *s, uint64_t off, uint64_t end,
 			int rc)
 {
@@ -164,7 +156,7 @@ void stfs_blocks_failed(struct stfs_object *s, uint64_t off, uint64_t end,
 		return;
 	k = s->nfailed++ % STFS_FAIL_SLOTS;
 	s->failed[k] = (struct stfs_failure){ off, end,
-					      now_ms() + FAIL_MEMORY_MS, rc };
+					      stfs_now_ms() + FAIL_MEMORY_MS, rc };
 }
 
 /* The failure of a fetch of bytes [off, off + len) of o that ended a
@@ -172,7 +164,7 @@ void stfs_blocks_failed(struct stfs_object *s, uint64_t off, uint64_t end,
 static int recent_failure(struct stfs_object *o, uint64_t off, size_t len)
 {
 	struct stfs_blocks *bl = &o->r->blocks;
-	uint64_t now = now_ms();
+	uint64_t now = stfs_now_ms();
 	int rc = 0;
 
 	pthread_mutex_lock(&bl->mu);

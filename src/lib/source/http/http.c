@@ -79,7 +79,7 @@ static int http_read(struct stfs_source *src, void *buf, size_t len,
 {
 	struct http_src *s = (struct http_src *)src;
 	struct stfs_http_client *c = &s->obj.r->http;
-	struct stfs_fetcher f = { NULL, NULL };
+	struct stfs_fetcher f = { NULL, NULL, 0 };
 	int rc;
 
 	if (off + len <= s->head_len) {

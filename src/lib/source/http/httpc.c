@@ -20,7 +20,10 @@
  * timeouts bound every attempt (a stall: under min_speed for the stall
  * timeout, so a trickle too), so a request ends in bounded time: at most
  * (retries + 1) x (connect + stall timeout + length / min_speed) plus the
- * backoffs.  Credentials are never sent to another host on a redirect
+ * backoffs; a reader's request is not retried past its reader's bound
+ * (stfs_request's deadline: retries x 30 s from when the read came, so
+ * a read that waited in the queue behind others' backoffs waits no
+ * longer in all).  Credentials are never sent to another host on a redirect
  * (libcurl's default, kept), TLS is verified (libcurl's default; trust()
  * reads the usual CA variables), and the usual proxy variables apply
  * (libcurl reads them).  The bytes move on the transfer threads
@@ -432,6 +435,14 @@ int stfs_nap(unsigned ms, const atomic_int *cancel)
 	return 0;
 }
 
+uint64_t stfs_now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
 /* Backoff before attempt k (1, 2, ...): 200 ms doubling, at most 5 s,
  * +-50% jitter; a Retry-After (at most 30 s) instead when given. */
 static unsigned backoff_ms(struct stfs_http_client *c, unsigned k,
@@ -440,7 +451,8 @@ static unsigned backoff_ms(struct stfs_http_client *c, unsigned k,
 	unsigned base = 200u << (k > 5 ? 5 : k - 1), x;
 
 	if (retry_after_s)
-		return (retry_after_s > 30 ? 30 : retry_after_s) * 1000u;
+		return (retry_after_s > STFS_BACKOFF_MAX_S ? STFS_BACKOFF_MAX_S :
+			retry_after_s) * 1000u;
 	if (base > 5000)
 		base = 5000;
 	/* a step of a Weyl sequence, mixed (xorshift-multiply) */
@@ -539,7 +551,7 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 		     struct stfs_error *err)
 {
 	char errbuf[CURL_ERROR_SIZE];
-	unsigned retry_after = 0;
+	unsigned retry_after = 0, wait = 0;
 
 	for (unsigned k = 0;; k++) {
 		struct xfer x = { .h = h, .t = &c->transfers, .q = q,
@@ -550,7 +562,7 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 		int again, code;
 
 		if (k) {
-			(void)stfs_nap(backoff_ms(c, k, retry_after), q->cancel);
+			(void)stfs_nap(wait, q->cancel);
 			c->count->retries++;
 		}
 		if (q->cancel && atomic_load(q->cancel))
@@ -588,6 +600,21 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 			again = 0;
 		if (!again || k >= c->o->retries)
 			return code;
+		/* a reader's bound (retries x 30 s from when it asked, as it
+		 * measures it: a read queued behind others' backoffs has
+		 * spent some of it) is not waited past */
+		wait = backoff_ms(c, k + 1, retry_after);
+		if (q->deadline_ms && stfs_now_ms() + wait > q->deadline_ms) {
+			if (err) {
+				size_t n = strlen(err->msg);
+
+				snprintf(err->msg + n, sizeof(err->msg) - n,
+					 " (not retried: its reader has waited "
+					 "for %u s, its bound)",
+					 c->o->retries * STFS_BACKOFF_MAX_S);
+			}
+			return code;
+		}
 	}
 }
 
