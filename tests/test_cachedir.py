@@ -14,6 +14,8 @@ against nginx on 127.0.0.1 and real mounts.
 - every block is checked when read back (its header and checksums): a
   byte flipped, a block truncated, two blocks swapped are EIO offline and
   fetched again online (only they), never served, and the log says which;
+- a block the cache cannot take (cache_size under a block, a full disk)
+  is held in memory for its readers: a cat fetches the model about once;
 - the temporary file of a killed writer is removed at the next start, a
   live writer's is kept and counted in cache_size;
 - eviction with symbolic links under the cache deletes nothing outside.
@@ -277,6 +279,67 @@ def test_checked_blocks(d, mnt):
         ngx.stop()
 
 
+def fetched(ngx, k):
+    """Bytes nginx was asked for since its k-th range request, but for the
+    open's (the object's first 64 KiB)."""
+    return sum(z - a + 1 for a, z in ngx.ranges()[k:] if (a, z) != (0, 65535))
+
+
+def test_cache_cannot_take(d, mnt):
+    """A block the cache cannot take (cache_size under one block; a full
+    disk) is held in memory for its readers as with nocache: a cat of the
+    model fetches it about once, not once per readahead; the log says so,
+    once (issue 40, item 13: 2.57x and 2.80x before)."""
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    MiB = 1 << 20
+    tensors = [("layers.%d.w" % i, "U8", [8 * MiB], os.urandom(8 * MiB))
+               for i in range(3)]
+    src = T.write_st(os.path.join(data, "m.safetensors"), tensors)
+    size = os.path.getsize(src)
+    ngx = Nginx(os.path.join(d, "ngx"), data)
+    url = ngx.url("m.safetensors")
+    full = os.path.join(d, "full")
+    cases = [("cache_size=1M", os.path.join(d, "c1"), "is larger than "
+              "cache_size=1048576")]
+    if ROOT:
+        os.mkdir(full)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4M,mode=0700",
+                        "stfs-test", full], check=True)
+        os.mkdir(os.path.join(full, "c"), 0o700)
+        # room for an object's small files (its head: 68 KiB), not for a
+        # block
+        st = os.statvfs(full)
+        with open(os.path.join(full, "filler"), "wb") as f:
+            f.write(b"\0" * (st.f_bavail * st.f_frsize - (256 << 10)))
+        cases.append(("cache_size=10G", os.path.join(full, "c"),
+                      "No space left on device"))
+    else:
+        print("     (not root: the full disk case needs mount(8))")
+    try:
+        for opt, cache, says in cases:
+            log = os.path.join(d, "log-" + opt)
+            k = len(ngx.ranges())
+            p = mount_logged(url, mnt, log, "-o",
+                             "%s,cache=%s" % (opt, cache))
+            try:
+                for i, t in enumerate(tensors):
+                    with open(os.path.join(mnt, "layers/%d/w" % i),
+                              "rb") as f:
+                        assert f.read() == t[3], (opt, i)
+            finally:
+                stop_logged(p, mnt)
+            got = fetched(ngx, k)
+            text = slurp(log)
+            print("     %s: fetched %.2fx the model" % (opt, got / size))
+            assert got <= 1.1 * size, (opt, got, size)
+            assert text.count(says) == 1 and "logged once" in text, text
+    finally:
+        ngx.stop()
+        if ROOT:
+            subprocess.run(["umount", full])
+
+
 def test_tmp_files(d, mnt):
     """A killed writer's temporary file is removed at the next start; a
     live writer's is kept, and counted in cache_size."""
@@ -359,6 +422,7 @@ def main():
             test_private,
             test_planted_blocks,
             test_checked_blocks,
+            test_cache_cannot_take,
             test_tmp_files,
             test_evict_links,
         ])

@@ -28,6 +28,7 @@ struct stfs_cache {
 	uint64_t used;                  /* bytes of blocks, as far as known */
 	uint64_t writing;               /* bytes of blocks being written */
 	int scanned;
+	int told;                       /* a write that failed was logged */
 	pthread_mutex_t mu;
 };
 
@@ -119,6 +120,10 @@ void stfs_cache_drop_block(const struct stfs_cache_obj *o,
  * block is flushed before it takes its name; the head is not. */
 int stfs_cache_put(struct stfs_cache *c, const struct stfs_cache_obj *o,
 		   uint64_t block, const void *buf, size_t len);
+
+/* A block could not be written (rc): 1 the first time (the caller logs
+ * it, with why), else 0. */
+int stfs_cache_failed_once(struct stfs_cache *c);
 
 #define STFS_CACHE_BATCH 16
 

@@ -543,8 +543,10 @@ int stfs_blocks_warm(struct stfs_fetcher *f, struct stfs_object *o,
 /* The cache's view of block me (to write it). */
 void stfs_inflight_item(const struct stfs_inflight *me,
 			struct stfs_cache_item *it);
-/* Block me is written to the cache (or failed to be): unlist, free it. */
-void stfs_blocks_written(struct stfs_remote *r, struct stfs_inflight *me);
+/* Block me is written to the cache (rc 0: unlisted, freed), or could not
+ * be (rc: held in memory for its readers, as without a cache). */
+void stfs_blocks_written(struct stfs_remote *r, struct stfs_inflight *me,
+			 int rc);
 struct stfs_object *stfs_inflight_object(const struct stfs_inflight *me);
 struct stfs_inflight **stfs_inflight_later(struct stfs_inflight *me);
 /* o is closing: let go of its blocks held in memory. */
@@ -587,6 +589,9 @@ void stfs_writeback(struct stfs_fetcher *f);
 void stfs_writeback_start(struct stfs_remote *r);
 /* Stop and join them once they have written what is queued. */
 void stfs_writeback_stop(struct stfs_remote *r);
+/* The cache could not take a block of len bytes (0: an object's entry)
+ * for rc: logged, the first time only. */
+void stfs_writeback_failed(struct stfs_remote *r, size_t len, int rc);
 /* Wait until the writers have written every block handed to them. */
 void stfs_writeback_flush(struct stfs_remote *r);
 

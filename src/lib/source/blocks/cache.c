@@ -522,17 +522,30 @@ static void reserve(struct stfs_cache *c, size_t len)
 }
 
 /* len bytes reserved are written (rc 0, now on the list) or not. */
-static void unreserve(struct stfs_cache *c, size_t len, int rc)
+static void unreserve(struct stfs_cache *c, size_t len, int rc, int now)
 {
 	pthread_mutex_lock(&c->mu);
 	c->writing -= len;
 	if (rc)
 		c->used = c->used > len ? c->used - len : 0;
 	/* blocks written at once may have passed the size together: the
-	 * oldest go now that they are on the list */
-	else if (c->used > c->max_bytes)
+	 * oldest go now that they are on the list (a batch's once all of
+	 * it is: one by one, each would go to make room for the others
+	 * still counted as being written) */
+	if (now && c->used > c->max_bytes)
 		evict(c, 0);
 	pthread_mutex_unlock(&c->mu);
+}
+
+int stfs_cache_failed_once(struct stfs_cache *c)
+{
+	int first;
+
+	pthread_mutex_lock(&c->mu);
+	first = !c->told;
+	c->told = 1;
+	pthread_mutex_unlock(&c->mu);
+	return first;
 }
 
 int stfs_cache_put(struct stfs_cache *c, const struct stfs_cache_obj *o,
@@ -561,7 +574,7 @@ int stfs_cache_put(struct stfs_cache *c, const struct stfs_cache_obj *o,
 				       &t)))
 		rc = stfs_cachedir_publish(&t, 0);
 	close(d);
-	unreserve(c, len + STFS_BLOCK_HDR, rc);
+	unreserve(c, len + STFS_BLOCK_HDR, rc, 1);
 	return rc;
 }
 
@@ -617,6 +630,8 @@ void stfs_cache_put_batch(struct stfs_cache *c, struct stfs_cache_item *it,
 			it[i].rc = stfs_cachedir_publish(&t[i], it[i].rc);
 		}
 		close(d[i]);
-		unreserve(c, it[i].len + STFS_BLOCK_HDR, it[i].rc);
+		unreserve(c, it[i].len + STFS_BLOCK_HDR, it[i].rc, 0);
 	}
+	if (c && n)
+		unreserve(c, 0, 0, 1);
 }

@@ -283,6 +283,8 @@ static int open_remote(struct http_src *s, struct stfs_error *err)
 		s->obj.size = resp.total;
 		rc = stfs_cache_object(c, s->url, s->version, resp.total,
 				       &s->obj.cobj, err);
+		if (rc && rc != -EPERM && s->version[0])
+			stfs_writeback_failed(r, 0, rc);        /* held */
 		if (rc == 0)
 			(void)stfs_cache_put(c, &s->obj.cobj, STFS_CACHE_HEAD,
 					     s->head, s->head_len);
