@@ -14,8 +14,13 @@ another address (127.0.0.2), as the Hub's do to its CDN.
   $HF_HOME/token, sent to the Hub and never to nginx; a gated repo
   without it is refused with the Hub's reason, nothing mounted;
 - the Hugging Face cache (models--ORG--NAME): HF_HUB_OFFLINE=1 with no
-  server at all, and online with the files read from disk.
+  server at all, and online with the files read from disk;
+- offline from stfs's own cache: a pinned repo mounted once mounts again
+  with -o offline, no Hugging Face cache and not one request; its small
+  files and the tensors read are there, a tensor never read is EIO at
+  once, a tampered block is EIO and a tampered listing refuses the mount.
 """
+import errno
 import hashlib
 import json
 import os
@@ -311,6 +316,91 @@ def test_hf_cache(d, mnt):
         assert ".safetensors" not in w.nginx_log(), w.nginx_log()
 
 
+def read_direct(path):
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    try:
+        out, off = [], 0
+        while True:
+            b = os.pread(fd, 1 << 20, off)
+            if not b:
+                return b"".join(out)
+            out.append(b)
+            off += len(b)
+    finally:
+        os.close(fd)
+
+
+def test_offline_own_cache(d, mnt):
+    """-o offline from stfs's own cache alone (issue 42)."""
+    MiB = 1 << 20
+    # tensor 3 lies past what reading 0 and 1 fetches ahead (32 MiB)
+    tensors = [("layers.%d.w" % i, "U8", [n * MiB], os.urandom(n * MiB))
+               for i, n in enumerate((1, 1, 40, 1))]
+    path = T.write_st(os.path.join(d, "m.safetensors"), tensors)
+    model = open(path, "rb").read()
+    cfg, readme = b'{"model_type": "x"}\n', b"# own\n"
+    empty = os.path.join(d, "no-hf-cache")
+    os.mkdir(empty)
+    cache = os.path.join(d, "own-cache")
+    with world(d) as w, env(HF_HUB_CACHE=empty):
+        sha_ = w.hub.push(w.hub.repo("org/own"), {
+            "model.safetensors": model, "config.json": cfg,
+            "README.md": readme})
+        src = "hf://org/own@" + sha_
+        p = T.mount_fg(src, mnt, "-o", "cache=" + cache)
+        try:
+            for i in (0, 1):
+                assert read_direct(os.path.join(mnt, "layers/%d/w" % i)) \
+                    == tensors[i][3], i
+            assert read(os.path.join(mnt, "%repo/config.json")) == cfg
+        finally:
+            T.stop_fg(p, mnt)
+        hub_n, cdn = len(w.hub.seen), w.nginx_log()
+        p = T.mount_fg(src, mnt, "-o", "offline,cache=" + cache)
+        try:
+            for i in (0, 1):
+                assert read_direct(os.path.join(mnt, "layers/%d/w" % i)) \
+                    == tensors[i][3], i
+            assert read(os.path.join(mnt, "%repo/config.json")) == cfg
+            assert read(os.path.join(mnt, "%repo/README.md")) == readme
+            T.expect_errno(os.path.join(mnt, "layers/3/w"), errno.EIO, 1)
+        finally:
+            T.stop_fg(p, mnt)
+        assert len(w.hub.seen) == hub_n and w.nginx_log() == cdn, \
+            "requests made offline"
+        # a tampered block: EIO; a tampered listing: the mount refused
+        files = [os.path.join(r, f) for r, _, fs in os.walk(cache)
+                 for f in fs]
+        blocks = [f for f in files if os.path.basename(f) == "0" and
+                  os.path.getsize(f) == 4 * MiB + 4096]
+        assert len(blocks) == 1, files
+        with open(blocks[0], "r+b") as f:
+            f.seek(4096 + MiB // 2)        # in tensor 0
+            c = f.read(1)
+            f.seek(-1, 1)
+            f.write(bytes([c[0] ^ 1]))
+        p = T.mount_fg(src, mnt, "-o", "offline,cache=" + cache)
+        try:
+            T.expect_errno(os.path.join(mnt, "layers/0/w"), errno.EIO, 1)
+            assert read_direct(os.path.join(mnt, "layers/1/w")) == \
+                tensors[1][3]
+        finally:
+            T.stop_fg(p, mnt)
+        docs = [f for f in files if os.path.basename(f) == "doc"]
+        assert len(docs) >= 2, files        # the revision, the tree
+        for doc in docs:
+            with open(doc, "r+b") as f:
+                f.seek(4096 + 3)
+                c = f.read(1)
+                f.seek(-1, 1)
+                f.write(bytes([c[0] ^ 1]))
+        r = subprocess.run([T.STFS, "mount", "-o", "offline,cache=" + cache,
+                            src, mnt], capture_output=True, timeout=60)
+        assert r.returncode == 1 and b"offline" in r.stderr, r
+        assert not T.is_mount(mnt)
+        assert len(w.hub.seen) == hub_n and w.nginx_log() == cdn
+
+
 def run():
     return T.run_tests([
         test_real_corpus,
@@ -320,6 +410,7 @@ def run():
         test_folders,
         test_token,
         test_hf_cache,
+        test_offline_own_cache,
     ])
 
 

@@ -20,6 +20,10 @@
  *     triple flips bits of it and a last odd byte cuts it to that many
  *     bytes.  Reading it back must then fail, or give exactly the bytes
  *     after the file's header, of a file of exactly the right length.
+ * In modes 1 and 3 the rest of the input (raw) is also decoded as an
+ * answer kept for offline mounts (http/kept.c): every field it gives is
+ * NUL terminated within its size, its body within the input, and an
+ * answer encoded again decodes to the same.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -32,6 +36,7 @@
 #include <unistd.h>
 
 #include "remote.h"
+#include "httphdr.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -97,6 +102,33 @@ static void hostile_block(const struct stfs_cache_obj *o, uint64_t len,
 		abort();
 }
 
+/* n bytes at p decoded as a kept answer, checked as the header says. */
+static void kept(const uint8_t *p, size_t n)
+{
+	struct stfs_http_resp r, r2;
+	char *text;
+	size_t at, tn, at2;
+
+	if (stfs_http_kept_decode((const char *)p, n, &r, &at))
+		return;
+	if (at > n || strnlen(r.etag, sizeof(r.etag)) == sizeof(r.etag) ||
+	    strnlen(r.link_next, sizeof(r.link_next)) == sizeof(r.link_next) ||
+	    strnlen(r.sum_sha256, sizeof(r.sum_sha256)) ==
+	    sizeof(r.sum_sha256) || strnlen(r.commit, sizeof(r.commit)) ==
+	    sizeof(r.commit))
+		abort();
+	if (stfs_http_kept_encode(&r, (const char *)p + at, n - at, &text,
+				  &tn))
+		return;
+	if (stfs_http_kept_decode(text, tn, &r2, &at2) ||
+	    tn - at2 != n - at || memcmp(text + at2, p + at, n - at) ||
+	    strcmp(r.etag, r2.etag) || strcmp(r.link_next, r2.link_next) ||
+	    strcmp(r.sum_crc32c, r2.sum_crc32c) || r.status != r2.status ||
+	    r.total != r2.total || r.has_total != r2.has_total)
+		abort();
+	free(text);
+}
+
 static void check_dir(const struct stfs_cache_obj *o)
 {
 	if (strlen(o->dir) != 36 || strncmp(o->dir, "v1/", 3) != 0 ||
@@ -158,6 +190,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	text = piece(&p, end, 600);
 	mode = data[0] & 3;
 	len = (uint64_t)(data[0] >> 2) + 1;
+	if (mode & 1)
+		kept(rest, (size_t)(end - rest));
 	if (stfs_cache_object(&cache, url, version, len, &o, NULL) == 0) {
 		check_dir(&o);
 		if (mode & 1) {

@@ -16,6 +16,7 @@
 /* ---- the cache store on disk (cache.c) --------------------------------- */
 
 #define STFS_CACHE_HEAD UINT64_MAX      /* the block of an object's head */
+#define STFS_CACHE_DOC (UINT64_MAX - 1) /* the block of a kept answer */
 #define STFS_CACHE_DIR_MAX 1024         /* the cache's own path, at most */
 
 /* The cache of a remote: its directory, limit and use. */
@@ -120,6 +121,17 @@ void stfs_cache_drop_block(const struct stfs_cache_obj *o,
  * block is flushed before it takes its name; the head is not. */
 int stfs_cache_put(struct stfs_cache *c, const struct stfs_cache_obj *o,
 		   uint64_t block, const void *buf, size_t len);
+
+/* An answer kept for url (len bytes at buf, an encoding of the HTTP
+ * room's: http/kept.c), in the format of a block, for offline mounts:
+ * 0, or -errno. */
+int stfs_cache_put_doc(struct stfs_cache *c, const char *url,
+		       const void *buf, size_t len);
+/* The answer kept for url, checked as a block is: 0 with *buf (malloc'd,
+ * NUL terminated) and *len; -ENOENT (none), -EBADMSG (it fails its check:
+ * why says how) or -ENOMEM. */
+int stfs_cache_get_doc(struct stfs_cache *c, const char *url, char **buf,
+		       size_t *len, char *why, size_t whysz);
 
 /* A block could not be written (rc): 1 the first time (the caller logs
  * it, with why), else 0. */

@@ -313,6 +313,9 @@ uint64_t stfs_now_ms(void);
 #define STFS_REQ_NO429 2u
 /* S3's checksums asked for: x-amz-checksum-mode: ENABLED (signed) */
 #define STFS_REQ_CHECKSUMS 4u
+/* stfs_http_get(): the answer kept in the cache (http/kept.c), and
+ * answered from there offline, with no request */
+#define STFS_REQ_KEEP 8u
 #define STFS_HTTP_REDIRECT 1
 
 /* What the remote did (stfs_remote_stats()). */

@@ -491,8 +491,12 @@ static void evict(struct stfs_cache *c, uint64_t keep_free)
 	char why[512];
 
 	list_blocks(c, &sc);
-	/* blocks being written are not on the list yet, but count */
-	sc.total += c->writing;
+	/* the blocks on the disk (and other writers' temporary files) are
+	 * kept under the size, with room for the one about to be written;
+	 * ours being written are not counted here: counted, they made every
+	 * block written go at once to make room for them, and a cache that
+	 * could hold one block could end up with none.  The directory holds
+	 * at most the size plus the blocks in flight. */
 	for (size_t i = 0; i < sc.n && sc.total + keep_free > c->max_bytes;
 	     i++) {
 		int d = stfs_cachedir_opendir(c->root, c->dir,
@@ -505,7 +509,7 @@ static void evict(struct stfs_cache *c, uint64_t keep_free)
 			sc.total -= sc.list[i].size;
 		close(d);
 	}
-	c->used = sc.total;
+	c->used = sc.total + c->writing;
 	c->scanned = 1;
 	free(sc.list);
 }
@@ -535,6 +539,85 @@ static void unreserve(struct stfs_cache *c, size_t len, int rc, int now)
 	if (now && c->used > c->max_bytes)
 		evict(c, 0);
 	pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- answers kept for offline mounts -------------------------------------- */
+
+/* The directory of url's answer (v1/<hash of URL>) into dir, and the key
+ * its header names. */
+static uint64_t doc_dir(const char *url, char *dir, size_t dirsz)
+{
+	snprintf(dir, dirsz, "v1/%016" PRIx64, stfs_hash64(url, strlen(url)));
+	return stfs_hash64(dir, strlen(dir)) ^ UINT64_C(0xd0c0d0c0d0c0d0c0);
+}
+
+int stfs_cache_put_doc(struct stfs_cache *c, const char *url,
+		       const void *buf, size_t len)
+{
+	unsigned char hdr[STFS_BLOCK_HDR];
+	struct stfs_cachedir_tmpf t = { .flushed = 0 };
+	char dir[48], why[512];
+	uint64_t key;
+	int d, rc;
+
+	if (!c || c->offline)
+		return -ENOENT;
+	key = doc_dir(url, dir, sizeof(dir));
+	if ((d = cache_dir(c, dir, 1, why, sizeof(why))) < 0)
+		return d;
+	stfs_blockfile_header(key, STFS_CACHE_DOC, buf, len, hdr);
+	if (!(rc = stfs_cachedir_stage(d, "doc", hdr, sizeof(hdr), buf, len,
+				       &t)))
+		rc = stfs_cachedir_publish(&t, 0);
+	close(d);
+	return rc;
+}
+
+int stfs_cache_get_doc(struct stfs_cache *c, const char *url, char **buf,
+		       size_t *len, char *why, size_t whysz)
+{
+	struct stfs_cache_blk b;
+	char dir[48], dwhy[512];
+	struct stat st;
+	uint64_t key;
+	int d, fd, rc;
+
+	*buf = NULL;
+	*len = 0;
+	if (!c)
+		return -ENOENT;
+	key = doc_dir(url, dir, sizeof(dir));
+	if ((d = cache_dir(c, dir, 0, dwhy, sizeof(dwhy))) < 0)
+		return -ENOENT;
+	fd = stfs_cachedir_open_file(d, "doc", UINT64_MAX);
+	close(d);
+	if (fd < 0)
+		return -ENOENT;
+	if (fstat(fd, &st) < 0 || st.st_size < STFS_BLOCK_HDR ||
+	    (uint64_t)st.st_size - STFS_BLOCK_HDR > (1u << 30)) {
+		close(fd);
+		snprintf(why, whysz, "it is %s", "not a kept answer");
+		return -EBADMSG;
+	}
+	if ((rc = stfs_blockfile_open(fd, key, STFS_CACHE_DOC,
+				      (size_t)st.st_size - STFS_BLOCK_HDR, &b,
+				      why, whysz))) {
+		close(fd);
+		return rc;
+	}
+	if (!(*buf = malloc(b.len + 1))) {
+		stfs_blockfile_close(&b);
+		return -ENOMEM;
+	}
+	if ((rc = stfs_blockfile_pread(&b, *buf, b.len, 0, why, whysz))) {
+		free(*buf);
+		*buf = NULL;
+	} else {
+		(*buf)[b.len] = '\0';
+		*len = b.len;
+	}
+	stfs_blockfile_close(&b);
+	return rc;
 }
 
 int stfs_cache_failed_once(struct stfs_cache *c)
