@@ -401,6 +401,62 @@ def test_offline_own_cache(d, mnt):
         assert len(w.hub.seen) == hub_n and w.nginx_log() == cdn
 
 
+def test_content_keys(d, mnt):
+    """Blocks are kept by content: commit 2 of a repo whose 4 shards
+    differ from commit 1's in one shard, mounted with commit 1's cache,
+    asks the CDN for that shard's bytes, and of the others only the first
+    64 KiB the open of an object asks (its size and version); every byte
+    is commit 2's (issue 42)."""
+    import re
+    MiB = 1 << 20
+    shard = {}
+    for i in range(4):
+        t = [("layers.%d.w" % i, "U8", [8 * MiB], os.urandom(8 * MiB))]
+        shard["model-%05d-of-00004.safetensors" % (i + 1)] = (t, open(
+            T.write_st(os.path.join(d, "s%d" % i), t), "rb").read())
+    new_t = [("layers.2.w", "U8", [8 * MiB], os.urandom(8 * MiB))]
+    new = open(T.write_st(os.path.join(d, "new"), new_t), "rb").read()
+    changed = "model-00003-of-00004.safetensors"
+    cache = os.path.join(d, "ck-cache")
+
+    def read_all(want):
+        for i, t in enumerate(want):
+            assert read_direct(os.path.join(mnt, "layers/%d/w" % i)) == \
+                t, i
+
+    with world(d) as w:
+        r = w.hub.repo("org/ck")
+        s1 = w.hub.push(r, {n: b for n, (_, b) in shard.items()})
+        s2 = w.hub.push(r, {changed: new})
+        p = T.mount_fg("hf://org/ck@" + s1, mnt, "-o", "cache=" + cache)
+        try:
+            read_all([t[0][3] for t, _ in shard.values()])
+        finally:
+            T.stop_fg(p, mnt)
+        before = len(w.nginx_log().splitlines())
+        p = T.mount_fg("hf://org/ck@" + s2, mnt, "-o", "cache=" + cache)
+        try:
+            want = [t[0][3] for t, _ in shard.values()]
+            want[2] = new_t[0][3]
+            read_all(want)
+        finally:
+            T.stop_fg(p, mnt)
+        asked = {}
+        for line in w.nginx_log().splitlines()[before:]:
+            m = re.search(r"/([^/ ]+\.safetensors) \d+ bytes=(\d+)-(\d+)",
+                          line)
+            if m:
+                asked[m.group(1)] = asked.get(m.group(1), 0) + \
+                    int(m.group(3)) - int(m.group(2)) + 1
+        total = sum(asked.values())
+        print("     commit 2: %.3fx the changed shard fetched (%s)" %
+              (total / len(new), asked))
+        assert asked.get(changed, 0) >= len(new) - 65536, asked
+        assert all(v <= 65536 for k, v in asked.items() if k != changed), \
+            asked
+        assert total <= 1.05 * len(new), asked
+
+
 def run():
     return T.run_tests([
         test_real_corpus,
@@ -411,6 +467,7 @@ def run():
         test_token,
         test_hf_cache,
         test_offline_own_cache,
+        test_content_keys,
     ])
 
 

@@ -296,7 +296,8 @@ class CountingProxy:
 def test_offline_own_cache(d, mnt):
     """An s3:// prefix mounted once mounts again with -o offline from
     stfs's own cache: not one connection; the small files and the tensors
-    read are there, a tensor never read is EIO at once (issue 42)."""
+    read are there, a tensor never read is EIO at once; the object
+    overwritten (a new ETag) is fetched again (issue 42)."""
     import urllib.parse
     MiB = 1 << 20
     tensors = [("layers.%d.w" % i, "U8", [n * MiB], os.urandom(n * MiB))
@@ -335,6 +336,30 @@ def test_offline_own_cache(d, mnt):
                 finally:
                     T.stop_fg(p, mnt)
                 assert proxy.n == n, "connections made offline"
+                # overwritten (a new ETag, the same size): its new bytes,
+                # never the old version's blocks
+                t2 = [(a, b, c, os.urandom(len(e))) for a, b, c, e in
+                      tensors]
+                with open(T.write_st(os.path.join(d, "m2"), t2), "rb") as f:
+                    sw.put("models", "own/model.safetensors", f.read())
+                # (Swift updates its listing a moment after the PUT: a
+                # listing with the old ETag makes the read EIO, If-Match
+                # failing; never the old bytes)
+                for attempt in range(10):
+                    p = T.mount_fg("s3://models/own/", mnt, "-o",
+                                   "cache=" + cache)
+                    try:
+                        got = [read(os.path.join(mnt, "layers/%d/w" % i))
+                               for i in (0, 1)]
+                    except OSError as e:
+                        assert e.errno == 5, e
+                        got = None
+                    finally:
+                        T.stop_fg(p, mnt)
+                    if got is not None:
+                        break
+                    time.sleep(0.5)
+                assert got == [t2[0][3], t2[1][3]], "old bytes served"
         finally:
             proxy.stop()
 
