@@ -2,7 +2,11 @@
  * check_cache.c: unit tests of the cache store's writes (cache.c,
  * cachedir.c) in a private cache under /tmp: blocks written in a batch
  * (all written, flushed, then renamed) read back whole, an item that
- * cannot be written fails alone, and no temporary file is left behind.
+ * cannot be written fails alone, and no temporary file is left behind;
+ * CRC-32C's check value; a block file's checks (blockfile.c): a byte
+ * flipped in its bytes or its header, a block put under another number,
+ * a file cut short are never served, and a read that does not touch a
+ * damaged piece still is.
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -14,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "format.h"
 #include "remote.h"
 #include "suites.h"
 
@@ -79,12 +84,131 @@ START_TEST(t_put_batch)
 }
 END_TEST
 
+START_TEST(t_crc32c)
+{
+	static const char big[] = "123456789";
+	char buf[1000];
+
+	ck_assert_uint_eq(stfs_crc32c(0, big, 9), 0xe3069283u);
+	ck_assert_uint_eq(stfs_crc32c(0, "", 0), 0);
+	/* in pieces, through the 8-byte path and the byte tail */
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (char)(i * 31 + 7);
+	for (size_t cut = 0; cut < 20; cut++)
+		ck_assert_uint_eq(stfs_crc32c(stfs_crc32c(0, buf, cut),
+					      buf + cut, sizeof(buf) - cut),
+				  stfs_crc32c(0, buf, sizeof(buf)));
+}
+END_TEST
+
+/* Flip bit x of byte at of the block file of o's block b. */
+static void flip(const char *root, const struct stfs_cache_obj *o,
+		 const char *name, off_t at, int x)
+{
+	char path[1200];
+	unsigned char c;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s/%s", root, o->dir, name);
+	ck_assert_int_ge(fd = open(path, O_RDWR), 0);
+	ck_assert_int_eq(pread(fd, &c, 1, at), 1);
+	c ^= (unsigned char)(1 << x);
+	ck_assert_int_eq(pwrite(fd, &c, 1, at), 1);
+	close(fd);
+}
+
+START_TEST(t_checked)
+{
+	char root[] = "/tmp/stfs-check-cache-XXXXXX", cmd[200], why[160];
+	enum { LEN = 100000 };          /* 7 pieces of 16 KiB, the last short */
+	static char buf[LEN], got[LEN];
+	struct stfs_cache c;
+	struct stfs_cache_obj o;
+	struct stfs_cache_blk b;
+
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	ck_assert_int_eq(stfs_cache_init(&c, root, 1u << 20, LEN, 0), 0);
+	ck_assert_int_eq(stfs_cache_ready(&c, NULL), 0);
+	ck_assert_int_eq(stfs_cache_object(&c, "https://h/m.safetensors",
+					   "\"e1\"", 3 * LEN, &o, NULL), 0);
+	for (size_t i = 0; i < LEN; i++)
+		buf[i] = (char)(i * 131 + i / 977);
+	for (int k = 0; k < 3; k++)
+		ck_assert_int_eq(stfs_cache_put(&c, &o, (uint64_t)k, buf, LEN),
+				 0);
+	ck_assert_int_eq(stfs_cache_read(&o, 0, LEN, 0, got, LEN), 0);
+	ck_assert_int_eq(memcmp(got, buf, LEN), 0);
+	/* every offset and length a piece boundary can cut */
+	ck_assert_int_eq(stfs_cache_open_block(&o, 0, LEN, &b, why,
+					       sizeof(why)), 0);
+	for (size_t off = 0; off < LEN; off += 4093)
+		for (size_t len = 1; off + len <= LEN; len = len * 3 + 1) {
+			ck_assert_int_eq(stfs_blockfile_pread(&b, got, len,
+							      off, why,
+							      sizeof(why)), 0);
+			ck_assert_int_eq(memcmp(got, buf + off, len), 0);
+		}
+	ck_assert_int_eq(stfs_blockfile_pread(&b, got, 2, LEN - 1, why,
+					      sizeof(why)), -EBADMSG);
+	/* a bit of the third piece flipped: it fails, the others do not */
+	flip(root, &o, "0", STFS_BLOCK_HDR + 2 * 16384 + 5, 3);
+	ck_assert_int_eq(stfs_blockfile_pread(&b, got, 100, 2 * 16384, why,
+					      sizeof(why)), -EBADMSG);
+	ck_assert_ptr_nonnull(strstr(why, "checksum"));
+	ck_assert_int_eq(stfs_blockfile_pread(&b, got, 16384, 16384, why,
+					      sizeof(why)), 0);
+	ck_assert_int_eq(stfs_blockfile_pread(&b, got, 16384, 3 * 16384, why,
+					      sizeof(why)), 0);
+	ck_assert_int_eq(stfs_blockfile_pread(&b, got, LEN, 0, why,
+					      sizeof(why)), -EBADMSG);
+	stfs_blockfile_close(&b);
+	/* stfs_cache_read drops it */
+	ck_assert_int_eq(stfs_cache_read(&o, 0, LEN, 0, got, LEN), -ENOENT);
+	ck_assert_int_eq(stfs_cache_open_block(&o, 0, LEN, &b, why,
+					       sizeof(why)), -ENOENT);
+	/* a bit of the header: its own checksum fails */
+	flip(root, &o, "1", 40, 0);
+	ck_assert_int_eq(stfs_cache_open_block(&o, 1, LEN, &b, why,
+					       sizeof(why)), -EBADMSG);
+	ck_assert_ptr_nonnull(strstr(why, "header"));
+	/* block 2 under the name of block 0: another block */
+	snprintf(cmd, sizeof(cmd), "%s/%s", root, o.dir);
+	{
+		char from[1200], to[1200];
+
+		snprintf(from, sizeof(from), "%s/2", cmd);
+		snprintf(to, sizeof(to), "%s/0", cmd);
+		ck_assert_int_eq(rename(from, to), 0);
+		ck_assert_int_eq(truncate(to, STFS_BLOCK_HDR + LEN), 0);
+	}
+	ck_assert_int_eq(stfs_cache_open_block(&o, 0, LEN, &b, why,
+					       sizeof(why)), -EBADMSG);
+	ck_assert_ptr_nonnull(strstr(why, "another block"));
+	/* cut short */
+	ck_assert_int_eq(stfs_cache_put(&c, &o, 2, buf, LEN), 0);
+	{
+		char p2[1200];
+
+		snprintf(p2, sizeof(p2), "%s/2", cmd);
+		ck_assert_int_eq(truncate(p2, STFS_BLOCK_HDR + LEN - 1), 0);
+	}
+	ck_assert_int_eq(stfs_cache_open_block(&o, 2, LEN, &b, why,
+					       sizeof(why)), -EBADMSG);
+	ck_assert_int_eq(stfs_cache_read(&o, 2, LEN, 0, got, 1), -ENOENT);
+	stfs_cache_fini(&c);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 Suite *cache_suite(void)
 {
 	Suite *s = suite_create("cache");
 	TCase *tc = tcase_create("core");
 
 	tcase_add_test(tc, t_put_batch);
+	tcase_add_test(tc, t_crc32c);
+	tcase_add_test(tc, t_checked);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -11,10 +11,16 @@ against nginx on 127.0.0.1 and real mounts.
 - blocks planted (owned by nobody, or writable by others) or not whole
   (the wrong size, truncated) are never served: the right bytes are
   fetched again;
+- every block is checked when read back (its header and checksums): a
+  byte flipped, a block truncated, two blocks swapped are EIO offline and
+  fetched again online (only they), never served, and the log says which;
+- a block the cache cannot take (cache_size under a block, a full disk)
+  is held in memory for its readers: a cat fetches the model about once;
 - the temporary file of a killed writer is removed at the next start, a
   live writer's is kept and counted in cache_size;
 - eviction with symbolic links under the cache deletes nothing outside.
 """
+import errno
 import fcntl
 import os
 import stat
@@ -23,7 +29,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
-from fixtures import Nginx, big_file, cache_files  # noqa: E402
+from fixtures import (Nginx, big_file, cache_files, mount_logged,  # noqa: E402
+                      slurp, stop_logged)
 
 NOBODY = 65534
 ROOT = os.geteuid() == 0
@@ -179,6 +186,160 @@ def test_planted_blocks(d, mnt):
         ngx.stop()
 
 
+def block_of(b):
+    """The block number of a block file."""
+    return int(os.path.basename(b))
+
+
+def test_checked_blocks(d, mnt):
+    """A byte flipped, a block truncated, two blocks of the same size
+    swapped: offline, the tensors on them are EIO and the rest right;
+    online, right, with only the bad blocks fetched again; the log says
+    which block failed and why."""
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    MiB = 1 << 20
+    tensors = [("layers.%d.w" % i, "U8", [2 * MiB], os.urandom(2 * MiB))
+               for i in range(14)]
+    T.write_st(os.path.join(data, "m.safetensors"), tensors)
+    ngx = Nginx(os.path.join(d, "ngx"), data)
+    url = ngx.url("m.safetensors")
+    cache = os.path.join(d, "cache")
+    log = os.path.join(d, "log")
+    try:
+        p = T.mount_fg(url, mnt, "-o", "cache=" + cache)
+        try:
+            read_all(mnt, tensors)
+        finally:
+            T.stop_fg(p, mnt)
+        blocks = {block_of(f): f for f in cache_files(cache)
+                  if os.path.basename(f).isdigit()}
+        assert sorted(blocks) == list(range(8)), sorted(blocks)
+        # block 1: a byte of its bytes flipped; 3: cut short; 5 and 6
+        # (both 4 MiB): swapped
+        with open(blocks[1], "r+b") as f:
+            f.seek(4096 + 3 * MiB + 12345)
+            c = f.read(1)
+            f.seek(-1, 1)
+            f.write(bytes([c[0] ^ 0x10]))
+        os.truncate(blocks[3], os.path.getsize(blocks[3]) - 65536)
+        os.rename(blocks[5], blocks[5] + "x")
+        os.rename(blocks[6], blocks[5])
+        os.rename(blocks[5] + "x", blocks[6])
+        bad = {1, 3, 5, 6}
+        # tensor j is the bytes [hdr + 2 MiB j, hdr + 2 MiB (j + 1)) of
+        # the file; it must be EIO if it holds the flipped byte or a byte
+        # of blocks 3, 5, 6, and right if it touches no bad block
+        hdr = 8 + int.from_bytes(open(os.path.join(data, "m.safetensors"),
+                                      "rb").read(8), "little")
+        span = [(hdr + 2 * MiB * j, hdr + 2 * MiB * (j + 1))
+                for j in range(14)]
+        flipped = 4 * MiB + 3 * MiB + 12345
+        on = [{a // (4 * MiB), (z - 1) // (4 * MiB)} for a, z in span]
+        must_fail = [a <= flipped < z or bool(on[j] & {3, 5, 6})
+                     for j, (a, z) in enumerate(span)]
+        assert sum(must_fail) >= 4, must_fail
+
+        k = len(ngx.ranges())
+        p = mount_logged(url, mnt, log, "-o", "offline,cache=" + cache)
+        try:
+            for j, t in enumerate(tensors):
+                try:
+                    read_all(mnt, tensors, [j])     # right, if read
+                    assert not must_fail[j], (j, "served from a bad block")
+                except OSError as e:
+                    assert e.errno == errno.EIO and on[j] & bad, (j, e)
+        finally:
+            stop_logged(p, mnt)
+        assert len(ngx.ranges()) == k
+        text = slurp(log)
+        for b, why in ((1, "fail their checksum"), (3, "bytes, not"),
+                       (5, "another block of its object"),
+                       (6, "another block of its object")):
+            assert ("block %d (bytes" % b) in text and why in text, \
+                (b, why, text)
+        assert "not served (offline: EIO)" in text, text
+        assert "removed" not in text, text
+
+        p = mount_logged(url, mnt, log, "-o", "cache=" + cache)
+        try:
+            read_all(mnt, tensors)
+        finally:
+            stop_logged(p, mnt)
+        got = ngx.ranges()[k:]
+        assert got[0] == (0, 65535), got    # the open's: size and version
+        got = got[1:]
+        assert got, "the bad blocks were not fetched again"
+        for first, last in got:
+            assert first // (4 * MiB) in bad and \
+                last // (4 * MiB) == first // (4 * MiB), (first, last, got)
+        assert {first // (4 * MiB) for first, _ in got} == bad, got
+        assert "removed, and fetched again" in slurp(log)
+    finally:
+        ngx.stop()
+
+
+def fetched(ngx, k):
+    """Bytes nginx was asked for since its k-th range request, but for the
+    open's (the object's first 64 KiB)."""
+    return sum(z - a + 1 for a, z in ngx.ranges()[k:] if (a, z) != (0, 65535))
+
+
+def test_cache_cannot_take(d, mnt):
+    """A block the cache cannot take (cache_size under one block; a full
+    disk) is held in memory for its readers as with nocache: a cat of the
+    model fetches it about once, not once per readahead; the log says so,
+    once (issue 40, item 13: 2.57x and 2.80x before)."""
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    MiB = 1 << 20
+    tensors = [("layers.%d.w" % i, "U8", [8 * MiB], os.urandom(8 * MiB))
+               for i in range(3)]
+    src = T.write_st(os.path.join(data, "m.safetensors"), tensors)
+    size = os.path.getsize(src)
+    ngx = Nginx(os.path.join(d, "ngx"), data)
+    url = ngx.url("m.safetensors")
+    full = os.path.join(d, "full")
+    cases = [("cache_size=1M", os.path.join(d, "c1"), "is larger than "
+              "cache_size=1048576")]
+    if ROOT:
+        os.mkdir(full)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4M,mode=0700",
+                        "stfs-test", full], check=True)
+        os.mkdir(os.path.join(full, "c"), 0o700)
+        # room for an object's small files (its head: 68 KiB), not for a
+        # block
+        st = os.statvfs(full)
+        with open(os.path.join(full, "filler"), "wb") as f:
+            f.write(b"\0" * (st.f_bavail * st.f_frsize - (256 << 10)))
+        cases.append(("cache_size=10G", os.path.join(full, "c"),
+                      "No space left on device"))
+    else:
+        print("     (not root: the full disk case needs mount(8))")
+    try:
+        for opt, cache, says in cases:
+            log = os.path.join(d, "log-" + opt)
+            k = len(ngx.ranges())
+            p = mount_logged(url, mnt, log, "-o",
+                             "%s,cache=%s" % (opt, cache))
+            try:
+                for i, t in enumerate(tensors):
+                    with open(os.path.join(mnt, "layers/%d/w" % i),
+                              "rb") as f:
+                        assert f.read() == t[3], (opt, i)
+            finally:
+                stop_logged(p, mnt)
+            got = fetched(ngx, k)
+            text = slurp(log)
+            print("     %s: fetched %.2fx the model" % (opt, got / size))
+            assert got <= 1.1 * size, (opt, got, size)
+            assert text.count(says) == 1 and "logged once" in text, text
+    finally:
+        ngx.stop()
+        if ROOT:
+            subprocess.run(["umount", full])
+
+
 def test_tmp_files(d, mnt):
     """A killed writer's temporary file is removed at the next start; a
     live writer's is kept, and counted in cache_size."""
@@ -260,6 +421,8 @@ def main():
         return T.run_tests([
             test_private,
             test_planted_blocks,
+            test_checked_blocks,
+            test_cache_cannot_take,
             test_tmp_files,
             test_evict_links,
         ])

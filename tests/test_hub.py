@@ -16,8 +16,13 @@ another address (127.0.0.2), as the Hub's do to its CDN.
 - the API's redirects: followed on the Hub (a renamed repo), refused to
   another origin;
 - the Hugging Face cache (models--ORG--NAME): HF_HUB_OFFLINE=1 with no
-  server at all, and online with the files read from disk.
+  server at all, and online with the files read from disk;
+- offline from stfs's own cache: a pinned repo mounted once mounts again
+  with -o offline, no Hugging Face cache and not one request; its small
+  files and the tensors read are there, a tensor never read is EIO at
+  once, a tampered block is EIO and a tampered listing refuses the mount.
 """
+import errno
 import hashlib
 import json
 import os
@@ -347,6 +352,147 @@ def test_hf_cache(d, mnt):
         assert ".safetensors" not in w.nginx_log(), w.nginx_log()
 
 
+def read_direct(path):
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    try:
+        out, off = [], 0
+        while True:
+            b = os.pread(fd, 1 << 20, off)
+            if not b:
+                return b"".join(out)
+            out.append(b)
+            off += len(b)
+    finally:
+        os.close(fd)
+
+
+def test_offline_own_cache(d, mnt):
+    """-o offline from stfs's own cache alone (issue 42)."""
+    MiB = 1 << 20
+    # tensor 3 lies past what reading 0 and 1 fetches ahead (32 MiB)
+    tensors = [("layers.%d.w" % i, "U8", [n * MiB], os.urandom(n * MiB))
+               for i, n in enumerate((1, 1, 40, 1))]
+    path = T.write_st(os.path.join(d, "m.safetensors"), tensors)
+    model = open(path, "rb").read()
+    cfg, readme = b'{"model_type": "x"}\n', b"# own\n"
+    empty = os.path.join(d, "no-hf-cache")
+    os.mkdir(empty)
+    cache = os.path.join(d, "own-cache")
+    with world(d) as w, env(HF_HUB_CACHE=empty):
+        sha_ = w.hub.push(w.hub.repo("org/own"), {
+            "model.safetensors": model, "config.json": cfg,
+            "README.md": readme})
+        src = "hf://org/own@" + sha_
+        p = T.mount_fg(src, mnt, "-o", "cache=" + cache)
+        try:
+            for i in (0, 1):
+                assert read_direct(os.path.join(mnt, "layers/%d/w" % i)) \
+                    == tensors[i][3], i
+            assert read(os.path.join(mnt, "%repo/config.json")) == cfg
+        finally:
+            T.stop_fg(p, mnt)
+        hub_n, cdn = len(w.hub.seen), w.nginx_log()
+        p = T.mount_fg(src, mnt, "-o", "offline,cache=" + cache)
+        try:
+            for i in (0, 1):
+                assert read_direct(os.path.join(mnt, "layers/%d/w" % i)) \
+                    == tensors[i][3], i
+            assert read(os.path.join(mnt, "%repo/config.json")) == cfg
+            assert read(os.path.join(mnt, "%repo/README.md")) == readme
+            T.expect_errno(os.path.join(mnt, "layers/3/w"), errno.EIO, 1)
+        finally:
+            T.stop_fg(p, mnt)
+        assert len(w.hub.seen) == hub_n and w.nginx_log() == cdn, \
+            "requests made offline"
+        # a tampered block: EIO; a tampered listing: the mount refused
+        files = [os.path.join(r, f) for r, _, fs in os.walk(cache)
+                 for f in fs]
+        blocks = [f for f in files if os.path.basename(f) == "0" and
+                  os.path.getsize(f) == 4 * MiB + 4096]
+        assert len(blocks) == 1, files
+        with open(blocks[0], "r+b") as f:
+            f.seek(4096 + MiB // 2)        # in tensor 0
+            c = f.read(1)
+            f.seek(-1, 1)
+            f.write(bytes([c[0] ^ 1]))
+        p = T.mount_fg(src, mnt, "-o", "offline,cache=" + cache)
+        try:
+            T.expect_errno(os.path.join(mnt, "layers/0/w"), errno.EIO, 1)
+            assert read_direct(os.path.join(mnt, "layers/1/w")) == \
+                tensors[1][3]
+        finally:
+            T.stop_fg(p, mnt)
+        docs = [f for f in files if os.path.basename(f) == "doc"]
+        assert len(docs) >= 2, files        # the revision, the tree
+        for doc in docs:
+            with open(doc, "r+b") as f:
+                f.seek(4096 + 3)
+                c = f.read(1)
+                f.seek(-1, 1)
+                f.write(bytes([c[0] ^ 1]))
+        r = subprocess.run([T.STFS, "mount", "-o", "offline,cache=" + cache,
+                            src, mnt], capture_output=True, timeout=60)
+        assert r.returncode == 1 and b"offline" in r.stderr, r
+        assert not T.is_mount(mnt)
+        assert len(w.hub.seen) == hub_n and w.nginx_log() == cdn
+
+
+def test_content_keys(d, mnt):
+    """Blocks are kept by content: commit 2 of a repo whose 4 shards
+    differ from commit 1's in one shard, mounted with commit 1's cache,
+    asks the CDN for that shard's bytes, and of the others only the first
+    64 KiB the open of an object asks (its size and version); every byte
+    is commit 2's (issue 42)."""
+    import re
+    MiB = 1 << 20
+    shard = {}
+    for i in range(4):
+        t = [("layers.%d.w" % i, "U8", [8 * MiB], os.urandom(8 * MiB))]
+        shard["model-%05d-of-00004.safetensors" % (i + 1)] = (t, open(
+            T.write_st(os.path.join(d, "s%d" % i), t), "rb").read())
+    new_t = [("layers.2.w", "U8", [8 * MiB], os.urandom(8 * MiB))]
+    new = open(T.write_st(os.path.join(d, "new"), new_t), "rb").read()
+    changed = "model-00003-of-00004.safetensors"
+    cache = os.path.join(d, "ck-cache")
+
+    def read_all(want):
+        for i, t in enumerate(want):
+            assert read_direct(os.path.join(mnt, "layers/%d/w" % i)) == \
+                t, i
+
+    with world(d) as w:
+        r = w.hub.repo("org/ck")
+        s1 = w.hub.push(r, {n: b for n, (_, b) in shard.items()})
+        s2 = w.hub.push(r, {changed: new})
+        p = T.mount_fg("hf://org/ck@" + s1, mnt, "-o", "cache=" + cache)
+        try:
+            read_all([t[0][3] for t, _ in shard.values()])
+        finally:
+            T.stop_fg(p, mnt)
+        before = len(w.nginx_log().splitlines())
+        p = T.mount_fg("hf://org/ck@" + s2, mnt, "-o", "cache=" + cache)
+        try:
+            want = [t[0][3] for t, _ in shard.values()]
+            want[2] = new_t[0][3]
+            read_all(want)
+        finally:
+            T.stop_fg(p, mnt)
+        asked = {}
+        for line in w.nginx_log().splitlines()[before:]:
+            m = re.search(r"/([^/ ]+\.safetensors) \d+ bytes=(\d+)-(\d+)",
+                          line)
+            if m:
+                asked[m.group(1)] = asked.get(m.group(1), 0) + \
+                    int(m.group(3)) - int(m.group(2)) + 1
+        total = sum(asked.values())
+        print("     commit 2: %.3fx the changed shard fetched (%s)" %
+              (total / len(new), asked))
+        assert asked.get(changed, 0) >= len(new) - 65536, asked
+        assert all(v <= 65536 for k, v in asked.items() if k != changed), \
+            asked
+        assert total <= 1.05 * len(new), asked
+
+
 def run():
     return T.run_tests([
         test_real_corpus,
@@ -357,6 +503,8 @@ def run():
         test_token,
         test_api_redirects,
         test_hf_cache,
+        test_offline_own_cache,
+        test_content_keys,
     ])
 
 

@@ -245,6 +245,125 @@ def test_public_unsigned(d, mnt):
         ngx.stop()
 
 
+class CountingProxy:
+    """A TCP proxy to 127.0.0.1:port that counts the connections made
+    through it (.n)."""
+
+    def __init__(self, port):
+        import socket
+        import threading
+        self.port_up, self.n, self.socket = port, 0, socket
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.url = "http://127.0.0.1:%d" % self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _pipe(self, a, b):
+        try:
+            while True:
+                x = a.recv(65536)
+                if not x:
+                    break
+                b.sendall(x)
+        except OSError:
+            pass
+        finally:
+            for s in (a, b):
+                try:
+                    s.shutdown(self.socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def _serve(self):
+        import threading
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.n += 1
+            u = self.socket.create_connection(("127.0.0.1", self.port_up))
+            threading.Thread(target=self._pipe, args=(c, u),
+                             daemon=True).start()
+            threading.Thread(target=self._pipe, args=(u, c),
+                             daemon=True).start()
+
+    def stop(self):
+        self.sock.close()
+
+
+def test_offline_own_cache(d, mnt):
+    """An s3:// prefix mounted once mounts again with -o offline from
+    stfs's own cache: not one connection; the small files and the tensors
+    read are there, a tensor never read is EIO at once; the object
+    overwritten (a new ETag) is fetched again (issue 42)."""
+    import urllib.parse
+    MiB = 1 << 20
+    tensors = [("layers.%d.w" % i, "U8", [n * MiB], os.urandom(n * MiB))
+               for i, n in enumerate((1, 1, 40, 1))]
+    path = T.write_st(os.path.join(d, "m.safetensors"), tensors)
+    cfg = b'{"model_type": "own"}\n'
+    cache = os.path.join(d, "own-cache")
+    with creds(d) as sw:
+        with open(path, "rb") as f:
+            sw.put("models", "own/model.safetensors", f.read())
+        sw.put("models", "own/config.json", cfg)
+        proxy = CountingProxy(urllib.parse.urlsplit(sw.endpoint).port)
+        try:
+            with env(AWS_ENDPOINT_URL=proxy.url):
+                p = T.mount_fg("s3://models/own/", mnt, "-o",
+                               "cache=" + cache)
+                try:
+                    for i in (0, 1):
+                        assert read(os.path.join(mnt, "layers/%d/w" % i)) \
+                            == tensors[i][3]
+                    assert read(os.path.join(mnt, "%repo/config.json")) \
+                        == cfg
+                finally:
+                    T.stop_fg(p, mnt)
+                n = proxy.n
+                assert n > 0
+                p = T.mount_fg("s3://models/own/", mnt, "-o",
+                               "offline,cache=" + cache)
+                try:
+                    for i in (0, 1):
+                        assert read(os.path.join(mnt, "layers/%d/w" % i)) \
+                            == tensors[i][3]
+                    assert read(os.path.join(mnt, "%repo/config.json")) \
+                        == cfg
+                    T.expect_errno(os.path.join(mnt, "layers/3/w"), 5, 1)
+                finally:
+                    T.stop_fg(p, mnt)
+                assert proxy.n == n, "connections made offline"
+                # overwritten (a new ETag, the same size): its new bytes,
+                # never the old version's blocks
+                t2 = [(a, b, c, os.urandom(len(e))) for a, b, c, e in
+                      tensors]
+                with open(T.write_st(os.path.join(d, "m2"), t2), "rb") as f:
+                    sw.put("models", "own/model.safetensors", f.read())
+                # (Swift updates its listing a moment after the PUT: a
+                # listing with the old ETag makes the read EIO, If-Match
+                # failing; never the old bytes)
+                for attempt in range(10):
+                    p = T.mount_fg("s3://models/own/", mnt, "-o",
+                                   "cache=" + cache)
+                    try:
+                        got = [read(os.path.join(mnt, "layers/%d/w" % i))
+                               for i in (0, 1)]
+                    except OSError as e:
+                        assert e.errno == 5, e
+                        got = None
+                    finally:
+                        T.stop_fg(p, mnt)
+                    if got is not None:
+                        break
+                    time.sleep(0.5)
+                assert got == [t2[0][3], t2[1][3]], "old bytes served"
+        finally:
+            proxy.stop()
+
+
 def run():
     try:
         return T.run_tests([
@@ -254,6 +373,7 @@ def run():
             test_refused,
             test_changed_after_mount,
             test_public_unsigned,
+            test_offline_own_cache,
         ])
     finally:
         s3server.stop_shared()

@@ -24,7 +24,8 @@
 #   fuzz_pickle  the pickle interpreter and the legacy checkpoint path,
 #                seeded with torch's pickles and legacy checkpoints;
 #   fuzz_cache   the cache's paths from hostile URLs and versions, and its
-#                small files (latest, meta) with hostile contents;
+#                small files (latest, meta), block files and kept answers
+#                with hostile contents;
 #   fuzz_prefetch the payload of the prefetch ioctl (+GLOB, -GLOB, #ID,
 #                all lines), seeded with what `stfs prefetch` sends.
 # Inputs in tests/fuzz/regressions/<harness>/ are replayed first; crashes
@@ -136,6 +137,13 @@ export STFS_FUZZ_CACHE=$(mktemp -d /tmp/stfs-fuzz-cache-XXXXXX)
 printf '\0https://h/m.safetensors\0"6921b5a0-8fffff90"\0' > "$out/seeds-cache/seed000"
 printf '\1https://h/m.safetensors\0Sun, 22 Nov 2026 08:00:00 GMT\0001\nW/"x"\n' > "$out/seeds-cache/seed001"
 printf '\3https://h/../../x\0"../../etc"\0../../../../tmp/x' > "$out/seeds-cache/seed002"
+# a block file: a byte of its header and one of its bytes flipped; cut
+# short; planted whole (all zeros)
+printf '\376https://h/m.safetensors\0"e"\0\020\0\001\010\020\004' > "$out/seeds-cache/seed003"
+printf '\006https://h/m.safetensors\0"e"\0\050' > "$out/seeds-cache/seed004"
+{ printf '\376https://h/m.safetensors\0"e"\0\0'; head -c 4200 /dev/zero; } > "$out/seeds-cache/seed005"
+# a kept answer (a Hub tree page with its next link)
+printf '\1https://h/api/models/o/n/tree/x\0\0stfs-kept 1\nstatus 200\nhas-total 0\ntotal 0\nhas-length 1\nlength 2\nsse-c 0\netag "e"\nlink-next https://h/api?cursor=x\n\n[]' > "$out/seeds-cache/seed006"
 mkdir -p "$out"/{corpus,seeds}-prefetch
 printf '+model-0000[12]-*\n-*.bin\n#7\n' > "$out/seeds-prefetch/seed000"
 printf 'all\n\n#4294967296\n+layers/0/*\n' > "$out/seeds-prefetch/seed001"

@@ -245,6 +245,10 @@ char *stfs_name_key(const char *name, size_t len);
  * S3's CRC64NVME. */
 uint64_t stfs_crc64nvme(uint64_t crc, const void *buf, size_t len);
 
+/* CRC-32C (crc32c.c) of len bytes, going on from crc (0 to start): the
+ * checksum of the cache's blocks. */
+uint32_t stfs_crc32c(uint32_t crc, const void *buf, size_t len);
+
 /* Standard base64 (RFC 4648's alphabet, padded with '=', no spaces) of
  * the n bytes at s into out (text.c): 0 with *outlen, or -EINVAL for text
  * that is not strictly that (a length not a multiple of 4, a byte outside

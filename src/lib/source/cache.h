@@ -9,12 +9,14 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "source.h"
 
 /* ---- the cache store on disk (cache.c) --------------------------------- */
 
 #define STFS_CACHE_HEAD UINT64_MAX      /* the block of an object's head */
+#define STFS_CACHE_DOC (UINT64_MAX - 1) /* the block of a kept answer */
 #define STFS_CACHE_DIR_MAX 1024         /* the cache's own path, at most */
 
 /* The cache of a remote: its directory, limit and use. */
@@ -27,6 +29,7 @@ struct stfs_cache {
 	uint64_t used;                  /* bytes of blocks, as far as known */
 	uint64_t writing;               /* bytes of blocks being written */
 	int scanned;
+	int told;                       /* a write that failed was logged */
 	pthread_mutex_t mu;
 };
 
@@ -34,6 +37,8 @@ struct stfs_cache {
 struct stfs_cache_obj {
 	char dir[48];           /* v1/<hash of URL>/<hash of version>,
 				 * relative to the cache */
+	uint64_t key;           /* its blocks' headers name it (the hash
+				 * of dir) */
 	uint64_t size;
 	int valid;              /* 0: not cached (no cache, or no version) */
 	struct stfs_cache *c;   /* the cache it is in, when valid */
@@ -61,20 +66,76 @@ int stfs_cache_object(struct stfs_cache *c, const char *url,
 int stfs_cache_latest(struct stfs_cache *c, const char *url,
 		      struct stfs_cache_obj *o, char *version, size_t vsz);
 /* Bytes [off, off + len) of block number block (or STFS_CACHE_HEAD),
- * whose length is block_len: 0, or -ENOENT when the block is not (wholly)
- * there, or not a regular file of ours that only we may write. */
+ * whose length is block_len, checked: 0, or -ENOENT when the block is not
+ * there, not a regular file of ours that only we may write, or fails its
+ * check. */
 int stfs_cache_read(const struct stfs_cache_obj *o, uint64_t block,
 		    size_t block_len, size_t off, void *buf, size_t len);
-/* The block, whole, opened for reading (and marked recently used): a file
- * descriptor, or -ENOENT.  A block evicted while open stays readable. */
+
+/* ---- a block file: its header and checked reads (blockfile.c) ---------- */
+
+#define STFS_BLOCK_HDR 4096             /* the header before its bytes */
+#define STFS_BLOCK_CHUNKS 1008          /* checksums in a header, at most */
+
+/* A block of the cache open for reading, its header checked. */
+struct stfs_cache_blk {
+	int fd;                         /* -1: none */
+	uint64_t block;
+	size_t len;                     /* its bytes (the file has a header
+					 * more) */
+	unsigned shift, n;              /* n chunks of 1 << shift bytes */
+	uint32_t *crc;                  /* CRC-32C of each */
+	dev_t dev;
+	ino_t ino;                      /* the file, to drop it */
+};
+/* The header of block (or STFS_CACHE_HEAD) of the object version key,
+ * whose len bytes are at buf, into hdr (STFS_BLOCK_HDR bytes). */
+void stfs_blockfile_header(uint64_t key, uint64_t block, const void *buf,
+			   size_t len, unsigned char *hdr);
+/* The header of the block file fd checked (magic, key, block number,
+ * length, its own checksum): 0 with *b holding fd (closed by
+ * stfs_blockfile_close()); -EBADMSG with why (fd left to the caller), or
+ * -ENOMEM. */
+int stfs_blockfile_open(int fd, uint64_t key, uint64_t block, size_t len,
+			struct stfs_cache_blk *b, char *why, size_t whysz);
+void stfs_blockfile_close(struct stfs_cache_blk *b);
+/* Bytes [off, off + len) of block b, every chunk they touch read and
+ * checked against its checksum: 0, or -EBADMSG with why (never a byte
+ * that failed), or -ENOMEM. */
+int stfs_blockfile_pread(const struct stfs_cache_blk *b, void *buf,
+			 size_t len, size_t off, char *why, size_t whysz);
+
+/* Block of o, whose length is block_len, opened for reading (and marked
+ * recently used), its header checked: 0 with *b; -ENOENT when it is not
+ * there (or not a file of ours that only we may write, or one of an older
+ * stfs), -EBADMSG when it is there but fails its check (why says how), or
+ * -ENOMEM.  A block evicted while open stays readable. */
 int stfs_cache_open_block(const struct stfs_cache_obj *o, uint64_t block,
-			  size_t block_len);
-/* len bytes at off of an open block: 0, or -ENOENT if it is shorter. */
-int stfs_cache_pread(int fd, void *buf, size_t len, size_t off);
+			  size_t block_len, struct stfs_cache_blk *b,
+			  char *why, size_t whysz);
+/* Block b of o failed its check: its file removed, if it is still the one
+ * b read (not when offline: nothing is changed then). */
+void stfs_cache_drop_block(const struct stfs_cache_obj *o,
+			   const struct stfs_cache_blk *b, uint64_t block);
 /* Write block (or STFS_CACHE_HEAD) of o to the cache: 0, or -errno.  A
  * block is flushed before it takes its name; the head is not. */
 int stfs_cache_put(struct stfs_cache *c, const struct stfs_cache_obj *o,
 		   uint64_t block, const void *buf, size_t len);
+
+/* An answer kept for url (len bytes at buf, an encoding of the HTTP
+ * room's: http/kept.c), in the format of a block, for offline mounts:
+ * 0, or -errno. */
+int stfs_cache_put_doc(struct stfs_cache *c, const char *url,
+		       const void *buf, size_t len);
+/* The answer kept for url, checked as a block is: 0 with *buf (malloc'd,
+ * NUL terminated) and *len; -ENOENT (none), -EBADMSG (it fails its check:
+ * why says how) or -ENOMEM. */
+int stfs_cache_get_doc(struct stfs_cache *c, const char *url, char **buf,
+		       size_t *len, char *why, size_t whysz);
+
+/* A block could not be written (rc): 1 the first time (the caller logs
+ * it, with why), else 0. */
+int stfs_cache_failed_once(struct stfs_cache *c);
 
 #define STFS_CACHE_BATCH 16
 
@@ -113,11 +174,12 @@ struct stfs_cachedir_tmpf {
 	char name[64];
 	char tmp[128];
 };
-/* len bytes of buf to name in dir, staged: written to a 0600 temporary
- * file, locked, not flushed: 0 (publish t then), or -errno (nothing
- * left). */
-int stfs_cachedir_stage(int dir, const char *name, const void *buf,
-			size_t len, struct stfs_cachedir_tmpf *t);
+/* hlen bytes of hdr (none if hlen is 0), then len bytes of buf, to name
+ * in dir, staged: written to a 0600 temporary file, locked, not flushed:
+ * 0 (publish t then), or -errno (nothing left). */
+int stfs_cachedir_stage(int dir, const char *name, const void *hdr,
+			size_t hlen, const void *buf, size_t len,
+			struct stfs_cachedir_tmpf *t);
 /* A staged file renamed into place if rc is 0 (its pages dropped if it
  * was flushed), else removed; closed either way: 0, or -errno. */
 int stfs_cachedir_publish(struct stfs_cachedir_tmpf *t, int rc);

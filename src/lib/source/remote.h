@@ -319,7 +319,15 @@ struct stfs_request {
 	struct stfs_early *early;   /* or NULL */
 	struct stfs_progress *progress; /* or NULL */
 	unsigned flags;             /* STFS_REQ_* */
+	uint64_t deadline_ms;       /* no backoff past it (monotonic ms:
+				     * its reader's bound), or 0 */
 };
+
+/* The longest backoff before a retry: a Retry-After is capped to it, and
+ * a reader waits at most retries x that for a read that fails. */
+#define STFS_BACKOFF_MAX_S 30
+/* CLOCK_MONOTONIC in milliseconds (httpc.c). */
+uint64_t stfs_now_ms(void);
 
 /* A redirect is an answer (stfs_httpc_fetch() returns STFS_HTTP_REDIRECT,
  * the target in resp->location), not followed by libcurl. */
@@ -328,6 +336,9 @@ struct stfs_request {
 #define STFS_REQ_NO429 2u
 /* S3's checksums asked for: x-amz-checksum-mode: ENABLED (signed) */
 #define STFS_REQ_CHECKSUMS 4u
+/* stfs_http_get(): the answer kept in the cache (http/kept.c), and
+ * answered from there offline, with no request */
+#define STFS_REQ_KEEP 8u
 #define STFS_HTTP_REDIRECT 1
 
 /* What the remote did (stfs_remote_stats()). */
@@ -461,12 +472,11 @@ struct stfs_object {
 	 * reader's block and the prefetches beside it fail together) */
 	struct stfs_failure failed[STFS_FAIL_SLOTS];
 	unsigned nfailed;           /* the next slot to use */
-	/* cached blocks kept open for reading (lookup.c): block b in slot
-	 * b % STFS_FD_SLOTS (fd -1: none); fd_lock is held to read with
-	 * one, and to change */
+	/* cached blocks kept open for reading, their headers checked
+	 * (lookup.c): block b in slot b % STFS_FD_SLOTS (fd -1: none);
+	 * fd_lock is held to read with one, and to change */
 	pthread_rwlock_t fd_lock;
-	int fd[STFS_FD_SLOTS];
-	uint64_t fd_block[STFS_FD_SLOTS];
+	struct stfs_cache_blk slot[STFS_FD_SLOTS];
 };
 
 struct stfs_inflight;
@@ -476,6 +486,7 @@ struct stfs_inflight;
 struct stfs_fetcher {
 	CURL *h;
 	struct stfs_inflight *to_write;
+	uint64_t deadline_ms;   /* its reader's bound (stfs_request), or 0 */
 };
 
 #define STFS_SPARE_MAX 16
@@ -558,8 +569,10 @@ int stfs_blocks_warm(struct stfs_fetcher *f, struct stfs_object *o,
 /* The cache's view of block me (to write it). */
 void stfs_inflight_item(const struct stfs_inflight *me,
 			struct stfs_cache_item *it);
-/* Block me is written to the cache (or failed to be): unlist, free it. */
-void stfs_blocks_written(struct stfs_remote *r, struct stfs_inflight *me);
+/* Block me is written to the cache (rc 0: unlisted, freed), or could not
+ * be (rc: held in memory for its readers, as without a cache). */
+void stfs_blocks_written(struct stfs_remote *r, struct stfs_inflight *me,
+			 int rc);
 struct stfs_object *stfs_inflight_object(const struct stfs_inflight *me);
 struct stfs_inflight **stfs_inflight_later(struct stfs_inflight *me);
 /* o is closing: let go of its blocks held in memory. */
@@ -602,6 +615,9 @@ void stfs_writeback(struct stfs_fetcher *f);
 void stfs_writeback_start(struct stfs_remote *r);
 /* Stop and join them once they have written what is queued. */
 void stfs_writeback_stop(struct stfs_remote *r);
+/* The cache could not take a block of len bytes (0: an object's entry)
+ * for rc: logged, the first time only. */
+void stfs_writeback_failed(struct stfs_remote *r, size_t len, int rc);
 /* Wait until the writers have written every block handed to them. */
 void stfs_writeback_flush(struct stfs_remote *r);
 

@@ -18,7 +18,10 @@
  * connection busy.  Without a cache, a prefetched block
  * is held instead, until its bytes have all been read (the kernel's page
  * cache has them then) or twice the prefetch window of newer ones push
- * it out.  Which blocks are prefetched, and on which threads, is pool.c's.
+ * it out.  So is a block the cache could not take (a full disk, a
+ * cache_size under one block): it is read from memory as it would be
+ * without a cache, not fetched again.  Which blocks are prefetched, and
+ * on which threads, is pool.c's.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -382,10 +385,17 @@ void stfs_inflight_item(const struct stfs_inflight *me,
 					.buf = me->data, .len = me->len };
 }
 
-void stfs_blocks_written(struct stfs_remote *r, struct stfs_inflight *me)
+void stfs_blocks_written(struct stfs_remote *r, struct stfs_inflight *me,
+			 int rc)
 {
 	pthread_mutex_lock(&r->blocks.mu);
-	drop(r, me);
+	/* one the cache could not take (a full disk, a cache_size under a
+	 * block) is held for its readers, as without a cache: the kernel's
+	 * next readahead would otherwise fetch it again */
+	if (rc && !atomic_load(&me->s->closing))
+		hold(r, me);
+	else
+		drop(r, me);
 	pthread_mutex_unlock(&r->blocks.mu);
 }
 
@@ -402,7 +412,8 @@ static int fetch_block(struct stfs_fetcher *f, struct stfs_inflight *me,
 		.url = s->url, .etag = s->etag,
 		.last_modified = s->last_modified, .auth = s->auth,
 		.off = start + cut, .len = me->len - cut, .want_total = s->size,
-		.cancel = &s->closing, .early = early, .progress = &me->pr };
+		.cancel = &s->closing, .early = early, .progress = &me->pr,
+		.deadline_ms = f->deadline_ms };
 	struct stfs_error e = { 0 };
 	int rc;
 
@@ -520,7 +531,8 @@ static int read_uncached(struct stfs_fetcher *f, struct stfs_object *s,
 	struct stfs_request q = {
 		.url = s->url, .etag = s->etag,
 		.last_modified = s->last_modified, .auth = s->auth,
-		.off = off, .want_total = s->size, .cancel = &s->closing };
+		.off = off, .want_total = s->size, .cancel = &s->closing,
+		.deadline_ms = f->deadline_ms };
 	char *run = buf;
 	int rc;
 

@@ -5,16 +5,22 @@
  *   v1/<hash of the URL>/latest                  the last version seen
  *   v1/<hash of the URL>/<hash of ETag and size>/meta
  *   v1/<hash of the URL>/<hash of ETag and size>/<block number>
+ *   v1/<hash of the URL>/<hash of ETag and size>/head
  * A version is named by the ETag (or Last-Modified) and the size seen at
  * open, so a changed object is never served from an old version's blocks.
  * A block is written to a temporary name, flushed (fdatasync) and renamed,
  * so it is either complete or absent, even after a crash, kill -9 or a
- * power loss; it is checked to have its exact length when read.  Blocks
+ * power loss.  A block file (and the head) starts with a header that
+ * names the object version (the hash of its directory), the block and
+ * the CRC-32C of each piece of it (blockfile.c), checked on every read:
+ * a block that fails is never served, and the engine drops it and
+ * fetches it again (lookup.c).  Blocks
  * written together (stfs_cache_put_batch()) are all written, then all
  * flushed, then all renamed: one wait for the disk, not one per block.  The small
  * files (meta, latest, head) are renamed into place but not flushed: a
  * power loss can leave them short or empty, and they are checked when
- * read (the head's header is validated as any header is), and a meta
+ * read (the head by its checksums, and its header is then validated as
+ * any header is), and a meta
  * must name the version its directory is the hash of.  Least recently
  * used blocks (by mtime, which a hit refreshes) are removed when the
  * cache grows past its size; the temporary files of a writer that was
@@ -151,6 +157,7 @@ int stfs_cache_object(struct stfs_cache *c, const char *url,
 		 stfs_hash64(url, strlen(url)),
 		 version_id(c, url, version, size));
 	o->size = size;
+	o->key = stfs_hash64(o->dir, strlen(o->dir));
 	if ((d = cache_dir(c, o->dir, 1, why, sizeof(why))) < 0) {
 		if (d == -EPERM || d == -ELOOP || d == -ENOTDIR)
 			return stfs_fail(err, -EPERM, NULL, STFS_NO_OFFSET,
@@ -251,6 +258,7 @@ int stfs_cache_latest(struct stfs_cache *c, const char *url,
 		 version_id(c, url, version, o->size));
 	if (strcmp(text, id) != 0)
 		return -ENOENT;
+	o->key = stfs_hash64(o->dir, strlen(o->dir));
 	o->c = c;
 	o->valid = 1;
 	return 0;
@@ -267,58 +275,88 @@ static void block_name(uint64_t block, char *out, size_t outsz)
 }
 
 int stfs_cache_open_block(const struct stfs_cache_obj *o, uint64_t block,
-			  size_t block_len)
+			  size_t block_len, struct stfs_cache_blk *b,
+			  char *why, size_t whysz)
 {
-	char name[24], why[512];
-	int d, fd;
+	char name[24], dwhy[512];
+	struct stat st;
+	int d, fd, rc;
 
+	b->fd = -1;
+	b->crc = NULL;
 	if (!o->valid)
 		return -ENOENT;
 	block_name(block, name, sizeof(name));
-	if ((d = cache_dir(o->c, o->dir, 0, why, sizeof(why))) < 0)
+	if ((d = cache_dir(o->c, o->dir, 0, dwhy, sizeof(dwhy))) < 0)
 		return -ENOENT;
-	/* not ours, not a file, or not whole: a miss */
-	fd = stfs_cachedir_open_file(d, name, block_len);
+	/* not ours, or not a file: a miss */
+	fd = stfs_cachedir_open_file(d, name, UINT64_MAX);
 	close(d);
-	if (fd < 0)
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		if (fd >= 0)
+			close(fd);
 		return -ENOENT;
+	}
+	if ((uint64_t)st.st_size != (uint64_t)block_len + STFS_BLOCK_HDR) {
+		/* exactly the block's bytes: one an older stfs wrote, with
+		 * no header, a miss (replaced when fetched again) */
+		rc = (uint64_t)st.st_size == block_len ? -ENOENT : -EBADMSG;
+		snprintf(why, whysz, "it is %" PRIu64 " bytes, not %" PRIu64,
+			 (uint64_t)st.st_size,
+			 (uint64_t)block_len + STFS_BLOCK_HDR);
+	} else {
+		rc = stfs_blockfile_open(fd, o->key, block, block_len, b, why,
+					 whysz);
+	}
+	b->dev = st.st_dev;
+	b->ino = st.st_ino;
+	if (rc) {
+		close(fd);
+		return rc;
+	}
 	(void)futimens(fd, NULL);       /* recently used */
-	return fd;
+	return 0;
 }
 
-int stfs_cache_pread(int fd, void *buf, size_t len, size_t off)
+void stfs_cache_drop_block(const struct stfs_cache_obj *o,
+			   const struct stfs_cache_blk *b, uint64_t block)
 {
-	size_t got = 0;
+	char name[24], why[512];
+	struct stat st;
+	int d;
 
-	while (got < len) {
-		ssize_t n = pread(fd, (char *)buf + got, len - got,
-				  (off_t)(off + got));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
-	/* the bytes go on to the mount's page cache: out of this one (from
-	 * the 2 MiB folio boundary below, so that shared folios go too) */
-	(void)posix_fadvise(fd, (off_t)(off & ~(size_t)0x1fffff),
-			    (off_t)(off + got - (off & ~(size_t)0x1fffff)),
-			    POSIX_FADV_DONTNEED);
-	return got == len ? 0 : -ENOENT;
+	if (!o->valid || o->c->offline)
+		return;
+	block_name(block, name, sizeof(name));
+	if ((d = cache_dir(o->c, o->dir, 0, why, sizeof(why))) < 0)
+		return;
+	/* the file that failed, not one written since in its place */
+	if (fstatat(d, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    st.st_dev == b->dev && st.st_ino == b->ino)
+		(void)unlinkat(d, name, 0);
+	close(d);
 }
 
 int stfs_cache_read(const struct stfs_cache_obj *o, uint64_t block,
 		    size_t block_len, size_t off, void *buf, size_t len)
 {
-	int fd, rc;
+	struct stfs_cache_blk b;
+	char why[160];
+	int rc;
 
 	if (off > block_len || len > block_len - off)
 		return -ENOENT;
-	if ((fd = stfs_cache_open_block(o, block, block_len)) < 0)
-		return fd;
-	rc = stfs_cache_pread(fd, buf, len, off);
-	close(fd);
-	return rc;
+	if ((rc = stfs_cache_open_block(o, block, block_len, &b, why,
+					sizeof(why))) < 0) {
+		if (rc == -EBADMSG)
+			stfs_cache_drop_block(o, &b, block);
+		return -ENOENT;
+	}
+	rc = stfs_blockfile_pread(&b, buf, len, off, why, sizeof(why));
+	if (rc == -EBADMSG)
+		stfs_cache_drop_block(o, &b, block);
+	stfs_blockfile_close(&b);
+	return rc ? -ENOENT : 0;
 }
 
 /* ---- eviction ------------------------------------------------------------- */
@@ -453,8 +491,12 @@ static void evict(struct stfs_cache *c, uint64_t keep_free)
 	char why[512];
 
 	list_blocks(c, &sc);
-	/* blocks being written are not on the list yet, but count */
-	sc.total += c->writing;
+	/* the blocks on the disk (and other writers' temporary files) are
+	 * kept under the size, with room for the one about to be written;
+	 * ours being written are not counted here: counted, they made every
+	 * block written go at once to make room for them, and a cache that
+	 * could hold one block could end up with none.  The directory holds
+	 * at most the size plus the blocks in flight. */
 	for (size_t i = 0; i < sc.n && sc.total + keep_free > c->max_bytes;
 	     i++) {
 		int d = stfs_cachedir_opendir(c->root, c->dir,
@@ -467,7 +509,7 @@ static void evict(struct stfs_cache *c, uint64_t keep_free)
 			sc.total -= sc.list[i].size;
 		close(d);
 	}
-	c->used = sc.total;
+	c->used = sc.total + c->writing;
 	c->scanned = 1;
 	free(sc.list);
 }
@@ -484,17 +526,109 @@ static void reserve(struct stfs_cache *c, size_t len)
 }
 
 /* len bytes reserved are written (rc 0, now on the list) or not. */
-static void unreserve(struct stfs_cache *c, size_t len, int rc)
+static void unreserve(struct stfs_cache *c, size_t len, int rc, int now)
 {
 	pthread_mutex_lock(&c->mu);
 	c->writing -= len;
 	if (rc)
 		c->used = c->used > len ? c->used - len : 0;
 	/* blocks written at once may have passed the size together: the
-	 * oldest go now that they are on the list */
-	else if (c->used > c->max_bytes)
+	 * oldest go now that they are on the list (a batch's once all of
+	 * it is: one by one, each would go to make room for the others
+	 * still counted as being written) */
+	if (now && c->used > c->max_bytes)
 		evict(c, 0);
 	pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- answers kept for offline mounts -------------------------------------- */
+
+/* The directory of url's answer (v1/<hash of URL>) into dir, and the key
+ * its header names. */
+static uint64_t doc_dir(const char *url, char *dir, size_t dirsz)
+{
+	snprintf(dir, dirsz, "v1/%016" PRIx64, stfs_hash64(url, strlen(url)));
+	return stfs_hash64(dir, strlen(dir)) ^ UINT64_C(0xd0c0d0c0d0c0d0c0);
+}
+
+int stfs_cache_put_doc(struct stfs_cache *c, const char *url,
+		       const void *buf, size_t len)
+{
+	unsigned char hdr[STFS_BLOCK_HDR];
+	struct stfs_cachedir_tmpf t = { .flushed = 0 };
+	char dir[48], why[512];
+	uint64_t key;
+	int d, rc;
+
+	if (!c || c->offline)
+		return -ENOENT;
+	key = doc_dir(url, dir, sizeof(dir));
+	if ((d = cache_dir(c, dir, 1, why, sizeof(why))) < 0)
+		return d;
+	stfs_blockfile_header(key, STFS_CACHE_DOC, buf, len, hdr);
+	if (!(rc = stfs_cachedir_stage(d, "doc", hdr, sizeof(hdr), buf, len,
+				       &t)))
+		rc = stfs_cachedir_publish(&t, 0);
+	close(d);
+	return rc;
+}
+
+int stfs_cache_get_doc(struct stfs_cache *c, const char *url, char **buf,
+		       size_t *len, char *why, size_t whysz)
+{
+	struct stfs_cache_blk b;
+	char dir[48], dwhy[512];
+	struct stat st;
+	uint64_t key;
+	int d, fd, rc;
+
+	*buf = NULL;
+	*len = 0;
+	if (!c)
+		return -ENOENT;
+	key = doc_dir(url, dir, sizeof(dir));
+	if ((d = cache_dir(c, dir, 0, dwhy, sizeof(dwhy))) < 0)
+		return -ENOENT;
+	fd = stfs_cachedir_open_file(d, "doc", UINT64_MAX);
+	close(d);
+	if (fd < 0)
+		return -ENOENT;
+	if (fstat(fd, &st) < 0 || st.st_size < STFS_BLOCK_HDR ||
+	    (uint64_t)st.st_size - STFS_BLOCK_HDR > (1u << 30)) {
+		close(fd);
+		snprintf(why, whysz, "it is %s", "not a kept answer");
+		return -EBADMSG;
+	}
+	if ((rc = stfs_blockfile_open(fd, key, STFS_CACHE_DOC,
+				      (size_t)st.st_size - STFS_BLOCK_HDR, &b,
+				      why, whysz))) {
+		close(fd);
+		return rc;
+	}
+	if (!(*buf = malloc(b.len + 1))) {
+		stfs_blockfile_close(&b);
+		return -ENOMEM;
+	}
+	if ((rc = stfs_blockfile_pread(&b, *buf, b.len, 0, why, whysz))) {
+		free(*buf);
+		*buf = NULL;
+	} else {
+		(*buf)[b.len] = '\0';
+		*len = b.len;
+	}
+	stfs_blockfile_close(&b);
+	return rc;
+}
+
+int stfs_cache_failed_once(struct stfs_cache *c)
+{
+	int first;
+
+	pthread_mutex_lock(&c->mu);
+	first = !c->told;
+	c->told = 1;
+	pthread_mutex_unlock(&c->mu);
+	return first;
 }
 
 int stfs_cache_put(struct stfs_cache *c, const struct stfs_cache_obj *o,
@@ -502,6 +636,8 @@ int stfs_cache_put(struct stfs_cache *c, const struct stfs_cache_obj *o,
 {
 	struct stfs_cache_item it = { .o = o, .block = block, .buf = buf,
 				      .len = len };
+	unsigned char hdr[STFS_BLOCK_HDR];
+	struct stfs_cachedir_tmpf t = { .flushed = 0 };
 	char name[24], why[512];
 	int rc, d;
 
@@ -509,16 +645,19 @@ int stfs_cache_put(struct stfs_cache *c, const struct stfs_cache_obj *o,
 		stfs_cache_put_batch(c, &it, 1);
 		return it.rc;
 	}
-	/* the head is checked when read (its header validated): unflushed */
-	if (!c || !o->valid || len > c->max_bytes)
+	/* the head is checked when read: unflushed */
+	if (!c || !o->valid || len + STFS_BLOCK_HDR > c->max_bytes)
 		return -ENOENT;
 	if ((d = cache_dir(c, o->dir, 0, why, sizeof(why))) < 0)
 		return d;
-	reserve(c, len);
+	reserve(c, len + STFS_BLOCK_HDR);
 	block_name(block, name, sizeof(name));
-	rc = stfs_cachedir_put(d, name, buf, len, 0);
+	stfs_blockfile_header(o->key, block, buf, len, hdr);
+	if (!(rc = stfs_cachedir_stage(d, name, hdr, sizeof(hdr), buf, len,
+				       &t)))
+		rc = stfs_cachedir_publish(&t, 0);
 	close(d);
-	unreserve(c, len, rc);
+	unreserve(c, len + STFS_BLOCK_HDR, rc, 1);
 	return rc;
 }
 
@@ -526,18 +665,21 @@ int stfs_cache_put(struct stfs_cache *c, const struct stfs_cache_obj *o,
 static int stage(struct stfs_cache *c, struct stfs_cache_item *it, int *d,
 		 struct stfs_cachedir_tmpf *t)
 {
+	unsigned char hdr[STFS_BLOCK_HDR];
 	char name[24], why[512];
 
 	*d = -1;
 	t->fd = -1;
-	if (!c || !it->o->valid || it->len > c->max_bytes ||
+	if (!c || !it->o->valid || it->len + STFS_BLOCK_HDR > c->max_bytes ||
 	    it->block == STFS_CACHE_HEAD)
 		return -ENOENT;
 	if ((*d = cache_dir(c, it->o->dir, 0, why, sizeof(why))) < 0)
 		return *d;
-	reserve(c, it->len);
+	reserve(c, it->len + STFS_BLOCK_HDR);
 	block_name(it->block, name, sizeof(name));
-	return stfs_cachedir_stage(*d, name, it->buf, it->len, t);
+	stfs_blockfile_header(it->o->key, it->block, it->buf, it->len, hdr);
+	return stfs_cachedir_stage(*d, name, hdr, sizeof(hdr), it->buf,
+				   it->len, t);
 }
 
 void stfs_cache_put_batch(struct stfs_cache *c, struct stfs_cache_item *it,
@@ -571,6 +713,8 @@ void stfs_cache_put_batch(struct stfs_cache *c, struct stfs_cache_item *it,
 			it[i].rc = stfs_cachedir_publish(&t[i], it[i].rc);
 		}
 		close(d[i]);
-		unreserve(c, it[i].len, it[i].rc);
+		unreserve(c, it[i].len + STFS_BLOCK_HDR, it[i].rc, 0);
 	}
+	if (c && n)
+		unreserve(c, 0, 0, 1);
 }

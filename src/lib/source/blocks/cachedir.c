@@ -297,8 +297,9 @@ static int write_all(int fd, const char *p, size_t len)
 
 /* Blocks written with O_DIRECT instead made a cold read 2.3x slower here:
  * each worker then waited for the disk. */
-int stfs_cachedir_stage(int dir, const char *name, const void *buf,
-			size_t len, struct stfs_cachedir_tmpf *t)
+int stfs_cachedir_stage(int dir, const char *name, const void *hdr,
+			size_t hlen, const void *buf, size_t len,
+			struct stfs_cachedir_tmpf *t)
 {
 	int rc;
 
@@ -317,7 +318,8 @@ int stfs_cachedir_stage(int dir, const char *name, const void *buf,
 	/* locked while it is written: a scan removes it only once its
 	 * writer is gone */
 	(void)flock(t->fd, LOCK_EX);
-	if ((rc = write_all(t->fd, buf, len)))
+	if ((rc = write_all(t->fd, hdr, hlen)) ||
+	    (rc = write_all(t->fd, buf, len)))
 		(void)stfs_cachedir_publish(t, rc);
 	return rc;
 }
@@ -344,7 +346,7 @@ int stfs_cachedir_put(int dir, const char *name, const void *buf,
 		      size_t len, int durable)
 {
 	struct stfs_cachedir_tmpf t = { .flushed = durable };
-	int rc = stfs_cachedir_stage(dir, name, buf, len, &t);
+	int rc = stfs_cachedir_stage(dir, name, NULL, 0, buf, len, &t);
 
 	if (rc)
 		return rc;

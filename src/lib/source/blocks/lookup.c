@@ -8,7 +8,11 @@
  * Cached blocks are read through descriptors kept open (the last
  * STFS_FD_SLOTS blocks read of each object), as a local file would be: a
  * hand-over to a worker, or an open per read, costs more than the read.
- * A block evicted while open stays readable.
+ * A block evicted while open stays readable.  Every read is checked
+ * (blockfile.c: its header when the block is opened, the checksums of the
+ * pieces it reads each time): a block that fails is never served.  It is
+ * logged, closed and removed from the cache; the read is then a miss,
+ * fetched again, or EIO offline.
  *
  * The failures are a ring of the last STFS_FAIL_SLOTS fetches that
  * failed, each remembered FAIL_MEMORY_MS: the kernel answers a failed
@@ -17,6 +21,8 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -31,50 +37,94 @@ void stfs_lookup_init(struct stfs_object *o)
 {
 	pthread_rwlock_init(&o->fd_lock, NULL);
 	for (unsigned k = 0; k < STFS_FD_SLOTS; k++)
-		o->fd[k] = -1;
+		o->slot[k] = (struct stfs_cache_blk){ .fd = -1 };
 }
 
 void stfs_lookup_fini(struct stfs_object *o)
 {
 	for (unsigned k = 0; k < STFS_FD_SLOTS; k++)
-		if (o->fd[k] >= 0)
-			close(o->fd[k]);
+		stfs_blockfile_close(&o->slot[k]);
 	pthread_rwlock_destroy(&o->fd_lock);
 }
 
+/* Block b of o failed its check (why): logged, and dropped from its slot
+ * and the cache (when online). */
+static void failed_check(struct stfs_object *o, uint64_t b,
+			 const struct stfs_cache_blk *bad, const char *why)
+{
+	unsigned k = (unsigned)(b % STFS_FD_SLOTS);
+	struct stfs_cache_blk old = { .fd = -1 };
+	char line[768];
+	int offline = o->r->o.offline;
+
+	snprintf(line, sizeof(line), "stfs: %s: block %" PRIu64 " (bytes %"
+		 PRIu64 "-%" PRIu64 ") in the cache failed its check: %s; %s",
+		 o->url, b, b * o->r->o.block,
+		 b * o->r->o.block + stfs_block_len(o, b) - 1, why, offline ?
+		 "not served (offline: EIO)" : "removed, and fetched again");
+	stfs_remote_log(o->r, line);
+	pthread_rwlock_wrlock(&o->fd_lock);
+	if (o->slot[k].fd >= 0 && o->slot[k].ino == bad->ino &&
+	    o->slot[k].dev == bad->dev) {
+		old = o->slot[k];
+		o->slot[k] = (struct stfs_cache_blk){ .fd = -1 };
+	}
+	pthread_rwlock_unlock(&o->fd_lock);
+	stfs_blockfile_close(&old);
+	stfs_cache_drop_block(&o->cobj, bad, b);
+}
+
 /* Bytes [in, in + n) of block b of o from the cache, through its open
- * descriptor (opened and kept if it is not): 0, or -ENOENT. */
+ * descriptor (opened and kept if it is not), checked: 0, -ENOENT (not
+ * there), or -EBADMSG (there, but it failed its check: logged, and
+ * dropped). */
 static int cached_block(struct stfs_object *o, uint64_t b, size_t in,
 			void *buf, size_t n)
 {
 	size_t blen = stfs_block_len(o, b);
 	unsigned k = (unsigned)(b % STFS_FD_SLOTS);
-	int rc = -ENOENT, fd, old;
+	struct stfs_cache_blk blk, old;
+	char why[160];
+	int rc = -ENOENT;
 
 	if (in > blen || n > blen - in)
 		return -ENOENT;
 	pthread_rwlock_rdlock(&o->fd_lock);
-	if (o->fd[k] >= 0 && o->fd_block[k] == b)
-		rc = stfs_cache_pread(o->fd[k], buf, n, in);
+	if (o->slot[k].fd >= 0 && o->slot[k].block == b) {
+		rc = stfs_blockfile_pread(&o->slot[k], buf, n, in, why,
+					  sizeof(why));
+		blk = o->slot[k];       /* its identity, if it failed */
+	}
 	pthread_rwlock_unlock(&o->fd_lock);
-	if (!rc)
-		return 0;
-	if ((fd = stfs_cache_open_block(&o->cobj, b, blen)) < 0)
-		return -ENOENT;
-	rc = stfs_cache_pread(fd, buf, n, in);
+	if (rc == -EBADMSG) {
+		failed_check(o, b, &blk, why);
+		return rc;
+	}
+	if (rc != -ENOENT)
+		return rc ? -ENOENT : 0;        /* (no memory: a miss) */
+	if ((rc = stfs_cache_open_block(&o->cobj, b, blen, &blk, why,
+					sizeof(why)))) {
+		if (rc == -EBADMSG)
+			failed_check(o, b, &blk, why);
+		return rc == -EBADMSG ? rc : -ENOENT;
+	}
+	if ((rc = stfs_blockfile_pread(&blk, buf, n, in, why, sizeof(why)))) {
+		if (rc == -EBADMSG)
+			failed_check(o, b, &blk, why);
+		stfs_blockfile_close(&blk);
+		return rc == -EBADMSG ? rc : -ENOENT;
+	}
 	pthread_rwlock_wrlock(&o->fd_lock);
-	old = o->fd[k];
-	o->fd[k] = fd;
-	o->fd_block[k] = b;
+	old = o->slot[k];
+	o->slot[k] = blk;
 	pthread_rwlock_unlock(&o->fd_lock);
-	if (old >= 0)
-		close(old);
-	return rc;
+	stfs_blockfile_close(&old);
+	return 0;
 }
 
 /* Bytes [off, off + len) of o wholly from cached blocks (len 0: the
- * block at off is there, whole): 0, or -ENOENT (buf then holds
- * garbage). */
+ * block at off is there, its header checked): 0, -ENOENT (buf then holds
+ * garbage), or -EBADMSG (a block failed its check). */
 static int cached(struct stfs_object *o, void *buf, size_t len,
 		  uint64_t off)
 {
@@ -86,21 +136,15 @@ static int cached(struct stfs_object *o, void *buf, size_t len,
 		size_t blen = stfs_block_len(o, b);
 		size_t n = blen - in < len ? blen - in : len;
 
-		if (cached_block(o, b, in, buf, n))
-			return -ENOENT;
+		int rc = cached_block(o, b, in, buf, n);
+
+		if (rc)
+			return rc;
 		buf = (char *)buf + n;
 		off += n;
 		len -= n;
 	} while (len);
 	return 0;
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
 }
 
 void stfs_blocks_failed(struct stfs_object *s, uint64_t off, uint64_t end,
@@ -112,7 +156,7 @@ void stfs_blocks_failed(struct stfs_object *s, uint64_t off, uint64_t end,
 		return;
 	k = s->nfailed++ % STFS_FAIL_SLOTS;
 	s->failed[k] = (struct stfs_failure){ off, end,
-					      now_ms() + FAIL_MEMORY_MS, rc };
+					      stfs_now_ms() + FAIL_MEMORY_MS, rc };
 }
 
 /* The failure of a fetch of bytes [off, off + len) of o that ended a
@@ -120,7 +164,7 @@ void stfs_blocks_failed(struct stfs_object *s, uint64_t off, uint64_t end,
 static int recent_failure(struct stfs_object *o, uint64_t off, size_t len)
 {
 	struct stfs_blocks *bl = &o->r->blocks;
-	uint64_t now = now_ms();
+	uint64_t now = stfs_now_ms();
 	int rc = 0;
 
 	pthread_mutex_lock(&bl->mu);
@@ -135,12 +179,15 @@ static int recent_failure(struct stfs_object *o, uint64_t off, size_t len)
 int stfs_blocks_lookup(struct stfs_object *o, void *buf, size_t len,
 		       uint64_t off)
 {
-	int rc;
+	int rc = o->cobj.valid ? cached(o, buf, len, off) : -ENOENT;
 
-	if (o->cobj.valid && cached(o, buf, len, off) == 0) {
+	if (rc == 0) {
 		o->r->count.hits++;
 		return 0;
 	}
+	/* a block that failed its check: fetched again, but not offline */
+	if (rc == -EBADMSG && o->r->o.offline)
+		return -EIO;
 	rc = recent_failure(o, off, len ? len : 1);
 	return rc ? rc : -ENOENT;
 }

@@ -16,7 +16,10 @@
  * that block's fetch answers it (stfs_blocks_attach()), so a worker never
  * waits for another's connection.  The threads start on first use, so
  * that they belong to the daemon after it has gone to the background;
- * the request loop never waits for the network.
+ * the request loop never waits for the network.  A read's fetch is
+ * retried within its reader's bound, counted from when the read came
+ * (httpc.c): reads queued behind workers sitting out a Retry-After do not
+ * wait a bound each in turn.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -36,6 +39,7 @@ struct stfs_job {
 	void *arg;
 	int warm;                   /* a warm's block off: done once written */
 	int rc;                     /* a warm's result */
+	uint64_t asked_ms;          /* when the read came (monotonic) */
 	struct stfs_job *next;
 };
 
@@ -104,6 +108,10 @@ static void run_job(struct stfs_fetcher *f, struct stfs_job *j)
 	struct stfs_early ea = { .fn = answer_early, .arg = j };
 	int rc;
 
+	/* a reader's fetch retries no longer than its bound, counted from
+	 * when it asked (a prefetch's or a warm's: as many as it may) */
+	f->deadline_ms = j->done && !j->warm ? j->asked_ms + 1000 +
+			 (uint64_t)r->o.retries * STFS_BACKOFF_MAX_S * 1000 : 0;
 	if (j->warm) {         /* answered once written: worker() */
 		j->rc = f->h ? stfs_blocks_warm(f, j->s, j->off) : -ENOMEM;
 		if (j->rc)
@@ -133,7 +141,7 @@ static void *worker(void *arg)
 {
 	struct stfs_remote *r = arg;
 	struct stfs_pool *p = &r->pool;
-	struct stfs_fetcher f = { .h = curl_easy_init() };
+	struct stfs_fetcher f = { .h = curl_easy_init(), .deadline_ms = 0 };
 	struct stfs_job *j;
 
 	pthread_mutex_lock(&p->mu);
@@ -367,7 +375,8 @@ void stfs_pool_read(struct stfs_object *s, void *buf, size_t len,
 		    stfs_source_done done, void *arg)
 {
 	struct stfs_job t = { .s = s, .buf = buf, .len = len, .off = off,
-			      .done = done, .arg = arg };
+			      .done = done, .arg = arg,
+			      .asked_ms = stfs_now_ms() };
 
 	/* bytes on the wire already (the kernel's readahead, a prefetch):
 	 * answered by their fetch, no worker taken */

@@ -12,12 +12,17 @@
  * (stfs_cache_put_batch(): all written, all flushed, then all renamed),
  * so that the disk is waited for once per batch rather than once per
  * block.  Until a block is in the cache it stays listed in memory
- * (blocks.c), and its readers copy it from there.  The queue is under the
+ * (blocks.c), and its readers copy it from there; one the cache cannot
+ * take (a full disk, a cache_size under one block) stays there for its
+ * readers as without a cache, and the first such failure is logged.
+ * The queue is under the
  * pool's lock (pool.c), because a block queued counts as work of its
  * object, which stfs_pool_drain() waits for.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -29,7 +34,30 @@
  * writers still overlap, one flushing while another writes. */
 #define WRITE_BATCH 4
 
-/* Write n blocks to the cache together, then unlist and free them. */
+void stfs_writeback_failed(struct stfs_remote *r, size_t len, int rc)
+{
+	struct stfs_cache *c = stfs_remote_cache(r);
+	char line[1400];
+
+	if (!c || !stfs_cache_failed_once(c))
+		return;
+	if (rc == -ENOENT && len)
+		snprintf(line, sizeof(line), "stfs: cache=%s: a block of %zu "
+			 "bytes (and its header) is larger than cache_size=%"
+			 PRIu64 ": blocks are held in memory for their readers "
+			 "instead, as with nocache (logged once)", c->dir, len,
+			 c->max_bytes);
+	else
+		snprintf(line, sizeof(line), "stfs: cache=%s: %s could not be "
+			 "written (%s): blocks that cannot be are held in "
+			 "memory for their readers instead, as with nocache "
+			 "(logged once)", c->dir, len ? "a block" :
+			 "an object's entry", strerror(-rc));
+	stfs_remote_log(r, line);
+}
+
+/* Write n blocks to the cache together, then unlist and free them (or,
+ * those the cache could not take, hold them for their readers). */
 static void write_blocks(struct stfs_remote *r, struct stfs_inflight **me,
 			 size_t n)
 {
@@ -42,8 +70,11 @@ static void write_blocks(struct stfs_remote *r, struct stfs_inflight **me,
 	for (size_t i = 0; i < n; i++)
 		stfs_inflight_item(me[i], &it[i]);
 	stfs_cache_put_batch(stfs_remote_cache(r), it, n);
-	for (size_t i = 0; i < n; i++)
-		stfs_blocks_written(r, me[i]);
+	for (size_t i = 0; i < n; i++) {
+		if (it[i].rc)
+			stfs_writeback_failed(r, it[i].len, it[i].rc);
+		stfs_blocks_written(r, me[i], it[i].rc);
+	}
 }
 
 /* Take up to WRITE_BATCH queued blocks into me (under mu): how many. */

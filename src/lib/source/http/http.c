@@ -79,7 +79,7 @@ static int http_read(struct stfs_source *src, void *buf, size_t len,
 {
 	struct http_src *s = (struct http_src *)src;
 	struct stfs_http_client *c = &s->obj.r->http;
-	struct stfs_fetcher f = { NULL, NULL };
+	struct stfs_fetcher f = { NULL, NULL, 0 };
 	int rc;
 
 	if (off + len <= s->head_len) {
@@ -193,13 +193,63 @@ static const struct stfs_source_ops http_ops = {
 	.follow = http_follow,
 };
 
-/* Open s from the cache alone: its latest version's size and head. */
+/* The kept answer naming what url's blocks are keyed by: "alias URL". */
+static char *alias_of(const char *url)
+{
+	char *a;
+
+	return asprintf(&a, "stfs-alias %s", url) < 0 ? NULL : a;
+}
+
+/* The content key of s from the answer r at open (into key, "" if none):
+ * the Hub names a file's content (an answer with X-Repo-Commit, itself or
+ * its redirect's): an LFS file by the sha256 of its bytes (X-Linked-Etag),
+ * a small one by its git blob id (its ETag), so its blocks are the same
+ * whatever commit or repo holds it. */
+static void content_key(const struct http_src *s,
+			const struct stfs_http_resp *r, char *key,
+			size_t keysz)
+{
+	const char *e = s->rv.linked_etag[0] ? s->rv.linked_etag :
+			r->linked_etag[0] ? r->linked_etag : r->etag;
+	size_t n;
+
+	key[0] = '\0';
+	if (!s->rv.commit[0] && !r->commit[0])
+		return;
+	if (*e == '"')
+		e++;
+	n = strspn(e, "0123456789abcdef");
+	if ((n == 64 || n == 40) && (e[n] == '\0' || (e[n] == '"' &&
+						       !e[n + 1])))
+		snprintf(key, keysz, "content:%s:%.*s", n == 64 ? "sha256" :
+			 "git-blob", (int)n, e);
+}
+
+/* Open s from the cache alone: its latest version's size and head (its
+ * blocks under its URL, or under the content key a kept alias names). */
 static int open_cached(struct http_src *s, struct stfs_error *err)
 {
 	struct stfs_cache *c = stfs_remote_cache(s->obj.r);
+	char *alias = alias_of(s->url), *text = NULL, why[160], *nl;
+	size_t n;
+	int rc = -ENOENT;
 
-	if (!c || stfs_cache_latest(c, s->url, &s->obj.cobj, s->version,
-				    sizeof(s->version)))
+	if (c && alias && !stfs_cache_get_doc(c, alias, &text, &n, why,
+					      sizeof(why)) &&
+	    (nl = strchr(text, '\n')) && strlen(nl + 1) < sizeof(s->version)) {
+		char key[300];
+
+		*nl = '\0';
+		snprintf(key, sizeof(key), "%s", text);
+		if (!(rc = stfs_cache_latest(c, key, &s->obj.cobj, s->version,
+					     sizeof(s->version))))
+			snprintf(s->version, sizeof(s->version), "%s", nl + 1);
+	}
+	free(alias);
+	free(text);
+	if (rc && (!c || stfs_cache_latest(c, s->url, &s->obj.cobj,
+					    s->version, sizeof(s->version))))
 		return stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "not in "
 				 "the cache (offline)");
 	s->obj.size = s->obj.cobj.size;
@@ -280,9 +330,29 @@ static int open_remote(struct http_src *s, struct stfs_error *err)
 			rc = 0;
 		}
 	} else if (!rc && !(rc = take_version(s, &resp, err))) {
+		char key[300], *alias, *text;
+
 		s->obj.size = resp.total;
-		rc = stfs_cache_object(c, s->url, s->version, resp.total,
-				       &s->obj.cobj, err);
+		content_key(s, &resp, key, sizeof(key));
+		/* keyed by content: its blocks under the key (the version is
+		 * the key too, whatever ETag the server's copy has), and an
+		 * alias for offline opens of this URL */
+		rc = !key[0] || !s->version[0] ?
+		     stfs_cache_object(c, s->url, s->version, resp.total,
+				       &s->obj.cobj, err) :
+		     stfs_cache_object(c, key, key, resp.total, &s->obj.cobj,
+				       err);
+		if (!rc && key[0] && s->version[0] &&
+		    (alias = alias_of(s->url))) {
+			if (asprintf(&text, "%s\n%s", key, s->version) >= 0) {
+				(void)stfs_cache_put_doc(c, alias, text,
+							 strlen(text));
+				free(text);
+			}
+			free(alias);
+		}
+		if (rc && rc != -EPERM && s->version[0])
+			stfs_writeback_failed(r, 0, rc);        /* held */
 		if (rc == 0)
 			(void)stfs_cache_put(c, &s->obj.cobj, STFS_CACHE_HEAD,
 					     s->head, s->head_len);

@@ -10,7 +10,9 @@
  * also lets a reader be answered from the first bytes before the rest
  * have come): a server that ignores ranges, an object that changed, an
  * ambiguous answer, a short or overlong body is an error, never bytes of
- * two versions mixed.
+ * two versions mixed.  A body that ends early, even cleanly (no
+ * Content-Length and the connection closed, or a last chunk), is a cut
+ * transfer and retried.
  *
  * Failures that may pass (no connection, a stall, 5xx, 429) are retried
  * with exponential backoff and jitter, honouring Retry-After; then the
@@ -18,7 +20,10 @@
  * timeouts bound every attempt (a stall: under min_speed for the stall
  * timeout, so a trickle too), so a request ends in bounded time: at most
  * (retries + 1) x (connect + stall timeout + length / min_speed) plus the
- * backoffs.  Credentials are never sent to another host on a redirect
+ * backoffs; a reader's request is not retried past its reader's bound
+ * (stfs_request's deadline: retries x 30 s from when the read came, so
+ * a read that waited in the queue behind others' backoffs waits no
+ * longer in all).  Credentials are never sent to another host on a redirect
  * (libcurl's default, kept), TLS is verified (libcurl's default; trust()
  * reads the usual CA variables), and the usual proxy variables apply
  * (libcurl reads them).  The bytes move on the transfer threads
@@ -430,6 +435,14 @@ int stfs_nap(unsigned ms, const atomic_int *cancel)
 	return 0;
 }
 
+uint64_t stfs_now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
 /* Backoff before attempt k (1, 2, ...): 200 ms doubling, at most 5 s,
  * +-50% jitter; a Retry-After (at most 30 s) instead when given. */
 static unsigned backoff_ms(struct stfs_http_client *c, unsigned k,
@@ -438,7 +451,8 @@ static unsigned backoff_ms(struct stfs_http_client *c, unsigned k,
 	unsigned base = 200u << (k > 5 ? 5 : k - 1), x;
 
 	if (retry_after_s)
-		return (retry_after_s > 30 ? 30 : retry_after_s) * 1000u;
+		return (retry_after_s > STFS_BACKOFF_MAX_S ? STFS_BACKOFF_MAX_S :
+			retry_after_s) * 1000u;
 	if (base > 5000)
 		base = 5000;
 	/* a step of a Weyl sequence, mixed (xorshift-multiply) */
@@ -486,8 +500,27 @@ static int judge(const struct xfer *x, CURLcode rc, long status,
 				 "ambiguous answer (%s)", x->r.ambiguity);
 	if (q->whole && status == 200)
 		return 0;
-	if (!q->whole && status == 206)
-		return check_range(q, &x->r, x->got, 1, err);
+	if (!q->whole && status == 206) {
+		code = check_range(q, &x->r, x->got, 1, err);
+		/* the answer promised the range, and its body ended early
+		 * but cleanly (no Content-Length and the connection closed,
+		 * or chunked with its last chunk): a cut transfer, retried as
+		 * a reset one is (curl tells a cut with a Content-Length) */
+		if (code == -EIO && x->r.has_range && !x->r.ambiguous &&
+		    x->r.range_first == q->off &&
+		    x->got < x->r.range_last - x->r.range_first + 1 &&
+		    check_range(q, &x->r, 0, 0, NULL) == 0) {
+			*again = 1;
+			return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET,
+					 "the transfer was cut: %zu of the %"
+					 PRIu64 " bytes of bytes %" PRIu64
+					 "-%" PRIu64 " came", x->got,
+					 x->r.range_last - x->r.range_first +
+					 1, x->r.range_first,
+					 x->r.range_last);
+		}
+		return code;
+	}
 	if (status == 200 || (q->whole && status == 206))
 		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the server "
 				 "ignores range requests (200 for a range)");
@@ -518,7 +551,7 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 		     struct stfs_error *err)
 {
 	char errbuf[CURL_ERROR_SIZE];
-	unsigned retry_after = 0;
+	unsigned retry_after = 0, wait = 0;
 
 	for (unsigned k = 0;; k++) {
 		struct xfer x = { .h = h, .t = &c->transfers, .q = q,
@@ -529,7 +562,7 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 		int again, code;
 
 		if (k) {
-			(void)stfs_nap(backoff_ms(c, k, retry_after), q->cancel);
+			(void)stfs_nap(wait, q->cancel);
 			c->count->retries++;
 		}
 		if (q->cancel && atomic_load(q->cancel))
@@ -567,6 +600,21 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 			again = 0;
 		if (!again || k >= c->o->retries)
 			return code;
+		/* a reader's bound (retries x 30 s from when it asked, as it
+		 * measures it: a read queued behind others' backoffs has
+		 * spent some of it) is not waited past */
+		wait = backoff_ms(c, k + 1, retry_after);
+		if (q->deadline_ms && stfs_now_ms() + wait > q->deadline_ms) {
+			if (err) {
+				size_t n = strlen(err->msg);
+
+				snprintf(err->msg + n, sizeof(err->msg) - n,
+					 " (not retried: its reader has waited "
+					 "for %u s, its bound)",
+					 c->o->retries * STFS_BACKOFF_MAX_S);
+			}
+			return code;
+		}
 	}
 }
 
@@ -649,12 +697,24 @@ int stfs_http_get(struct stfs_remote *r, const char *url,
 	CURL *h;
 	int rc;
 
+	struct stfs_http_resp mine;
+
 	*body = NULL;
 	*len = 0;
+	/* offline: not one request; what was kept, if it was */
+	if (r->o.offline)
+		return flags & STFS_REQ_KEEP ?
+		       stfs_http_kept_get(r, url, etag, max, body, len, resp,
+					  err) :
+		       stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "offline");
 	if (!(h = stfs_httpc_handle(&r->http)))
 		return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET,
 				 "out of memory");
+	if (!resp)
+		resp = &mine;
 	rc = stfs_httpc_fetch(&r->http, h, &q, NULL, body, len, resp, err);
 	stfs_httpc_release(&r->http, h);
+	if (!rc && (flags & STFS_REQ_KEEP) && resp->status == 200)
+		stfs_http_kept_put(r, url, resp, *body, *len);
 	return rc;
 }

@@ -32,6 +32,28 @@ void stfs_http_header_line(const char *line, size_t len,
 int stfs_http_answer_check(const struct stfs_http_resp *r,
 			   const struct stfs_http_want *w, char *why,
 			   size_t whysz);
+/* ---- answers kept for offline mounts (kept.c) ---- */
+
+/* r's fields that callers read, and len bytes of body, encoded into *out
+ * (malloc'd): 0, or -ENOMEM. */
+int stfs_http_kept_encode(const struct stfs_http_resp *r, const char *body,
+			  size_t len, char **out, size_t *outlen);
+/* n bytes of text (an encoding as above, from the cache: hostile) into r
+ * and the offset of its body: 0, or -EINVAL. */
+int stfs_http_kept_decode(const char *text, size_t n,
+			  struct stfs_http_resp *r, size_t *body_at);
+/* The answer kept for url, offline (with etag, it must be that
+ * version's): as stfs_http_get() gives one; -ENOENT (not kept), -EIO (it
+ * fails its check: logged), -EFBIG (more than max). */
+int stfs_http_kept_get(struct stfs_remote *r, const char *url,
+		       const char *etag, size_t max, char **body,
+		       size_t *len, struct stfs_http_resp *resp,
+		       struct stfs_error *err);
+/* Keep the answer resp, body for url (when there is a cache). */
+void stfs_http_kept_put(struct stfs_remote *r, const char *url,
+			const struct stfs_http_resp *resp, const char *body,
+			size_t len);
+
 /* A strong ETag: any but a weak one (W/"..."), which does not promise the
  * same bytes. */
 int stfs_http_strong_etag(const char *etag);

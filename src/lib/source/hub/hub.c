@@ -18,7 +18,10 @@
  * network.  Files of the commit found in the Hugging Face cache
  * (HF_HUB_CACHE, default $HF_HOME/hub) are read from there; stfs never
  * writes into it.  Offline, the cache's refs resolve the revision and its
- * snapshot lists the files.
+ * snapshot lists the files; without them, the revision's and the tree's
+ * answers stfs's own cache kept (STFS_REQ_KEEP, http/kept.c) do, and the
+ * files open from stfs's cache: with -o offline, a pinned repo mounted
+ * once mounts again with no network and no Hugging Face cache.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -251,7 +254,8 @@ static int api_get(struct hf *h, const char *url, struct stfs_auth *auth,
 	int rc = -ENOMEM;
 
 	for (int hops = 0; at; hops++) {
-		rc = stfs_http_get(h->net, at, auth, STFS_REQ_NOFOLLOW, NULL,
+		rc = stfs_http_get(h->net, at, auth,
+				   STFS_REQ_NOFOLLOW | STFS_REQ_KEEP, NULL,
 				   API_MAX, body, len, r, err);
 		if (rc != STFS_HTTP_REDIRECT)
 			break;
@@ -507,7 +511,7 @@ int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 	struct stfs_auth *auth = NULL;
 	char *snap = NULL, *sub = NULL;
 	struct stat st;
-	int rc;
+	int rc, own;
 
 	if ((rc = parse(loc->arg, &h, err)))
 		goto out;
@@ -524,8 +528,13 @@ int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 		rc = stfs_nomem(err);
 		goto out;
 	}
+	/* offline: the Hugging Face cache's refs, else the revision's
+	 * answer stfs's cache kept */
 	if (h.offline) {
-		if ((rc = stfs_hf_resolve_cached(&h, err)))
+		if ((rc = stfs_hf_resolve_cached(&h, err)) &&
+		    stfs_remote_offline(h.net) && resolve(&h, auth, NULL) == 0)
+			rc = 0;
+		if (rc)
 			goto out;
 	} else if ((rc = resolve(&h, auth, err))) {
 		goto out;
@@ -537,8 +546,13 @@ int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 		goto out;
 	}
 	h.rl = &loc->files;
-	rc = h.offline ? stfs_hf_list_cached(&h, snap, 0, "", err) :
-			 list_online(&h, auth, 1, err);
+	/* offline: the Hugging Face cache's snapshot, else the listing
+	 * stfs's cache kept (the files then open from stfs's cache) */
+	own = h.offline && stfs_remote_offline(h.net) &&
+	      access(snap, F_OK) != 0 && list_online(&h, auth, 1, NULL) == 0;
+	if (!own)
+		rc = h.offline ? stfs_hf_list_cached(&h, snap, 0, "", err) :
+			     list_online(&h, auth, 1, err);
 	if (!rc && h.offline && access(snap, F_OK) == 0)
 		rc = stfs_rlist_walk(&loc->files, snap, h.cache, err);
 	loc->files.listed = 1;
@@ -590,7 +604,7 @@ int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 	loc->auth = auth;
 	auth = NULL;
 	loc->offline = h.offline;
-	if (h.offline && !loc->local_base)
+	if (h.offline && !loc->local_base && !own)
 		rc = stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "offline, "
 			       "and not in the Hugging Face cache");
 out:

@@ -203,7 +203,8 @@ static int list(const struct s3 *s, struct stfs_auth *auth, struct names *l,
 			rc = stfs_nomem(err);
 			break;
 		}
-		rc = stfs_http_get(s->net, url, auth, 0, NULL, LIST_MAX, &body, &len, &r, err);
+		rc = stfs_http_get(s->net, url, auth, STFS_REQ_KEEP, NULL,
+				   LIST_MAX, &body, &len, &r, err);
 		free(url);
 		if (rc)
 			break;

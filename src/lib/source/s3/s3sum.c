@@ -169,7 +169,8 @@ void stfs_s3_fetch_small(const struct stfs_location *loc,
 	free(esc);
 	/* at most the listed size: a server claiming more is refused
 	 * before its bytes (an empty object: one byte more shows it) */
-	rc = url ? stfs_http_get(loc->net, url, loc->auth, STFS_REQ_CHECKSUMS,
+	rc = url ? stfs_http_get(loc->net, url, loc->auth, STFS_REQ_CHECKSUMS |
+				 STFS_REQ_KEEP,
 				 f->revision, f->size ? (size_t)f->size : 1,
 				 &b, &len, &r, &e) : -ENOMEM;
 	free(url);
