@@ -42,6 +42,10 @@
 #include "remote.h"
 #include "httphdr.h"
 
+/* libcurl's error buffer, large enough for why a request could not be
+ * signed (the credentials expired, and why no refresh worked) */
+#define ERRBUF_SIZE (CURL_ERROR_SIZE > 1024 ? CURL_ERROR_SIZE : 1024)
+
 /* One attempt of a request, as its bytes come. */
 struct xfer {
 	CURL *h;
@@ -52,6 +56,7 @@ struct xfer {
 	int whole;                  /* a whole body (200), buf grown to len */
 	int overflow;
 	int not_partial;            /* a body that is not a 206's: dropped */
+	int unsigned_;              /* not sent: it could not be signed */
 	char why[4096];             /* the start of an error's body */
 	size_t why_len;
 	struct stfs_http_resp r;
@@ -292,19 +297,32 @@ static struct curl_slist *request_auth(CURL *h,
 				sizeof(cond)))
 		hdrs = curl_slist_append(NULL, cond);
 	if (a && a->sign)
-		hdrs = stfs_auth_headers(a, q->url, q->flags, hdrs, &ok);
+		hdrs = stfs_auth_headers(a, q->url, q->flags, hdrs, &ok,
+					 errbuf, ERRBUF_SIZE);
 	else if (q->flags & STFS_REQ_CHECKSUMS)
 		hdrs = curl_slist_append(hdrs, "x-amz-checksum-mode: ENABLED");
 	if (!ok) {
-		snprintf(errbuf, CURL_ERROR_SIZE, "cannot sign the request");
+		if (!errbuf[0])
+			snprintf(errbuf, CURL_ERROR_SIZE, "cannot sign the "
+				 "request");
 		goto fail;
+	}
+	for (size_t i = 0; i < q->nheaders; i++) {
+		struct curl_slist *nl = curl_slist_append(hdrs, q->headers[i]);
+
+		if (!nl) {
+			snprintf(errbuf, CURL_ERROR_SIZE, "out of memory");
+			goto fail;
+		}
+		hdrs = nl;
 	}
 	if (a && a->user) {
 		/* like the bearer token: for this URL's host alone */
 		curl_easy_setopt(h, CURLOPT_USERNAME, a->user);
 		curl_easy_setopt(h, CURLOPT_PASSWORD,
 				 a->password ? a->password : "");
-	} else if (!a || (!a->bearer && !a->sign)) {
+	} else if ((!a || (!a->bearer && !a->sign)) &&
+		   !(q->flags & STFS_REQ_NONETRC)) {
 		/* no credentials of its own: those of ~/.netrc (or $NETRC)
 		 * for the host asked, as curl -n, wget and Python do */
 		curl_easy_setopt(h, CURLOPT_NETRC, (long)CURL_NETRC_OPTIONAL);
@@ -371,9 +389,18 @@ static CURLcode perform(struct stfs_http_client *c, CURL *h, struct xfer *x,
 			 q->off + q->len - 1);
 		curl_easy_setopt(h, CURLOPT_RANGE, range);
 	}
+	errbuf[0] = '\0';
 	hdrs = request_auth(h, c, q, errbuf, &fail);
-	if (fail)
+	if (fail) {
+		x->unsigned_ = 1;
 		return CURLE_OUT_OF_MEMORY;
+	}
+	if (q->method && strcmp(q->method, "GET"))
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, q->method);
+	if (q->post) {
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)q->post_len);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, q->post);
+	}
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
@@ -459,6 +486,9 @@ static int judge(const struct xfer *x, CURLcode rc, long status,
 	int code;
 
 	*again = 0;
+	if (x->unsigned_)               /* the credentials expired */
+		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "%s",
+				 errbuf);
 	if (rc == CURLE_WRITE_ERROR && x->not_partial)
 		rc = CURLE_OK;          /* judged by its status below */
 	if (rc == CURLE_WRITE_ERROR && x->overflow)
@@ -517,7 +547,7 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 		     size_t *got, struct stfs_http_resp *resp,
 		     struct stfs_error *err)
 {
-	char errbuf[CURL_ERROR_SIZE];
+	char errbuf[ERRBUF_SIZE];
 	unsigned retry_after = 0;
 
 	for (unsigned k = 0;; k++) {
@@ -565,7 +595,8 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 			free(x.buf);
 		if (status == 429 && (q->flags & STFS_REQ_NO429))
 			again = 0;
-		if (!again || k >= c->o->retries)
+		if (!again || k >= c->o->retries ||
+		    (q->flags & STFS_REQ_ONCE))
 			return code;
 	}
 }
@@ -656,5 +687,38 @@ int stfs_http_get(struct stfs_remote *r, const char *url,
 				 "out of memory");
 	rc = stfs_httpc_fetch(&r->http, h, &q, NULL, body, len, resp, err);
 	stfs_httpc_release(&r->http, h);
+	return rc;
+}
+
+int stfs_http_call(struct stfs_http_client *c, const char *method,
+		   const char *url, const char *const *headers,
+		   size_t nheaders, const char *post, size_t post_len,
+		   unsigned flags, size_t max, char **body, size_t *len,
+		   struct stfs_error *err)
+{
+	struct stfs_request q = { .url = url, .len = max,
+				  .want_total = UINT64_MAX, .whole = 1,
+				  .flags = flags | STFS_REQ_NOFOLLOW |
+					   STFS_REQ_NONETRC,
+				  .method = method, .headers = headers,
+				  .nheaders = nheaders, .post = post,
+				  .post_len = post_len };
+	struct stfs_http_resp *r = malloc(sizeof(*r));
+	CURL *h;
+	int rc;
+
+	*body = NULL;
+	*len = 0;
+	if (!r || !(h = stfs_httpc_handle(c))) {
+		free(r);
+		return stfs_nomem(err);
+	}
+	rc = stfs_httpc_fetch(c, h, &q, NULL, body, len, r, err);
+	stfs_httpc_release(c, h);
+	if (rc == STFS_HTTP_REDIRECT)
+		rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "HTTP %ld: a "
+			       "redirect, refused (a credential service is "
+			       "asked at its own address only)", r->status);
+	free(r);
 	return rc;
 }
