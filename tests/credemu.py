@@ -19,10 +19,10 @@ Every key set comes from one Issuer: new keys (ASIA...) each time,
 living .life seconds, recorded in .issued (with the provider and what
 the request carried) and written to a JSON file that the tests' S3
 server reads (tests/swift/s3sts.py): it accepts those keys, with their
-session token, until they expire.  With stable=True an emulator hands
-out the same keys again while more than half their life is left, so
+session token, until they expire.  An emulator hands out the same keys
+again while more than half their life is left (stable, by default), so
 that two clients (stfs and botocore) asking one after the other get the
-same.
+same; Sts(stable=False, life=60) hands out new ones that live 60 s.
 """
 import datetime
 import http.server
@@ -49,7 +49,6 @@ class Issuer:
         self.issued = []            # dicts: provider, time, keys, info
         self.keys = {}              # akid -> the S3 server's record
         self.current = {}           # provider -> last keys (stable)
-        self.stable = True
         self._write()
 
     def _write(self):
@@ -58,17 +57,18 @@ class Issuer:
             json.dump({"only_temporary": True, "keys": self.keys}, f)
         os.replace(tmp, self.path)
 
-    def issue(self, provider, **info):
+    def issue(self, provider, life=None, stable=True, **info):
         now = time.time()
+        life = life or self.life
         with self.lock:
             cur = self.current.get(provider)
-            if self.stable and cur and cur["expires"] - now > self.life / 2:
+            if stable and cur and cur["expires"] - now > life / 2:
                 return cur
             k = {"AccessKeyId": "ASIA" + "".join(
                      secrets.choice(ALNUM) for _ in range(16)),
                  "SecretAccessKey": secrets.token_urlsafe(30),
                  "Token": "IQo" + secrets.token_urlsafe(300),
-                 "expires": now + self.life, "provider": provider}
+                 "expires": now + life, "provider": provider}
             k["Expiration"] = iso(k["expires"])
             self.keys[k["AccessKeyId"]] = {
                 "secret": k["SecretAccessKey"], "token": k["Token"],
@@ -102,8 +102,9 @@ class _Server:
                 n = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(n) if n else b""
                 with emu.lock:
-                    emu.requests.append((method, self.path,
-                                         dict(self.headers.items()), body))
+                    emu.requests.append((method, self.path, dict(
+                        (k.lower(), v) for k, v in self.headers.items()),
+                        body))
                 st, hdrs, out = emu.answer(self, method, body)
                 self.send_response(st)
                 for k, v in hdrs:
@@ -204,8 +205,10 @@ STS_NS = "https://sts.amazonaws.com/doc/2011-06-15/"
 class Sts(_Server):
     ROLE = "arn:aws:iam::111122223333:role/stfs-irsa"
 
-    def __init__(self, issuer, valid=("jwt-1",)):
+    def __init__(self, issuer, valid=("jwt-1",), life=None, stable=True,
+                 name="sts"):
         self.issuer, self.valid = issuer, set(valid)
+        self.life, self.stable, self.name = life, stable, name
         self.fail_until = 0.0
         self.tokens_seen = []       # (time, token) of each call
         super().__init__()
@@ -235,7 +238,8 @@ class Sts(_Server):
         if tok not in self.valid:
             return self.error(400, "InvalidIdentityToken",
                               "the token is not valid")
-        k = self.issuer.issue("sts", token=tok, role=f["RoleArn"])
+        k = self.issuer.issue(self.name, life=self.life, stable=self.stable,
+                              token=tok, role=f["RoleArn"])
         out = ('<AssumeRoleWithWebIdentityResponse xmlns="%s">'
                '<AssumeRoleWithWebIdentityResult>'
                '<SubjectFromWebIdentityToken>system:serviceaccount:ml:'

@@ -59,6 +59,7 @@ int stfs_imds_fetch(struct stfs_http_client *h,
 {
 	static const char *const ttl[] = {
 		"X-aws-ec2-metadata-token-ttl-seconds: 21600",
+		"Content-Type:",        /* no body, so no type */
 	};
 	char *url = NULL, *token = NULL, *role = NULL, *doc = NULL, *hdr = NULL;
 	const char *why;
@@ -69,7 +70,7 @@ int stfs_imds_fetch(struct stfs_http_client *h,
 	memset(k, 0, sizeof(*k));
 	if (asprintf(&url, "%s/latest/api/token", src->imds) < 0)
 		return stfs_nomem(err);
-	rc = stfs_http_call(h, "PUT", url, ttl, 1, "", 0, STFS_REQ_ONCE,
+	rc = stfs_http_call(h, "PUT", url, ttl, 2, "", 0, STFS_REQ_ONCE,
 			    TOKEN_MAX, &token, &len, err);
 	free(url);
 	url = NULL;
