@@ -401,6 +401,48 @@ def test_hostile(d, mnt):
     assert len(w["imds"].requests) == n
 
 
+# STS's endpoint for a region (tests/check_creds.c, t_sts_url: stfs's)
+STS_URLS = [
+    (None, None, "https://sts.amazonaws.com"),
+    ("us-east-1", None, "https://sts.us-east-1.amazonaws.com"),
+    ("eu-west-1", None, "https://sts.eu-west-1.amazonaws.com"),
+    ("eu-west-1", "legacy", "https://sts.amazonaws.com"),
+    ("af-south-1", "legacy", "https://sts.af-south-1.amazonaws.com"),
+    ("cn-north-1", None, "https://sts.cn-north-1.amazonaws.com.cn"),
+]
+STS_URL_SCRIPT = r"""
+import json, os, sys, botocore.session
+out = []
+for region, mode, _ in json.loads(sys.argv[1]):
+    if mode:
+        os.environ["AWS_STS_REGIONAL_ENDPOINTS"] = mode
+    else:
+        os.environ.pop("AWS_STS_REGIONAL_ENDPOINTS", None)
+    c = botocore.session.get_session().create_client(
+        "sts", region_name=region, aws_access_key_id="a",
+        aws_secret_access_key="b")
+    out.append(c.meta.endpoint_url)
+print(json.dumps(out))
+"""
+
+
+def test_sts_endpoints(d):
+    """The table of STS endpoints stfs's unit test holds is botocore's
+    (no request is made: the client is only made)."""
+    with env(**base(d, AWS_ENDPOINT_URL_STS=None, AWS_REGION=None)):
+        r = subprocess.run([BOTO, "-c", STS_URL_SCRIPT,
+                            json.dumps(STS_URLS)], capture_output=True,
+                           text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == [u for _, _, u in STS_URLS]
+    with open(os.path.join(HERE, "check_creds.c")) as f:
+        c = f.read()
+    for region, mode, url in STS_URLS:
+        assert '{ %s, %s, "%s" }' % (
+            '"%s"' % region if region else "NULL",
+            '"%s"' % mode if mode else "NULL", url) in c, url
+
+
 def redirect_answer(emu):
     """The STS emulator answers GET /redirect with a 302 (for the
     container provider's redirect test), and POST /garbage/ with a 200
@@ -535,6 +577,7 @@ def run():
         return T.run_tests([
             test_each_provider,
             test_chain_order,
+            test_sts_endpoints,
             test_hostile,
             test_refresh,
         ])

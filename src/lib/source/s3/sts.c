@@ -56,11 +56,10 @@ char *stfs_sts_url(const struct stfs_aws_conf *a, const char *region)
 	       stfs_aws_conf_get(a, "sts_regional_endpoints");
 	legacy = mode && !strcasecmp(mode, "legacy");
 	free(mode);
-	if (region && legacy)
-		for (size_t i = 0; i < sizeof(legacy_global) /
-				       sizeof(*legacy_global); i++)
-			if (!strcmp(region, legacy_global[i]))
-				region = NULL;
+	for (size_t i = 0; region && legacy &&
+	     i < sizeof(legacy_global) / sizeof(*legacy_global); i++)
+		if (!strcmp(region, legacy_global[i]))
+			region = NULL;
 	if (!region || !strcmp(region, "aws-global"))
 		return strdup("https://sts.amazonaws.com");
 	if (asprintf(&u, "https://sts.%s.amazonaws.com%s", region,
