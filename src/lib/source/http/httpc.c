@@ -24,6 +24,10 @@
  * (libcurl reads them).  The bytes move on the transfer threads
  * (transfer.c); synchronous requests (opening, headers, API calls) take
  * a handle from a small pool of idle ones, kept with their connections.
+ * stfs_http_call() is the one other kind of request: a call of a
+ * credential service (STS, IMDS, the container endpoint) with its method,
+ * header lines and body, its answer bounded, a redirect refused and no
+ * credential of netrc sent.
  */
 #define _GNU_SOURCE
 #include <curl/curl.h>

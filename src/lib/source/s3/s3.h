@@ -2,8 +2,10 @@
  * s3.h: what the S3 room's files share (never seen outside src/lib/source/s3):
  * ListObjectsV2 pages (s3xml.c), the checksums of an object's answer
  * (s3sum.c), the AWS CLI's files and profile (ini.c,
- * awsconf.c) and Signature Version 4 (sigv4.c), for the s3:// locator
- * (s3.c).
+ * awsconf.c), the credentials handed out by services and refreshed
+ * (creds.c, with sts.c, credproc.c, container.c, imds.c and their
+ * answers' reader credjson.c) and Signature Version 4 (sigv4.c), for the
+ * s3:// locator (s3.c).
  */
 #ifndef STFS_S3_H
 #define STFS_S3_H

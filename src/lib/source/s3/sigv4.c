@@ -3,7 +3,9 @@
  * remote source's requests carry (struct stfs_auth: a Hub token, or AWS
  * keys).  The signer is a pure function of the request, the keys and the
  * time, so it is checked against AWS's published examples; the source
- * calls stfs_auth_headers() for every attempt of every request.
+ * calls stfs_auth_headers() for every attempt of every request, which
+ * signs with the keys of that moment when they are temporary ones that
+ * creds.c refreshes (or fails, saying why, once they expired).
  *
  * libcurl's own CURLOPT_AWS_SIGV4 is not used: the libcurl of Debian 12
  * does not send x-amz-content-sha256, which S3 requires, and its
