@@ -174,7 +174,9 @@ static void *refresher(void *arg)
 	struct stfs_creds *c = arg;
 
 	pthread_mutex_lock(&c->mu);
-	while (!c->stopping) {
+	/* until parked, or another refresher was started since (a request
+	 * while a park waited for this one) */
+	while (!c->stopping && pthread_equal(pthread_self(), c->thread)) {
 		time_t now = time(NULL), due;
 		struct stfs_creds_keys k;
 		struct stfs_error err;
