@@ -4,7 +4,7 @@
  * backslashes, no expansion, no shell), the first word looked up in PATH,
  * stdin /dev/null, the environment inherited.  What it prints is bounded
  * (64 KiB of stdout, 4 KiB of stderr kept) and so is its time (30 s, then
- * it is killed); a status other than 0 is an error quoting the start of
+ * it is killed, with the process group it leads); a status other than 0 is an error quoting the start of
  * its stderr.  Its stdout is one JSON object read strictly by credjson.c:
  * Version 1 (a number), AccessKeyId, SecretAccessKey, and optionally
  * SessionToken and Expiration (without one the keys never expire).  The
@@ -144,6 +144,7 @@ static int run(char **argv, char *out, size_t *outlen, char *errs,
 	       int *status, struct stfs_error *err)
 {
 	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
 	int po[2] = { -1, -1 }, pe[2] = { -1, -1 }, rc = 0, over = 0;
 	size_t el = 0;
 	long long end = now_ms() + TIME_MAX_MS;
@@ -160,7 +161,12 @@ static int run(char **argv, char *out, size_t *outlen, char *errs,
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	posix_spawn_file_actions_adddup2(&fa, po[1], 1);
 	posix_spawn_file_actions_adddup2(&fa, pe[1], 2);
-	rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+	/* a process group of its own: what it started dies with it */
+	posix_spawnattr_init(&at);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+	posix_spawnattr_setpgroup(&at, 0);
+	rc = posix_spawnp(&pid, argv[0], &fa, &at, argv, environ);
+	posix_spawnattr_destroy(&at);
 	posix_spawn_file_actions_destroy(&fa);
 	close(po[1]);
 	close(pe[1]);
@@ -214,7 +220,7 @@ static int run(char **argv, char *out, size_t *outlen, char *errs,
 		explicit_bzero(buf, sizeof(buf));
 	}
 	if (po[0] >= 0 || pe[0] >= 0) {
-		kill(pid, SIGKILL);
+		kill(-pid, SIGKILL);
 		while (waitpid(pid, status, 0) < 0 && errno == EINTR)
 			;
 		rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "%s %s; "
@@ -234,7 +240,7 @@ static int run(char **argv, char *out, size_t *outlen, char *errs,
 			break;
 		}
 		if (now_ms() > end) {
-			kill(pid, SIGKILL);
+			kill(-pid, SIGKILL);
 			while (waitpid(pid, status, 0) < 0 && errno == EINTR)
 				;
 			rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "%s "
