@@ -273,6 +273,25 @@ START_TEST(t_sts_url)
 }
 END_TEST
 
+/* A token a service repeats in its refusal is never shown, whole or cut */
+START_TEST(t_unsay)
+{
+	struct stfs_error e;
+	const char *tok = "tok-0123456789";
+
+	snprintf(e.msg, sizeof(e.msg), "HTTP 403: bad %s and %s!", tok, tok);
+	stfs_creds_unsay(&e, tok);
+	ck_assert_str_eq(e.msg, "HTTP 403: bad (the token sent) and (the "
+			 "token sent)!");
+	snprintf(e.msg, sizeof(e.msg), "HTTP 403: cut tok-01234");
+	stfs_creds_unsay(&e, tok);
+	ck_assert_str_eq(e.msg, "HTTP 403: cut ");
+	snprintf(e.msg, sizeof(e.msg), "nothing of it");
+	stfs_creds_unsay(&e, tok);
+	ck_assert_str_eq(e.msg, "nothing of it");
+}
+END_TEST
+
 Suite *creds_suite(void)
 {
 	Suite *s = suite_create("creds");
@@ -285,6 +304,7 @@ Suite *creds_suite(void)
 	tcase_add_test(tc, t_words);
 	tcase_add_test(tc, t_container_hosts);
 	tcase_add_test(tc, t_sts_url);
+	tcase_add_test(tc, t_unsay);
 	suite_add_tcase(s, tc);
 	return s;
 }

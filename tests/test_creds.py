@@ -359,6 +359,23 @@ def test_hostile(d, mnt):
             AWS_CONTAINER_AUTHORIZATION_TOKEN="wrong")
     refused("control character", AWS_CONTAINER_CREDENTIALS_FULL_URI=full,
             AWS_CONTAINER_AUTHORIZATION_TOKEN=w["cont"].auth + "\nX: y")
+    # an endpoint that repeats the token in its refusal: not shown
+    echo = "echo-me-sekrit-token"
+    orig = w["cont"].answer
+
+    def echoing(h, method, body):
+        if h.headers.get("Authorization") == echo:
+            return 403, [("Content-Type", "application/json")], \
+                json.dumps({"error": "denied: " + echo}).encode()
+        return orig(h, method, body)
+    w["cont"].answer = echoing
+    try:
+        text = refused("HTTP 403", "denied: (the token sent)",
+                       AWS_CONTAINER_CREDENTIALS_FULL_URI=full,
+                       AWS_CONTAINER_AUTHORIZATION_TOKEN=echo)
+        assert echo not in text
+    finally:
+        w["cont"].answer = orig
     # a redirect is refused, not followed
     refused("redirect, refused", AWS_CONTAINER_CREDENTIALS_FULL_URI=(
         w["sts"].url.replace("127.0.0.1", "localhost") + "/redirect"),

@@ -148,6 +148,7 @@ int stfs_container_fetch(struct stfs_http_client *h,
 	if (rc) {
 		char w[sizeof(err->msg)];
 
+		stfs_creds_unsay(err, tok);
 		snprintf(w, sizeof(w), "%s", err->msg);
 		rc = stfs_fail(err, rc, NULL, STFS_NO_OFFSET, "the container "
 			       "credentials endpoint (%s): %s", src->from, w);

@@ -321,6 +321,35 @@ void stfs_creds_describe(struct stfs_creds *c, char *buf, size_t n)
 	pthread_mutex_unlock(&c->mu);
 }
 
+void stfs_creds_unsay(struct stfs_error *err, const char *secret)
+{
+	static const char mark[] = "(the token sent)";
+	size_t n = secret ? strlen(secret) : 0, o = 0, len;
+	char out[sizeof(err->msg)];
+	const char *p = err->msg;
+
+	if (n < 4)
+		return;
+	while (*p && o + sizeof(mark) < sizeof(out)) {
+		if (!strncmp(p, secret, n)) {
+			memcpy(out + o, mark, sizeof(mark) - 1);
+			o += sizeof(mark) - 1;
+			p += n;
+		} else {
+			out[o++] = *p++;
+		}
+	}
+	out[o] = '\0';
+	/* a message cut in the middle of a copy: its start dropped too */
+	len = o;
+	for (size_t k = n - 1 < len ? n - 1 : len; k >= 4; k--)
+		if (!memcmp(out + len - k, secret, k)) {
+			out[len - k] = '\0';
+			break;
+		}
+	memcpy(err->msg, out, sizeof(out));
+}
+
 /* ---- the chain's providers, set up -------------------------------------- */
 
 static int dup_or(char **out, const char *v)
@@ -493,6 +522,17 @@ int stfs_creds_try(const struct stfs_aws_conf *a, const char *region,
 		src_free(&c->src);
 		free(c);
 		return stfs_nomem(err);
+	}
+	/* STS is an AWS service: a private CA as the SDKs take it for one */
+	if (kind == STFS_CREDS_WEB_IDENTITY) {
+		char *ca = stfs_env("AWS_CA_BUNDLE") ?
+			   strdup(stfs_env("AWS_CA_BUNDLE")) :
+			   stfs_aws_conf_get(a, "ca_bundle");
+
+		if (ca) {
+			free(c->http.ca_file);
+			c->http.ca_file = ca;
+		}
 	}
 	pthread_mutex_init(&c->mu, NULL);
 	{

@@ -135,6 +135,7 @@ fail:
 	{
 		char w[sizeof(err->msg)];
 
+		stfs_creds_unsay(err, token);
 		snprintf(w, sizeof(w), "%s", err->msg);
 		rc = stfs_fail(err, rc, NULL, STFS_NO_OFFSET, "IMDSv2 at %s: "
 			       "%s", src->imds, w);

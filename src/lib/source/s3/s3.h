@@ -146,6 +146,10 @@ int stfs_creds_keys_check(const char *access, const char *secret,
  * time: 0, or -EINVAL. */
 int stfs_creds_time(const char *s, time_t *out);
 
+/* err's message with each copy of secret (a token a service echoed back
+ * in its error) replaced by "(the token sent)" (creds.c). */
+void stfs_creds_unsay(struct stfs_error *err, const char *secret);
+
 /* STS's AssumeRoleWithWebIdentity answer (s3xml.c): 0 with copies in *k,
  * or -EINVAL (not such a document, or keys not of their form), -ENOMEM. */
 int stfs_sts_parse(const char *xml, size_t len, struct stfs_creds_keys *k);

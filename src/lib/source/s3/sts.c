@@ -157,6 +157,7 @@ int stfs_sts_fetch(struct stfs_http_client *h,
 	if (rc) {
 		char why[sizeof(err->msg)];
 
+		stfs_creds_unsay(err, token);
 		snprintf(why, sizeof(why), "%s", err->msg);
 		rc = stfs_fail(err, rc, NULL, STFS_NO_OFFSET, "STS "
 			       "AssumeRoleWithWebIdentity at %s (role %s): %s",
