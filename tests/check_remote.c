@@ -87,7 +87,7 @@ START_TEST(t_auth_headers)
 	ck_assert_ptr_nonnull(a);
 	ck_assert_int_eq(a->sign, 1);
 	l = stfs_auth_headers(a, "http://127.0.0.1:9000/b/k%20x?list-type=2",
-			      0, NULL, &ok);
+			      0, NULL, &ok, NULL, 0);
 	ck_assert_int_eq(ok, 1);
 	for (struct curl_slist *p = l; p; p = p->next) {
 		if (!strncmp(p->data, "Authorization: AWS4-HMAC-SHA256 "
@@ -107,7 +107,7 @@ START_TEST(t_auth_headers)
 	curl_slist_free_all(l);
 	/* S3's checksums asked for: the header is sent, and signed */
 	l = stfs_auth_headers(a, "http://127.0.0.1:9000/b/k", STFS_REQ_CHECKSUMS,
-			      NULL, &ok);
+			      NULL, &ok, NULL, 0);
 	ck_assert_int_eq(ok, 1);
 	seen = 0;
 	for (struct curl_slist *p = l; p; p = p->next) {
@@ -120,7 +120,7 @@ START_TEST(t_auth_headers)
 	}
 	ck_assert_int_eq(seen, 3);
 	curl_slist_free_all(l);
-	l = stfs_auth_headers(a, "not a url", 0, NULL, &ok);
+	l = stfs_auth_headers(a, "not a url", 0, NULL, &ok, NULL, 0);
 	ck_assert_int_eq(ok, 0);
 	curl_slist_free_all(l);
 	stfs_auth_unref(stfs_auth_ref(a));

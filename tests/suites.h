@@ -21,5 +21,6 @@ Suite *s3sum_suite(void);
 Suite *torch_suite(void);
 Suite *repo_suite(void);
 Suite *cache_suite(void);
+Suite *creds_suite(void);
 
 #endif

@@ -83,6 +83,17 @@ void stfs_usage(FILE *out)
 "  -o allow_other, default_permissions, max_read=N, ... : as for any\n"
 "                     FUSE filesystem (see mount.fuse3(8)); ro is implied\n"
 "\n"
+"s3:// credentials, in botocore's order: AWS_ACCESS_KEY_ID and\n"
+"AWS_SECRET_ACCESS_KEY; web identity (AWS_ROLE_ARN with\n"
+"AWS_WEB_IDENTITY_TOKEN_FILE, or the profile's role_arn and\n"
+"web_identity_token_file: STS, AWS_ENDPOINT_URL_STS); the profile in\n"
+"~/.aws/credentials; its credential_process; its keys in ~/.aws/config;\n"
+"the container endpoint (AWS_CONTAINER_CREDENTIALS_FULL_URI or\n"
+"_RELATIVE_URI, AWS_CONTAINER_AUTHORIZATION_TOKEN(_FILE)); the instance's\n"
+"role by IMDSv2 (AWS_EC2_METADATA_SERVICE_ENDPOINT;\n"
+"AWS_EC2_METADATA_DISABLED=true skips it).  Temporary ones are refreshed\n"
+"before they expire; inspect and the log name the provider and key id.\n"
+"\n"
 "Exit status: 0 success, 1 invalid source or failed mount, 2 usage error.\n"
 "See stfs(1).\n", STFS_HEADER_FILE, STFS_DEFAULT_THREADS, STFS_DEFAULT_READAHEAD,
 	STFS_DEFAULT_MAX_REQUEST);

@@ -2,7 +2,8 @@
 # run-fuzz.sh [SECONDS [HARNESS...]]: build the libFuzzer harnesses with
 # meson and clang (ASan + UBSan, in build-fuzz/) and fuzz each for SECONDS
 # (default 60); given names
-# (header, index, http, remote, xml, gguf, zip, pickle, cache, prefetch),
+# (header, index, http, remote, xml, gguf, zip, pickle, cache, prefetch,
+# creds),
 # only those:
 #   fuzz_header  the header parser and the name mapping, seeded with the
 #                header of every file in tests/data/real and examples/;
@@ -27,14 +28,18 @@
 #                small files (latest, meta), block files and kept answers
 #                with hostile contents;
 #   fuzz_prefetch the payload of the prefetch ioctl (+GLOB, -GLOB, #ID,
-#                all lines), seeded with what `stfs prefetch` sends.
+#                all lines), seeded with what `stfs prefetch` sends;
+#   fuzz_creds   what the credential services answer: the container
+#                endpoint's, IMDS's and a credential_process's JSON, STS's
+#                AssumeRoleWithWebIdentity XML, an Expiration, a
+#                credential_process line, a container endpoint's URL.
 # Inputs in tests/fuzz/regressions/<harness>/ are replayed first; crashes
 # are written there too, for review, and become regression inputs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-60}
 shift || true
-harnesses=${*:-header index http remote xml gguf zip pickle cache prefetch}
+harnesses=${*:-header index http remote xml gguf zip pickle cache prefetch creds}
 out=build-fuzz
 # meson builds the harnesses (-Dfuzz=true, tests/fuzz/meson.build) with
 # clang, ASan and UBSan, against libstfs built room by room as always: the
@@ -149,6 +154,17 @@ printf '+model-0000[12]-*\n-*.bin\n#7\n' > "$out/seeds-prefetch/seed000"
 printf 'all\n\n#4294967296\n+layers/0/*\n' > "$out/seeds-prefetch/seed001"
 printf '+\n-\n#\nnot a line\n' > "$out/seeds-prefetch/seed002"
 printf '+a\0+b\n' > "$out/seeds-prefetch/seed003"
+mkdir -p "$out"/{corpus,seeds}-creds
+c=$out/seeds-creds
+{ printf '\0'; printf '{"Code" : "Success","LastUpdated":"2026-11-27T12:00:00Z","Type":"AWS-HMAC","AccessKeyId":"ASIAIOSFODNN7EXAMPLE","SecretAccessKey":"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY","Token":"IQoJb3JpZ2luX2VjE\\u002b==","Expiration":"2026-11-27T18:00:00Z"}'; } > "$c/seed000"
+{ printf '\5'; printf '{"Version": 1, "AccessKeyId": "AKIA1", "SecretAccessKey": "s", "SessionToken": null, "Expiration": "2026-11-27T18:00:00.123+00:00", "n": -1.5e+3, "t": true, "f": false, "u": "\\ud83d\\ude00"}'; } > "$c/seed001"
+{ printf '\n'; printf '{"a":"\\ud800","a":{"x":[1]}}'; } > "$c/seed002"
+{ printf '\1'; printf '<AssumeRoleWithWebIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><AssumeRoleWithWebIdentityResult><SubjectFromWebIdentityToken>sa</SubjectFromWebIdentityToken><Credentials><SessionToken>IQo=</SessionToken><SecretAccessKey>wJal/K7</SecretAccessKey><Expiration>2026-11-27T13:00:00Z</Expiration><AccessKeyId>ASIA2</AccessKeyId></Credentials></AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>'; } > "$c/seed003"
+{ printf '\6'; printf '<ErrorResponse><Error><Type>Sender</Type><Code>InvalidIdentityToken</Code><Message>no</Message></Error></ErrorResponse>'; } > "$c/seed004"
+{ printf '\2'; printf '2026-02-30T25:61:61.999999Z'; } > "$c/seed005"
+{ printf '\3'; printf "/usr/bin/aws-vault export --format=json 'a b' \"c \\\"d\\\"\" e\\ f"; } > "$c/seed006"
+{ printf '\4'; printf 'http://[fd00:ec2::23]:80/v1/credentials'; } > "$c/seed007"
+{ printf '\4'; printf 'http://127.0.0.1.evil.example/creds'; } > "$c/seed008"
 mkdir -p "$out"/{corpus,seeds}-gguf
 /usr/bin/python3 tests/gguf_seeds.py "$out/seeds-gguf"
 mkdir -p "$out"/{corpus,seeds}-{zip,pickle}

@@ -420,6 +420,7 @@ int stfs_model_open_opts(const char *source, const struct stfs_model_opts *o,
 	/* open: its requests are done, and the daemon forks next */
 	stfs_remote_progress_end(m->remote);
 	stfs_remote_park(m->remote);
+	stfs_location_park(m->loc);
 	*out = m;
 	return 0;
 fail:

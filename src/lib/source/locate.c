@@ -354,6 +354,12 @@ fail:
 	return rc;
 }
 
+void stfs_location_park(struct stfs_location *loc)
+{
+	if (loc)
+		stfs_auth_park(loc->auth);
+}
+
 void stfs_location_free(struct stfs_location *loc)
 {
 	if (!loc)

@@ -38,6 +38,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "source.h"
 #include "cache.h"
@@ -151,6 +152,9 @@ struct stfs_auth {
 	char *access_key, *secret_key, *token, *region;
 	char *ca_file;                  /* CA certificates for its hosts, or
 					 * NULL: those of the environment */
+	struct stfs_creds *creds;       /* temporary keys, refreshed (s3/
+					 * creds.c), used instead of those
+					 * above; or NULL */
 };
 
 struct stfs_auth *stfs_auth_new(const char *bearer, const char *access_key,
@@ -161,11 +165,30 @@ void stfs_auth_unref(struct stfs_auth *a);
 struct curl_slist;
 /* Append to list the headers that sign a GET of url now (x-amz-date,
  * x-amz-content-sha256, x-amz-security-token, with STFS_REQ_CHECKSUMS in
- * flags x-amz-checksum-mode, Authorization); *ok is 0 if that failed.
- * Returns the list. */
+ * flags x-amz-checksum-mode, Authorization), with a's keys or, with
+ * a->creds, the current ones of those; *ok is 0 if that failed, why (if
+ * not NULL) saying why (the credentials expired and could not be
+ * refreshed).  Returns the list. */
 struct curl_slist *stfs_auth_headers(const struct stfs_auth *a,
 				     const char *url, unsigned flags,
-				     struct curl_slist *list, int *ok);
+				     struct curl_slist *list, int *ok,
+				     char *why, size_t whysz);
+/* The refreshing credentials of a (s3/creds.c): stop their thread before
+ * the process forks (it starts again at the next request), or free them
+ * (the last reference to a). */
+void stfs_auth_park(struct stfs_auth *a);
+void stfs_creds_park(struct stfs_creds *c);
+void stfs_creds_free(struct stfs_creds *c);
+/* The current keys of c, copies (free with stfs_creds_keys_drop()): 0, or
+ * -EKEYEXPIRED with why saying since when and why no refresh worked. */
+struct stfs_creds_keys {
+	char *access, *secret, *token;  /* token: NULL if none */
+	time_t expires;                 /* 0: they do not expire */
+};
+int stfs_creds_now(struct stfs_creds *c, struct stfs_creds_keys *k,
+		   char *why, size_t whysz);
+/* Free k's copies, the secret and the token overwritten first. */
+void stfs_creds_keys_drop(struct stfs_creds_keys *k);
 
 /* An S3 error document's "Code: Message" into out (s3xml.c), for the
  * client's messages, cut to fit and control characters made spaces: 0,
@@ -321,6 +344,12 @@ struct stfs_request {
 	unsigned flags;             /* STFS_REQ_* */
 	uint64_t deadline_ms;       /* no backoff past it (monotonic ms:
 				     * its reader's bound), or 0 */
+	/* stfs_http_call(): another method, header lines, a body */
+	const char *method;         /* NULL: GET */
+	const char *const *headers; /* "Name: value" lines, or NULL */
+	size_t nheaders;
+	const char *post;           /* the body of a POST or PUT, or NULL */
+	size_t post_len;
 };
 
 /* The longest backoff before a retry: a Retry-After is capped to it, and
@@ -339,6 +368,10 @@ uint64_t stfs_now_ms(void);
 /* stfs_http_get(): the answer kept in the cache (http/kept.c), and
  * answered from there offline, with no request */
 #define STFS_REQ_KEEP 8u
+/* One attempt, no retry (stfs_http_call(): IMDS, which may not be there) */
+#define STFS_REQ_ONCE 16u
+/* No credentials of ~/.netrc (credential services: stfs_http_call()) */
+#define STFS_REQ_NONETRC 32u
 #define STFS_HTTP_REDIRECT 1
 
 /* What the remote did (stfs_remote_stats()). */
@@ -387,6 +420,18 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 		     const struct stfs_request *q, char *buf, char **body,
 		     size_t *got, struct stfs_http_resp *resp,
 		     struct stfs_error *err);
+
+/* One call of a credential service (s3/: STS, IMDS, the container
+ * endpoint): method ("GET", "PUT" or "POST") on url with header lines and
+ * a body, the answer's body (200 only, at most max bytes) into *body (NUL
+ * terminated, malloc'd) and *len.  A redirect is refused, ~/.netrc is not
+ * read, flags adds STFS_REQ_ONCE.  0, or -errno with err saying why (the
+ * header lines, which may hold a secret, never in it). */
+int stfs_http_call(struct stfs_http_client *c, const char *method,
+		   const char *url, const char *const *headers,
+		   size_t nheaders, const char *post, size_t post_len,
+		   unsigned flags, size_t max, char **body, size_t *len,
+		   struct stfs_error *err);
 
 /* ---- redirects resolved once (resolve.c) ------------------------------- */
 

@@ -218,6 +218,9 @@ struct stfs_location {
 int stfs_locate(const char *arg, struct stfs_remote *net,
 		struct stfs_location **out, struct stfs_error *err);
 void stfs_location_free(struct stfs_location *loc);
+/* Before the process forks: stop the thread that refreshes loc's
+ * credentials, if it has one (the next request starts it again). */
+void stfs_location_park(struct stfs_location *loc);
 /* Open the file at path (relative, '/' allowed) of loc's repository:
  * 0 or -errno. */
 int stfs_location_open_path(const struct stfs_location *loc,

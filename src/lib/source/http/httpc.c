@@ -29,6 +29,10 @@
  * (libcurl reads them).  The bytes move on the transfer threads
  * (transfer.c); synchronous requests (opening, headers, API calls) take
  * a handle from a small pool of idle ones, kept with their connections.
+ * stfs_http_call() is the one other kind of request: a call of a
+ * credential service (STS, IMDS, the container endpoint) with its method,
+ * header lines and body, its answer bounded, a redirect refused and no
+ * credential of netrc sent.
  */
 #define _GNU_SOURCE
 #include <curl/curl.h>
@@ -47,6 +51,10 @@
 #include "remote.h"
 #include "httphdr.h"
 
+/* libcurl's error buffer, large enough for why a request could not be
+ * signed (the credentials expired, and why no refresh worked) */
+#define ERRBUF_SIZE (CURL_ERROR_SIZE > 1024 ? CURL_ERROR_SIZE : 1024)
+
 /* One attempt of a request, as its bytes come. */
 struct xfer {
 	CURL *h;
@@ -57,6 +65,7 @@ struct xfer {
 	int whole;                  /* a whole body (200), buf grown to len */
 	int overflow;
 	int not_partial;            /* a body that is not a 206's: dropped */
+	int unsigned_;              /* not sent: it could not be signed */
 	char why[4096];             /* the start of an error's body */
 	size_t why_len;
 	struct stfs_http_resp r;
@@ -297,19 +306,32 @@ static struct curl_slist *request_auth(CURL *h,
 				sizeof(cond)))
 		hdrs = curl_slist_append(NULL, cond);
 	if (a && a->sign)
-		hdrs = stfs_auth_headers(a, q->url, q->flags, hdrs, &ok);
+		hdrs = stfs_auth_headers(a, q->url, q->flags, hdrs, &ok,
+					 errbuf, ERRBUF_SIZE);
 	else if (q->flags & STFS_REQ_CHECKSUMS)
 		hdrs = curl_slist_append(hdrs, "x-amz-checksum-mode: ENABLED");
 	if (!ok) {
-		snprintf(errbuf, CURL_ERROR_SIZE, "cannot sign the request");
+		if (!errbuf[0])
+			snprintf(errbuf, CURL_ERROR_SIZE, "cannot sign the "
+				 "request");
 		goto fail;
+	}
+	for (size_t i = 0; i < q->nheaders; i++) {
+		struct curl_slist *nl = curl_slist_append(hdrs, q->headers[i]);
+
+		if (!nl) {
+			snprintf(errbuf, CURL_ERROR_SIZE, "out of memory");
+			goto fail;
+		}
+		hdrs = nl;
 	}
 	if (a && a->user) {
 		/* like the bearer token: for this URL's host alone */
 		curl_easy_setopt(h, CURLOPT_USERNAME, a->user);
 		curl_easy_setopt(h, CURLOPT_PASSWORD,
 				 a->password ? a->password : "");
-	} else if (!a || (!a->bearer && !a->sign)) {
+	} else if ((!a || (!a->bearer && !a->sign)) &&
+		   !(q->flags & STFS_REQ_NONETRC)) {
 		/* no credentials of its own: those of ~/.netrc (or $NETRC)
 		 * for the host asked, as curl -n, wget and Python do */
 		curl_easy_setopt(h, CURLOPT_NETRC, (long)CURL_NETRC_OPTIONAL);
@@ -376,9 +398,18 @@ static CURLcode perform(struct stfs_http_client *c, CURL *h, struct xfer *x,
 			 q->off + q->len - 1);
 		curl_easy_setopt(h, CURLOPT_RANGE, range);
 	}
+	errbuf[0] = '\0';
 	hdrs = request_auth(h, c, q, errbuf, &fail);
-	if (fail)
+	if (fail) {
+		x->unsigned_ = 1;
 		return CURLE_OUT_OF_MEMORY;
+	}
+	if (q->method && strcmp(q->method, "GET"))
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, q->method);
+	if (q->post) {
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)q->post_len);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, q->post);
+	}
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
@@ -473,6 +504,9 @@ static int judge(const struct xfer *x, CURLcode rc, long status,
 	int code;
 
 	*again = 0;
+	if (x->unsigned_)               /* the credentials expired */
+		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "%s",
+				 errbuf);
 	if (rc == CURLE_WRITE_ERROR && x->not_partial)
 		rc = CURLE_OK;          /* judged by its status below */
 	if (rc == CURLE_WRITE_ERROR && x->overflow)
@@ -550,7 +584,7 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 		     size_t *got, struct stfs_http_resp *resp,
 		     struct stfs_error *err)
 {
-	char errbuf[CURL_ERROR_SIZE];
+	char errbuf[ERRBUF_SIZE];
 	unsigned retry_after = 0, wait = 0;
 
 	for (unsigned k = 0;; k++) {
@@ -598,7 +632,8 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 			free(x.buf);
 		if (status == 429 && (q->flags & STFS_REQ_NO429))
 			again = 0;
-		if (!again || k >= c->o->retries)
+		if (!again || k >= c->o->retries ||
+		    (q->flags & STFS_REQ_ONCE))
 			return code;
 		/* a reader's bound (retries x 30 s from when it asked, as it
 		 * measures it: a read queued behind others' backoffs has
@@ -716,5 +751,38 @@ int stfs_http_get(struct stfs_remote *r, const char *url,
 	stfs_httpc_release(&r->http, h);
 	if (!rc && (flags & STFS_REQ_KEEP) && resp->status == 200)
 		stfs_http_kept_put(r, url, resp, *body, *len);
+	return rc;
+}
+
+int stfs_http_call(struct stfs_http_client *c, const char *method,
+		   const char *url, const char *const *headers,
+		   size_t nheaders, const char *post, size_t post_len,
+		   unsigned flags, size_t max, char **body, size_t *len,
+		   struct stfs_error *err)
+{
+	struct stfs_request q = { .url = url, .len = max,
+				  .want_total = UINT64_MAX, .whole = 1,
+				  .flags = flags | STFS_REQ_NOFOLLOW |
+					   STFS_REQ_NONETRC,
+				  .method = method, .headers = headers,
+				  .nheaders = nheaders, .post = post,
+				  .post_len = post_len };
+	struct stfs_http_resp *r = malloc(sizeof(*r));
+	CURL *h;
+	int rc;
+
+	*body = NULL;
+	*len = 0;
+	if (!r || !(h = stfs_httpc_handle(c))) {
+		free(r);
+		return stfs_nomem(err);
+	}
+	rc = stfs_httpc_fetch(c, h, &q, NULL, body, len, r, err);
+	stfs_httpc_release(c, h);
+	if (rc == STFS_HTTP_REDIRECT)
+		rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "HTTP %ld: a "
+			       "redirect, refused (a credential service is "
+			       "asked at its own address only)", r->status);
+	free(r);
 	return rc;
 }

@@ -15,9 +15,11 @@
  * - a setting (region, endpoint_url, ca_bundle): the credentials file's
  *   section first, then the config file's, then [DEFAULT] of each;
  * - keys: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (with
- *   AWS_SESSION_TOKEN or AWS_SECURITY_TOKEN), else the credentials file's
- *   section if it has aws_access_key_id, else the config file's; a key id
- *   without its secret is an error, as it is for the CLI.
+ *   AWS_SESSION_TOKEN or AWS_SECURITY_TOKEN), the credentials file's
+ *   section if it has aws_access_key_id, the config file's, each asked on
+ *   its own (s3.c puts them in botocore's order among the providers of
+ *   creds.c); a key id without its secret is an error, as it is for the
+ *   CLI.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -189,15 +191,16 @@ static int section_keys(const struct stfs_ini *f,
 	return k[1] ? 1 : -EINVAL;
 }
 
-int stfs_aws_conf_keys(const struct stfs_aws_conf *a, char **access,
-		       char **secret, char **token, struct stfs_error *err)
+int stfs_aws_conf_keys_at(const struct stfs_aws_conf *a, enum stfs_keys_at at,
+			  char **access, char **secret, char **token,
+			  struct stfs_error *err)
 {
 	const char *k[3] = { NULL, NULL, NULL };
 	const char *where = NULL;
 	int rc;
 
 	*access = *secret = *token = NULL;
-	if (stfs_env("AWS_ACCESS_KEY_ID")) {
+	if (at == STFS_KEYS_ENV && stfs_env("AWS_ACCESS_KEY_ID")) {
 		if (!stfs_env("AWS_SECRET_ACCESS_KEY"))
 			return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET,
 					 "AWS_ACCESS_KEY_ID is set, "
@@ -206,9 +209,11 @@ int stfs_aws_conf_keys(const struct stfs_aws_conf *a, char **access,
 		k[1] = stfs_env("AWS_SECRET_ACCESS_KEY");
 		k[2] = stfs_env("AWS_SESSION_TOKEN") ? stfs_env("AWS_SESSION_TOKEN") :
 		       stfs_env("AWS_SECURITY_TOKEN");
-	} else if ((rc = section_keys(&a->cred, a->cs, k)) != 0) {
+	} else if (at == STFS_KEYS_CRED &&
+		   (rc = section_keys(&a->cred, a->cs, k)) != 0) {
 		where = a->cred_path;
-	} else if ((rc = section_keys(&a->conf, a->fs, k)) != 0) {
+	} else if (at == STFS_KEYS_CONF &&
+		   (rc = section_keys(&a->conf, a->fs, k)) != 0) {
 		where = a->conf_path;
 	}
 	if (where && !k[1])
@@ -216,7 +221,7 @@ int stfs_aws_conf_keys(const struct stfs_aws_conf *a, char **access,
 				 "profile %s in %s has aws_access_key_id but "
 				 "no aws_secret_access_key", a->profile, where);
 	if (!k[0])
-		return 0;               /* none: unsigned requests */
+		return 0;               /* none there */
 	*access = strdup(k[0]);
 	*secret = strdup(k[1]);
 	*token = k[2] ? strdup(k[2]) : NULL;

@@ -10,9 +10,11 @@
  *                          keys may not list (every object under it is
  *                          in %repo/)
  *
- * AWS's conventions: keys from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
- * AWS_SESSION_TOKEN, else the profile in ~/.aws/credentials and
- * ~/.aws/config, found as the AWS CLI finds it (awsconf.c); the region
+ * AWS's conventions: keys as botocore's chain finds them (chain() below):
+ * AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, web
+ * identity, the profile in ~/.aws/credentials, its credential_process,
+ * its keys in ~/.aws/config (the profile found as the AWS CLI finds it,
+ * awsconf.c), the container endpoint, IMDSv2 (creds.c); the region
  * from AWS_REGION, AWS_DEFAULT_REGION or the profile (us-east-1 if none);
  * the endpoint from AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or the
  * profile's endpoint_url (AWS's regional endpoint if none); a private
@@ -310,6 +312,47 @@ static int what_key_names(struct s3 *s, struct stfs_location *loc,
 	return rc;
 }
 
+/* ---- the credentials: botocore's chain --------------------------------- */
+
+/*
+ * The keys as botocore's chain finds them, in its order: the
+ * environment's keys; web identity (creds.c); the credentials file's
+ * section; credential_process; the config file's section; the container
+ * endpoint; IMDS.  The first that is set up wins (one that is set up and
+ * fails is the mount's error, as it is botocore's), and none at all means
+ * unsigned requests.  Static keys in *access, *secret, *token, or
+ * refreshing ones in *creds.  With -o offline, the providers that ask a
+ * service are skipped.
+ */
+static int chain(const struct stfs_aws_conf *a, const char *region,
+		 struct stfs_remote *net, char **access, char **secret,
+		 char **token, struct stfs_creds **creds,
+		 struct stfs_error *err)
+{
+	static const struct { int keys; int at; } order[] = {
+		{ 1, STFS_KEYS_ENV }, { 0, STFS_CREDS_WEB_IDENTITY },
+		{ 1, STFS_KEYS_CRED }, { 0, STFS_CREDS_PROCESS },
+		{ 1, STFS_KEYS_CONF }, { 0, STFS_CREDS_CONTAINER },
+		{ 0, STFS_CREDS_IMDS },
+	};
+	int rc;
+
+	*creds = NULL;
+	for (size_t i = 0; i < sizeof(order) / sizeof(*order); i++) {
+		if (order[i].keys)
+			rc = stfs_aws_conf_keys_at(a, order[i].at, access,
+						   secret, token, err);
+		else if (stfs_remote_offline(net))
+			continue;
+		else
+			rc = stfs_creds_try(a, region, order[i].at, net, creds,
+					    err);
+		if (rc || *access || *creds)
+			return rc;
+	}
+	return 0;
+}
+
 /* ---- the locator ------------------------------------------------------ */
 
 int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err)
@@ -318,6 +361,7 @@ int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err)
 	struct s3 s = { 0 };
 	char *access = NULL, *secret = NULL, *token = NULL, *region = NULL;
 	char *ep = NULL;
+	struct stfs_creds *creds = NULL;
 	const char *p = loc->arg + 5, *k;
 	enum stfs_s3_style style;
 	int rc = 0, custom, conf = 0;
@@ -341,11 +385,15 @@ int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err)
 	if ((rc = stfs_aws_conf_load(&a, err)))
 		goto out;
 	conf = 1;
-	if ((rc = stfs_aws_conf_keys(&a, &access, &secret, &token, err)))
-		goto out;
 	region = stfs_env("AWS_REGION") ? strdup(stfs_env("AWS_REGION")) :
 		 stfs_env("AWS_DEFAULT_REGION") ? strdup(stfs_env("AWS_DEFAULT_REGION")) :
 		 stfs_aws_conf_get(&a, "region");
+	if ((stfs_env("AWS_REGION") || stfs_env("AWS_DEFAULT_REGION")) &&
+	    !region)
+		goto nomem;
+	if ((rc = chain(&a, region, loc->net, &access, &secret, &token,
+			&creds, err)))
+		goto out;
 	if (!region && !(region = strdup("us-east-1")))
 		goto nomem;
 	if ((rc = endpoint_of(&a, region, &ep, &custom, err)))
@@ -357,6 +405,12 @@ int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err)
 		    (style == STFS_S3_AUTO && !custom);
 	if (!(loc->auth = stfs_auth_new(NULL, access, secret, token, region)))
 		goto nomem;
+	if (creds) {
+		/* temporary keys, refreshed: every request asks them */
+		loc->auth->creds = creds;
+		loc->auth->sign = 1;
+		creds = NULL;
+	}
 	/* a private endpoint's CA, as the AWS tools take it */
 	loc->auth->ca_file = stfs_env("AWS_CA_BUNDLE") ?
 			     strdup(stfs_env("AWS_CA_BUNDLE")) :
@@ -375,6 +429,7 @@ out:
 	free(secret);
 	free(token);
 	free(region);
+	stfs_creds_free(creds);
 	free(ep);
 	free(s.bucket);
 	free(s.key);

@@ -2,8 +2,10 @@
  * s3.h: what the S3 room's files share (never seen outside src/lib/source/s3):
  * ListObjectsV2 pages (s3xml.c), the checksums of an object's answer
  * (s3sum.c), the AWS CLI's files and profile (ini.c,
- * awsconf.c) and Signature Version 4 (sigv4.c), for the s3:// locator
- * (s3.c).
+ * awsconf.c), the credentials handed out by services and refreshed
+ * (creds.c, with sts.c, credproc.c, container.c, imds.c and their
+ * answers' reader credjson.c) and Signature Version 4 (sigv4.c), for the
+ * s3:// locator (s3.c).
  */
 #ifndef STFS_S3_H
 #define STFS_S3_H
@@ -92,11 +94,127 @@ struct stfs_aws_conf {
 int stfs_aws_conf_load(struct stfs_aws_conf *a, struct stfs_error *err);
 /* A setting of the profile (region, endpoint_url, ...): a copy, or NULL. */
 char *stfs_aws_conf_get(const struct stfs_aws_conf *a, const char *key);
-/* Its keys (the environment's first): 0 with copies (all NULL: none), or
- * -errno with err saying why (a key id without its secret). */
-int stfs_aws_conf_keys(const struct stfs_aws_conf *a, char **access,
-		       char **secret, char **token, struct stfs_error *err);
 void stfs_aws_conf_free(struct stfs_aws_conf *a);
+
+/* Which of the profile's keys (stfs_aws_conf_keys_at()): the
+ * environment's, the credentials file's section, the config file's. */
+enum stfs_keys_at { STFS_KEYS_ENV, STFS_KEYS_CRED, STFS_KEYS_CONF };
+int stfs_aws_conf_keys_at(const struct stfs_aws_conf *a, enum stfs_keys_at at,
+			  char **access, char **secret, char **token,
+			  struct stfs_error *err);
+
+/* ---- credentials handed out (creds.c, credjson.c, sts.c, imds.c,
+ * container.c, credproc.c) ------------------------------------------------ */
+
+#define STFS_KEY_ID_MAX 128
+#define STFS_SECRET_MAX 256
+#define STFS_TOKEN_MAX 16384
+
+/* A flat JSON object (credjson.c): members' names and values (type 's'
+ * string, '0' number (its text), 't' true, 'f' false, 'z' null). */
+#define STFS_CREDJSON_MEMBERS 32
+#define STFS_CREDJSON_NAME_MAX 63
+#define STFS_CREDJSON_VALUE_MAX 16384
+struct stfs_json_kv {
+	char *name;
+	int type;
+	char *value;            /* strings and numbers; else NULL */
+};
+struct stfs_credjson {
+	struct stfs_json_kv kv[STFS_CREDJSON_MEMBERS];
+	size_t n;
+};
+/* Parse len bytes: 0, or -EINVAL with *why (a static text), -ENOMEM. */
+int stfs_credjson_parse(const char *text, size_t len,
+			struct stfs_credjson *j, const char **why);
+/* name's string value, or NULL (none, or not a string). */
+const char *stfs_credjson_str(const struct stfs_credjson *j,
+			      const char *name);
+/* name's type, or 0 if it is not there. */
+int stfs_credjson_has(const struct stfs_credjson *j, const char *name);
+void stfs_credjson_free(struct stfs_credjson *j);
+/* The keys of j (AccessKeyId, SecretAccessKey, token_name, Expiration;
+ * the token and the expiry required with need_expiry) into new copies in
+ * *k: 0, or -EINVAL with *why, -ENOMEM. */
+int stfs_credjson_keys(const struct stfs_credjson *j, const char *token_name,
+		       int need_expiry, struct stfs_creds_keys *k,
+		       const char **why);
+/* The form of keys (token may be NULL): 0, or -EINVAL with *why. */
+int stfs_creds_keys_check(const char *access, const char *secret,
+			  const char *token, const char **why);
+/* An ISO 8601 UTC time (YYYY-MM-DDTHH:MM:SS[.frac](Z|+00:00)) as a Unix
+ * time: 0, or -EINVAL. */
+int stfs_creds_time(const char *s, time_t *out);
+
+/* err's message with each copy of secret (a token a service echoed back
+ * in its error) replaced by "(the token sent)" (creds.c). */
+void stfs_creds_unsay(struct stfs_error *err, const char *secret);
+
+/* STS's AssumeRoleWithWebIdentity answer (s3xml.c): 0 with copies in *k,
+ * or -EINVAL (not such a document, or keys not of their form), -ENOMEM. */
+int stfs_sts_parse(const char *xml, size_t len, struct stfs_creds_keys *k);
+
+/* Where credentials come from, found by the chain (creds.c) and asked by
+ * the provider's file. */
+enum stfs_creds_kind {
+	STFS_CREDS_WEB_IDENTITY,        /* sts.c */
+	STFS_CREDS_PROCESS,             /* credproc.c */
+	STFS_CREDS_CONTAINER,           /* container.c */
+	STFS_CREDS_IMDS,                /* imds.c */
+};
+
+struct stfs_creds_src {
+	enum stfs_creds_kind kind;
+	char *from;             /* what set it, for messages: "AWS_ROLE_ARN",
+				 * "profile NAME" */
+	/* web identity */
+	char *role_arn, *token_file, *session_name, *sts_url;
+	/* credential_process */
+	char *command;
+	/* the container endpoint */
+	char *url, *auth_token, *auth_file;
+	/* IMDS: its base URL (no trailing '/') */
+	char *imds;
+};
+
+/* Ask src's service for keys, with the client h: 0 with *k, or -errno
+ * with err saying why (never a secret). */
+int stfs_sts_fetch(struct stfs_http_client *h,
+		   const struct stfs_creds_src *src, struct stfs_creds_keys *k,
+		   struct stfs_error *err);
+int stfs_process_fetch(const struct stfs_creds_src *src,
+		       struct stfs_creds_keys *k, struct stfs_error *err);
+int stfs_container_fetch(struct stfs_http_client *h,
+			 const struct stfs_creds_src *src,
+			 struct stfs_creds_keys *k, struct stfs_error *err);
+int stfs_imds_fetch(struct stfs_http_client *h,
+		    const struct stfs_creds_src *src, struct stfs_creds_keys *k,
+		    struct stfs_error *err);
+/* The STS endpoint as the SDKs find it: AWS_ENDPOINT_URL_STS,
+ * AWS_ENDPOINT_URL, the profile's endpoint_url, else STS of region (NULL:
+ * the global one); a new string or NULL (out of memory). */
+char *stfs_sts_url(const struct stfs_aws_conf *a, const char *region);
+/* The container endpoint's URL allowed (https anywhere; http to a
+ * loopback address or ECS's and EKS's link-local hosts): 1 or 0. */
+int stfs_container_url_ok(const char *url);
+/* A command line split into words as a POSIX shell would, with no
+ * expansion (credproc.c): a NULL-terminated array (free with
+ * stfs_words_free()), or NULL with *why (unbalanced quotes, empty). */
+char **stfs_words(const char *line, const char **why);
+void stfs_words_free(char **w);
+
+/* The provider of kind, when the environment or the profile sets it up
+ * (s3.c asks them in botocore's order): 0 with *out (NULL: not set up; for
+ * IMDS, none answered), or -errno with err saying why (one that is set up
+ * and fails).  The first keys are fetched here; region is the one given
+ * (NULL: none), for STS's endpoint. */
+struct stfs_creds;
+int stfs_creds_try(const struct stfs_aws_conf *a, const char *region,
+		   enum stfs_creds_kind kind, struct stfs_remote *r,
+		   struct stfs_creds **out, struct stfs_error *err);
+/* What c is, for `stfs inspect` and the log: "web identity (AWS_ROLE_ARN
+ * ...): key ASIA..., expires ..." (never a secret) into buf. */
+void stfs_creds_describe(struct stfs_creds *c, char *buf, size_t n);
 
 /* ---- signing (sigv4.c, with libcrypto's SHA-256 and HMAC) --------------- */
 

@@ -1,7 +1,10 @@
 /*
- * s3xml.c: the two XML documents stfs reads from S3, parsed with expat: a
- * ListObjectsV2 page (each object's key, size and ETag, whether more pages
- * follow and the token for the next) and an error (its Code and Message).
+ * s3xml.c: the XML documents stfs reads from S3 and STS, parsed with
+ * expat: a ListObjectsV2 page (each object's key, size and ETag, whether
+ * more pages follow and the token for the next), an error (its Code and
+ * Message: S3's <Error>, or STS's <ErrorResponse><Error>), and STS's
+ * AssumeRoleWithWebIdentity answer (its Credentials: AccessKeyId,
+ * SecretAccessKey, SessionToken, Expiration).
  *
  * Servers are untrusted.  expat checks that the text is well-formed XML
  * and decodes references (refusing NUL, surrogates and undefined names);
@@ -35,12 +38,20 @@
 #define ERROR_DOC_MAX (1u << 20)
 
 enum field { F_NONE, F_KEY, F_SIZE, F_ETAG, F_TRUNC, F_TOKEN, F_CODE,
-	     F_MESSAGE, F_N };
+	     F_MESSAGE, F_AKID, F_SECRET, F_SESSION, F_EXPIRY, F_N };
+
+#define STS_ROOT "AssumeRoleWithWebIdentityResponse"
+#define STS_RESULT "AssumeRoleWithWebIdentityResult"
+#define STS_FIELDS ((1u << F_AKID) | (1u << F_SECRET) | (1u << F_SESSION) | \
+		    (1u << F_EXPIRY))
 
 struct doc {
 	XML_Parser p;
 	const char *root;       /* the root element wanted */
 	int list;               /* a listing, else an error document */
+	int sts;                /* an AssumeRoleWithWebIdentity answer */
+	int nest;               /* an error inside <ErrorResponse> */
+	int in_result, in_creds;
 	int depth;
 	int rc;                 /* the first error, or 0 */
 	unsigned seen;          /* bits 1 << field: taken (in this object
@@ -50,7 +61,7 @@ struct doc {
 	int cut;                /* over the limit: cut the text, else fail */
 	int full;               /* the text was cut: keep no more */
 	size_t len;
-	char text[TOKEN_MAX + 1];
+	char text[STFS_TOKEN_MAX + 1];
 
 	/* a listing page */
 	int (*object)(void *arg, const char *key, uint64_t size,
@@ -65,6 +76,10 @@ struct doc {
 
 	/* an error document */
 	char code[CODE_MAX + 1], message[MESSAGE_MAX + 1];
+
+	/* STS's keys */
+	char akid[STFS_KEY_ID_MAX + 1], secret[STFS_SECRET_MAX + 1];
+	char session[STFS_TOKEN_MAX + 1], expiry[48];
 };
 
 static void fail(struct doc *d, int rc)
@@ -125,6 +140,29 @@ static void start_list(struct doc *d, const XML_Char *name)
 	}
 }
 
+/* The keys of an AssumeRoleWithWebIdentityResponse: in its Result's
+ * Credentials, each once. */
+static void start_sts(struct doc *d, const XML_Char *name)
+{
+	if (d->depth == 2 && !strcmp(name, STS_RESULT)) {
+		if (d->in_result++)
+			fail(d, -EINVAL);
+	} else if (d->depth == 3 && d->in_result == 1 &&
+		   !strcmp(name, "Credentials")) {
+		if (d->in_creds++)
+			fail(d, -EINVAL);
+	} else if (d->depth == 4 && d->in_creds == 1 && d->in_result == 1) {
+		if (!strcmp(name, "AccessKeyId"))
+			collect(d, F_AKID, STFS_KEY_ID_MAX, 0);
+		else if (!strcmp(name, "SecretAccessKey"))
+			collect(d, F_SECRET, STFS_SECRET_MAX, 0);
+		else if (!strcmp(name, "SessionToken"))
+			collect(d, F_SESSION, STFS_TOKEN_MAX, 0);
+		else if (!strcmp(name, "Expiration"))
+			collect(d, F_EXPIRY, 40, 0);
+	}
+}
+
 static void on_start(void *ud, const XML_Char *name, const XML_Char **atts)
 {
 	struct doc *d = ud;
@@ -132,17 +170,29 @@ static void on_start(void *ud, const XML_Char *name, const XML_Char **atts)
 	if (d->rc)
 		return;
 	d->depth++;
+	/* STS wraps its error in <ErrorResponse><Error> */
+	if (d->depth == 1 && !d->list && !d->sts &&
+	    !strcmp(name, "ErrorResponse")) {
+		d->nest = 1;
+		return;
+	}
+	if (d->nest && d->depth == 2 && strcmp(name, "Error") &&
+	    d->field == F_NONE)
+		return;
 	/* too deep, a root of another name, or markup inside a text kept */
-	if (d->depth > DEPTH_MAX || (d->depth == 1 && strcmp(name, d->root)) ||
+	if (d->depth > DEPTH_MAX ||
+	    (d->depth == 1 + d->nest && strcmp(name, d->root)) ||
 	    d->field != F_NONE) {
 		fail(d, -EINVAL);
 		return;
 	}
 	if (d->list)
 		start_list(d, name);
-	else if (d->depth == 2 && !strcmp(name, "Code"))
+	else if (d->sts)
+		start_sts(d, name);
+	else if (d->depth == 2 + d->nest && !strcmp(name, "Code"))
 		collect(d, F_CODE, CODE_MAX, 1);
-	else if (d->depth == 2 && !strcmp(name, "Message"))
+	else if (d->depth == 2 + d->nest && !strcmp(name, "Message"))
 		collect(d, F_MESSAGE, MESSAGE_MAX, 1);
 }
 
@@ -222,6 +272,18 @@ static int take(struct doc *d, enum field f)
 	case F_MESSAGE:
 		memcpy(d->message, t, d->len + 1);
 		return 0;
+	case F_AKID:
+		memcpy(d->akid, t, d->len + 1);
+		return 0;
+	case F_SECRET:
+		memcpy(d->secret, t, d->len + 1);
+		return 0;
+	case F_SESSION:
+		memcpy(d->session, t, d->len + 1);
+		return 0;
+	case F_EXPIRY:
+		memcpy(d->expiry, t, d->len + 1);
+		return 0;
 	default:
 		return 0;
 	}
@@ -242,6 +304,9 @@ static void on_end(void *ud, const XML_Char *name)
 		}
 		d->seen |= 1u << d->field;
 		d->field = F_NONE;
+	} else if (d->sts && d->depth == 3 && d->in_creds == 1 &&
+		   d->in_result == 1 && !strcmp(name, "Credentials")) {
+		d->in_creds = 2;        /* closed: one Credentials only */
 	} else if (d->list && d->depth == 2 && d->in_contents) {
 		d->in_contents = 0;
 		if (!(d->seen & (1u << F_KEY)) || !(d->seen & (1u << F_SIZE))) {
@@ -353,6 +418,39 @@ int stfs_s3_list_parse(const char *xml, size_t len,
 			d->token = NULL;
 	}
 	free(d->token);
+	free(d);
+	return rc;
+}
+
+int stfs_sts_parse(const char *xml, size_t len, struct stfs_creds_keys *k)
+{
+	struct doc *d;
+	const char *why;
+	int rc;
+
+	memset(k, 0, sizeof(*k));
+	if (len > INT_MAX)
+		return -EINVAL;
+	if (!(d = calloc(1, sizeof(*d))))
+		return -ENOMEM;
+	d->root = STS_ROOT;
+	d->sts = 1;
+	rc = parse(d, xml, len);
+	if (!rc && (d->seen & STS_FIELDS) != STS_FIELDS)
+		rc = -EINVAL;
+	if (!rc && (stfs_creds_keys_check(d->akid, d->secret, d->session,
+					  &why) ||
+		    stfs_creds_time(d->expiry, &k->expires)))
+		rc = -EINVAL;
+	if (!rc && (!(k->access = strdup(d->akid)) ||
+		    !(k->secret = strdup(d->secret)) ||
+		    !(k->token = strdup(d->session)))) {
+		stfs_creds_keys_drop(k);
+		rc = -ENOMEM;
+	}
+	if (rc)
+		k->expires = 0;
+	explicit_bzero(d, sizeof(*d));
 	free(d);
 	return rc;
 }

@@ -3,7 +3,9 @@
  * remote source's requests carry (struct stfs_auth: a Hub token, or AWS
  * keys).  The signer is a pure function of the request, the keys and the
  * time, so it is checked against AWS's published examples; the source
- * calls stfs_auth_headers() for every attempt of every request.
+ * calls stfs_auth_headers() for every attempt of every request, which
+ * signs with the keys of that moment when they are temporary ones that
+ * creds.c refreshes (or fails, saying why, once they expired).
  *
  * libcurl's own CURLOPT_AWS_SIGV4 is not used: the libcurl of Debian 12
  * does not send x-amz-content-sha256, which S3 requires, and its
@@ -206,13 +208,22 @@ void stfs_auth_unref(struct stfs_auth *a)
 	free(a->token);
 	free(a->region);
 	free(a->ca_file);
+	stfs_creds_free(a->creds);
 	free(a);
+}
+
+void stfs_auth_park(struct stfs_auth *a)
+{
+	if (a && a->creds)
+		stfs_creds_park(a->creds);
 }
 
 struct curl_slist *stfs_auth_headers(const struct stfs_auth *a,
 				     const char *url, unsigned flags,
-				     struct curl_slist *list, int *ok)
+				     struct curl_slist *list, int *ok,
+				     char *why, size_t whysz)
 {
+	struct stfs_creds_keys k = { 0 };
 	CURLU *u = curl_url();
 	char *host = NULL, *port = NULL, *path = NULL, *query = NULL;
 	char hostport[300], amzdate[17], auth[1024], *line = NULL;
@@ -224,6 +235,18 @@ struct curl_slist *stfs_auth_headers(const struct stfs_auth *a,
 	size_t n = 0;
 
 	*ok = 0;
+	if (a->creds) {
+		/* the keys of now: refreshed ones, or none once expired */
+		char tmp[8];
+
+		if (stfs_creds_now(a->creds, &k, why ? why : tmp,
+				   why ? whysz : sizeof(tmp)))
+			goto out;
+	} else {
+		k.access = a->access_key;
+		k.secret = a->secret_key;
+		k.token = a->token;
+	}
 	if (!u || curl_url_set(u, CURLUPART_URL, url, 0) ||
 	    curl_url_get(u, CURLUPART_HOST, &host, 0) ||
 	    curl_url_get(u, CURLUPART_PATH, &path, 0))
@@ -238,9 +261,9 @@ struct curl_slist *stfs_auth_headers(const struct stfs_auth *a,
 	strftime(amzdate, sizeof(amzdate), "%Y%m%dT%H%M%SZ", &tm);
 	hs[n++] = (struct stfs_sigv4_hdr){ "x-amz-content-sha256",
 					   EMPTY_SHA256 };
-	if (a->token)
+	if (k.token)
 		hs[n++] = (struct stfs_sigv4_hdr){ "x-amz-security-token",
-						   a->token };
+						   k.token };
 	/* an x-amz-* header AWS wants signed, as all of them */
 	if (flags & STFS_REQ_CHECKSUMS)
 		hs[n++] = (struct stfs_sigv4_hdr){ "x-amz-checksum-mode",
@@ -249,7 +272,7 @@ struct curl_slist *stfs_auth_headers(const struct stfs_auth *a,
 		.method = "GET", .host = hostport, .path = path,
 		.query = query ? query : "", .headers = hs, .nheaders = n,
 		.payload_hash = EMPTY_SHA256, .amzdate = amzdate,
-		.access_key = a->access_key, .secret_key = a->secret_key,
+		.access_key = k.access, .secret_key = k.secret,
 		.region = a->region, .service = "s3",
 	};
 	if (stfs_sigv4_sign(&r, auth, sizeof(auth)))
@@ -268,8 +291,8 @@ struct curl_slist *stfs_auth_headers(const struct stfs_auth *a,
 	} while (0)
 	ADD("x-amz-date: %s", amzdate);
 	ADD("x-amz-content-sha256: %s", EMPTY_SHA256);
-	if (a->token)
-		ADD("x-amz-security-token: %s", a->token);
+	if (k.token)
+		ADD("x-amz-security-token: %s", k.token);
 	if (flags & STFS_REQ_CHECKSUMS)
 		ADD("x-amz-checksum-mode: %s", "ENABLED");
 	ADD("Authorization: %s", auth);
@@ -281,5 +304,8 @@ out:
 	curl_free(path);
 	curl_free(query);
 	curl_url_cleanup(u);
+	OPENSSL_cleanse(auth, sizeof(auth));
+	if (a->creds)
+		stfs_creds_keys_drop(&k);
 	return l;
 }
