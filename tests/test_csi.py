@@ -1,0 +1,531 @@
+#!/usr/bin/env python3
+"""test_csi.py: the Kubernetes CSI driver (csi/), end to end without a
+cluster, with real mounts.
+
+The driver's Go module is built here with `go build` (offline: its
+modules come from the cache scripts/deps.sh fills).  The plugin
+(`stfs-csi`, root) and the launcher (`stfs-csi daemon`, which drops to
+nobody) run as separate processes; kubelet's part is played by
+csi/test/csicall (one gRPC call, secrets on its stdin) and a "pod" is a
+process in its own mount namespace whose mounts are slaves of the node's
+(unshare --propagation slave), reading under a kubelet directory that is
+a shared mount, as kubelet's is.
+
+- csi-sanity (kubernetes-csi/csi-test, pinned in csi/go.sum) against the
+  driver's socket;
+- a local model published to two pods: they read its tensors and %repo/
+  files equal to the source; the second publish starts no second daemon;
+  the daemon runs as nobody with CapEff 0; publish is idempotent, another
+  volume on a used target is ALREADY_EXISTS;
+- kill -9 of the daemon: the pod reads again within 5 s, with no restart;
+- the last unpublish removes the targets and unmounts the daemon after
+  the grace time; the daemon exits;
+- refusals with the spec's codes: writer modes, block, an hf:// branch,
+  options a pod may not set, secrets that are not stfs's, a source that
+  stfs refuses (its own words), and nothing left mounted or running;
+- hf:// (the Hub emulator) with a token from the secret: the pod reads
+  the gated repository's files; a wrong token is refused; the token is in
+  no process's argv, no file and no log, only in the daemon's environment.
+"""
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stfstest as T  # noqa: E402
+from fixtures import World  # noqa: E402
+import hubemu  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODULE = os.path.join(HERE, "..", "csi")
+NOBODY = 65534
+SECRET = "hf_csi_secret_never_shown_1234"
+_bins = {}
+
+
+def go_env():
+    """go, offline: every module from the cache that deps.sh filled."""
+    e = dict(os.environ)
+    e.update(GOFLAGS="-mod=readonly", GOPROXY="off", GOTOOLCHAIN="local",
+             CGO_ENABLED="0")
+    return e
+
+
+def bins():
+    """stfs-csi, csicall and csi-sanity, built once per run."""
+    if not _bins:
+        out = T.tmpdir()
+        os.chmod(out, 0o755)
+        for name, pkg in (("stfs-csi", "./cmd/stfs-csi"),
+                          ("csicall", "./test/csicall"),
+                          ("csi-sanity", "github.com/kubernetes-csi/"
+                           "csi-test/v5/cmd/csi-sanity")):
+            r = subprocess.run(["go", "build", "-o", os.path.join(out, name),
+                                pkg], cwd=MODULE, env=go_env(),
+                               capture_output=True, timeout=900)
+            assert r.returncode == 0, r.stderr.decode()
+            _bins[name] = os.path.join(out, name)
+    return _bins
+
+
+def mounts_under(path):
+    path = os.path.realpath(path)
+    out = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            p = line.split()[4].encode().decode("unicode_escape")
+            if p == path or p.startswith(path + "/"):
+                out.append(p)
+    return out
+
+
+def sha(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+class Node:
+    """A node: a kubelet directory (a shared mount), the launcher and
+    the plugin, and their logs."""
+
+    def __init__(self, d, grace="1s", env=None):
+        self.d = d
+        os.makedirs(d, exist_ok=True)
+        os.chmod(os.path.dirname(d), 0o711)
+        os.chmod(d, 0o755)
+        self.kubelet = os.path.join(d, "kubelet")
+        os.makedirs(self.kubelet)
+        subprocess.run(["mount", "--bind", self.kubelet, self.kubelet],
+                       check=True)
+        subprocess.run(["mount", "--make-rshared", self.kubelet], check=True)
+        self.state = os.path.join(d, "state")
+        self.cache = os.path.join(d, "cache")
+        self.sock = "unix://" + os.path.join(d, "plugin", "csi.sock")
+        self.launcher_sock = os.path.join(d, "launcher.sock")
+        self.logs = []
+        self.procs = []
+        e = dict(os.environ)
+        e.update(env or {})
+        self.launcher = self.start(
+            "launcher", [bins()["stfs-csi"], "daemon", "--socket",
+                         self.launcher_sock, "--stfs", T.stfs_for_others(),
+                         "--user", "%d:%d" % (NOBODY, NOBODY)], e)
+        end = time.time() + 10
+        while not os.path.exists(self.launcher_sock):
+            assert time.time() < end and self.launcher.poll() is None
+            time.sleep(0.01)
+        self.plugin = self.start(
+            "plugin", [bins()["stfs-csi"], "--endpoint", self.sock,
+                       "--node-id", "node-1", "--launcher",
+                       self.launcher_sock, "--state-dir", self.state,
+                       "--cache-dir", self.cache, "--grace", grace,
+                       "--check-interval", "500ms"], dict(os.environ))
+        end = time.time() + 10
+        while self.call("Probe")["code"] != "OK":
+            assert time.time() < end and self.plugin.poll() is None, \
+                self.log("plugin")
+            time.sleep(0.05)
+
+    def start(self, name, argv, env):
+        log = open(os.path.join(self.d, name + ".log"), "wb")
+        self.logs.append(log.name)
+        p = subprocess.Popen(argv, stdout=log, stderr=log, env=env)
+        log.close()
+        self.procs.append(p)
+        T._procs.append(p)
+        return p
+
+    def log(self, name):
+        with open(os.path.join(self.d, name + ".log")) as f:
+            return f.read()
+
+    def call(self, method, request=None, timeout=120):
+        r = subprocess.run([bins()["csicall"]], input=json.dumps(
+            {"endpoint": self.sock, "method": method,
+             "request": request or {}, "timeout": timeout}).encode(),
+            capture_output=True, timeout=timeout + 10)
+        assert r.returncode == 0, r.stderr.decode()
+        return json.loads(r.stdout)
+
+    def target(self, pod, vol="models"):
+        return os.path.join(self.kubelet, "pods", pod, "volumes",
+                            "kubernetes.io~csi", vol, "mount")
+
+    def publish(self, pod, attrs, secrets=None, mode="MULTI_NODE_READER_ONLY",
+                readonly=False, vid="vol-1", block=False):
+        cap = {"accessMode": {"mode": mode}}
+        cap["block" if block else "mount"] = {}
+        return self.call("NodePublishVolume", {
+            "volumeId": vid, "targetPath": self.target(pod),
+            "volumeCapability": cap, "readonly": readonly,
+            "volumeContext": attrs, "secrets": secrets or {}})
+
+    def unpublish(self, pod, vid="vol-1"):
+        return self.call("NodeUnpublishVolume", {
+            "volumeId": vid, "targetPath": self.target(pod)})
+
+    def daemons(self):
+        """pids of the stfs daemons the launcher started."""
+        out = []
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    args = f.read().split(b"\0")
+                with open("/proc/%s/stat" % pid) as f:
+                    st = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if st[0] != "Z" and args[0] == T.stfs_for_others().encode() \
+                    and b"/dev/fd/3" in args:
+                out.append(int(pid))
+        return out
+
+    def close(self):
+        for p in (self.plugin, self.launcher):
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        for m in sorted(mounts_under(self.d), key=len, reverse=True):
+            subprocess.run(["umount", "-l", m], capture_output=True)
+        end = time.time() + 10
+        while self.daemons() and time.time() < end:
+            time.sleep(0.05)
+        for pid in self.daemons():
+            os.kill(pid, signal.SIGKILL)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+POD = r"""
+import hashlib, json, os, sys, time
+root, mode = sys.argv[1], sys.argv[2]
+def digest(p):
+    with open(os.path.join(root, p), "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+if mode == "read":
+    print(json.dumps({p: digest(p) for p in sys.argv[3:]}))
+else:   # follow: read one file again and again, say when it works
+    path = sys.argv[3]
+    while True:
+        try:
+            digest(path)
+            dev = os.stat(os.path.join(root, path)).st_dev
+            print("ok %.3f %d" % (time.time(), dev), flush=True)
+        except OSError as e:
+            print("err %.3f %d" % (time.time(), e.errno), flush=True)
+        time.sleep(0.05)
+"""
+
+
+def pod_read(target, paths):
+    """A pod: its own mount namespace, slave to the node's; the digests
+    of paths under target."""
+    r = subprocess.run(["unshare", "-m", "--propagation", "slave",
+                        sys.executable, "-c", POD, target, "read"] + paths,
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr.decode()
+    return json.loads(r.stdout)
+
+
+def model(d):
+    """A model folder nobody may read: weights and a config."""
+    src = os.path.join(d, "model")
+    os.makedirs(src)
+    os.chmod(src, 0o755)
+    tensors = [("model.layers.%d.w" % i, "F32", [128, 64],
+                os.urandom(128 * 64 * 4)) for i in range(4)]
+    T.write_st(os.path.join(src, "model.safetensors"), tensors)
+    with open(os.path.join(src, "config.json"), "w") as f:
+        json.dump({"model_type": "llama", "hidden_size": 64}, f)
+    for n in os.listdir(src):
+        os.chmod(os.path.join(src, n), 0o644)
+    want = {n.replace(".", "/"): hashlib.sha256(data).hexdigest()
+            for n, _, _, data in tensors}
+    for n in ("config.json", "model.safetensors"):
+        want["%repo/" + n] = sha(os.path.join(src, n))
+    return src, want
+
+
+def status(pid):
+    out = {}
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            out[k] = v.split()
+    return out
+
+
+def no_secret_anywhere(node, secret, daemon_pids=()):
+    """secret: in no process's argv, no file under the node's folders (its
+    logs included), and in the environment of the daemons only."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                assert secret.encode() not in f.read(), "argv of %s" % pid
+        except OSError:
+            pass
+    for p in (node.plugin.pid, node.launcher.pid):
+        with open("/proc/%d/environ" % p, "rb") as f:
+            assert secret.encode() not in f.read(), "environ of %d" % p
+    for top, dirs, files in os.walk(node.d):
+        dirs[:] = [x for x in dirs
+                   if not os.path.ismount(os.path.join(top, x))]
+        for n in files:
+            p = os.path.join(top, n)
+            if os.path.islink(p) or not os.path.isfile(p):
+                continue
+            with open(p, "rb") as f:
+                assert secret.encode() not in f.read(), p
+    for pid in daemon_pids:
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            assert secret.encode() in f.read(), "the daemon's environment"
+
+
+def test_sanity(d):
+    with Node(d) as node:
+        mnt = os.path.join(d, "sanity")
+        os.mkdir(mnt)
+        r = subprocess.run(
+            [bins()["csi-sanity"], "--csi.endpoint", node.sock,
+             "--csi.mountdir", mnt + "/mount",
+             "--csi.stagingdir", mnt + "/staging",
+             # no controller: csi-sanity's controller tests do not apply;
+             # its only success path of NodePublish asks for
+             # SINGLE_NODE_WRITER, read-write, which a read-only driver
+             # refuses; the publish tests below cover it
+             "--ginkgo.skip", "Controller Server|should remove target path",
+             "--ginkgo.no-color"],
+            capture_output=True, timeout=300)
+        out = r.stdout.decode()
+        assert r.returncode == 0, out[-4000:] + r.stderr.decode()[-2000:]
+        tail = [x for x in out.splitlines() if "Passed" in x]
+        print("   csi-sanity:", tail[-1].strip() if tail else out[-300:])
+
+
+def test_publish_two_pods(d):
+    src, want = model(d)
+    with Node(d) as node:
+        t = time.time()
+        r = node.publish("pod-a", {"source": src, "options": "npy"},
+                         {"HF_TOKEN": SECRET})
+        first = time.time() - t
+        assert r["code"] == "OK", r
+        pids = node.daemons()
+        assert len(pids) == 1, pids
+        st = status(pids[0])
+        assert st["Uid"] == [str(NOBODY)] * 4 and \
+            st["Gid"] == [str(NOBODY)] * 4, st
+        assert int(st["CapEff"][0], 16) == 0, st["CapEff"]
+        assert int(st["CapPrm"][0], 16) == 0, st["CapPrm"]
+        assert pod_read(node.target("pod-a"), list(want)) == want
+        # a second pod: the same daemon, bound again
+        r2 = node.publish("pod-b", {"source": src, "options": "npy"},
+                          {"HF_TOKEN": SECRET}, vid="vol-2")
+        assert r2["code"] == "OK", r2
+        assert node.daemons() == pids
+        assert pod_read(node.target("pod-b"), list(want)) == want
+        print("   publish: first %.3f s (daemon start), second %.3f s "
+              "(call %.3f s)" % (first, r2["seconds"], r2["seconds"]))
+        # the same again is the same answer; another volume there is not
+        assert node.publish("pod-a", {"source": src, "options": "npy"},
+                            {"HF_TOKEN": SECRET})["code"] == "OK"
+        r = node.publish("pod-a", {"source": src}, vid="vol-3")
+        assert r["code"] == "AlreadyExists", r
+        # read-only, for root too
+        try:
+            open(os.path.join(node.target("pod-a"), "x"), "wb")
+        except OSError as e:
+            assert e.errno in (30, 13), e
+        else:
+            raise AssertionError("a write was allowed")
+        # other credentials: another daemon
+        r = node.publish("pod-c", {"source": src, "options": "npy"},
+                         vid="vol-4")
+        assert r["code"] == "OK" and len(node.daemons()) == 2, r
+        no_secret_anywhere(node, SECRET, pids)
+        for pod, vid in (("pod-a", "vol-1"), ("pod-b", "vol-2"),
+                         ("pod-c", "vol-4")):
+            assert node.unpublish(pod, vid)["code"] == "OK"
+
+
+def test_recovery(d):
+    src, want = model(d)
+    with Node(d, grace="30s") as node:
+        assert node.publish("pod-a", {"source": src})["code"] == "OK"
+        pod = subprocess.Popen(
+            ["unshare", "-m", "--propagation", "slave", sys.executable,
+             "-c", POD, node.target("pod-a"), "follow", "model/layers/0/w"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        T._procs.append(pod)
+        try:
+            first = pod.stdout.readline().decode().split()
+            assert first[0] == "ok", first
+            old = node.daemons()
+            assert len(old) == 1
+            killed = time.time()
+            os.kill(old[0], signal.SIGKILL)
+            # the pod reads again, from the new mount (another device)
+            errors, back = 0, None
+            while time.time() < killed + 10:
+                line = pod.stdout.readline().decode().split()
+                if float(line[1]) <= killed:
+                    continue
+                if line[0] == "err":
+                    errors += 1
+                elif line[2] != first[2]:
+                    back = float(line[1]) - killed
+                    break
+            assert back is not None and back <= 5, back
+            print("   recovery: the pod reads again %.2f s after kill -9 "
+                  "(%d reads failed meanwhile)" % (back, errors))
+            new = node.daemons()
+            assert len(new) == 1 and new != old, (old, new)
+            assert pod_read(node.target("pod-a"), list(want)) == want
+        finally:
+            pod.kill()
+            pod.wait()
+            pod.stdout.close()
+            pod.stderr.close()
+        assert "mounting " + src + " again" in node.log("plugin")
+
+
+def test_grace(d):
+    src, want = model(d)
+    with Node(d, grace="2s") as node:
+        for pod, vid in (("pod-a", "v1"), ("pod-b", "v2")):
+            assert node.publish(pod, {"source": src}, vid=vid)["code"] == \
+                "OK"
+        pid = node.daemons()
+        staging = [m for m in mounts_under(node.state)]
+        assert len(pid) == 1 and len(staging) == 1, (pid, staging)
+        assert node.unpublish("pod-a", "v1")["code"] == "OK"
+        assert not os.path.exists(node.target("pod-a"))
+        # unpublish again: the same answer
+        assert node.unpublish("pod-a", "v1")["code"] == "OK"
+        assert node.unpublish("pod-b", "v2")["code"] == "OK"
+        assert not os.path.exists(node.target("pod-b"))
+        t = time.time()
+        time.sleep(1)
+        assert node.daemons() == pid and mounts_under(node.state) == staging
+        # a pod within the grace time finds it warm: the same daemon
+        assert node.publish("pod-c", {"source": src}, vid="v3")["code"] == \
+            "OK"
+        assert node.daemons() == pid
+        assert node.unpublish("pod-c", "v3")["code"] == "OK"
+        t = time.time()
+        while node.daemons() and time.time() < t + 10:
+            time.sleep(0.05)
+        gone = time.time() - t
+        assert not node.daemons() and not mounts_under(node.state)
+        assert 1.5 <= gone <= 6, gone
+
+
+def test_refusals(d):
+    src, _ = model(d)
+    with Node(d) as node:
+        cases = [
+            (dict(mode="SINGLE_NODE_WRITER"), {"source": src}, None,
+             "InvalidArgument", "read-only"),
+            (dict(block=True), {"source": src}, None, "InvalidArgument",
+             "block"),
+            ({}, {"source": "hf://org/m"}, None, "InvalidArgument",
+             "names a commit"),
+            ({}, {"source": "hf://org/m@main"}, None, "InvalidArgument",
+             "names a commit"),
+            ({}, {"source": src, "options": "cache=/tmp/x"}, None,
+             "InvalidArgument", "not one a volume may set"),
+            ({}, {"source": src, "options": "offline"}, None,
+             "InvalidArgument", "not one a volume may set"),
+            ({}, {"source": src, "options": "allow_other"}, None,
+             "InvalidArgument", "not one a volume may set"),
+            ({}, {"source": src, "color": "blue"}, None, "InvalidArgument",
+             "unknown volume attribute"),
+            ({}, {}, None, "InvalidArgument", "source"),
+            ({}, {"source": src}, {"PATH": SECRET}, "InvalidArgument",
+             "secret key \"PATH\""),
+            ({}, {"source": os.path.join(d, "nothing.safetensors")}, None,
+             "Internal", "No such file"),
+        ]
+        for kw, attrs, secrets, code, says in cases:
+            r = node.publish("pod-x", attrs, secrets, **kw)
+            assert r["code"] == code and says in r["message"], (attrs, r)
+            assert SECRET not in r["message"]
+            assert not node.daemons() and not mounts_under(node.state), r
+            assert not mounts_under(node.kubelet + "/pods"), r
+        # a writer mode is read-only when the volume says readOnly
+        r = node.publish("pod-x", {"source": src}, mode="SINGLE_NODE_WRITER",
+                         readonly=True)
+        assert r["code"] == "OK", r
+        assert node.unpublish("pod-x")["code"] == "OK"
+        for bad in ({"targetPath": node.target("p")}, {"volumeId": "v"}):
+            r = node.call("NodeUnpublishVolume", bad)
+            assert r["code"] == "InvalidArgument", r
+        assert SECRET not in node.log("plugin") + node.log("launcher")
+
+
+def test_hub_token(d):
+    with World(d) as w:
+        a = open(os.path.join(T.REAL, "jl-nonsharded",
+                              "model.safetensors"), "rb").read()
+        sha_ = w.hub.push(w.hub.repo("org/gated", gated=True),
+                          {"model.safetensors": a,
+                           "config.json": b'{"model_type": "llama"}'})
+        src = "hf://org/gated@" + sha_
+        env = {"HF_ENDPOINT": w.hub.url}
+        with Node(os.path.join(d, "node"), env=env) as node:
+            r = node.publish("pod-a", {"source": src},
+                             {"HF_TOKEN": "hf_wrong_" + SECRET})
+            assert r["code"] == "Internal" and "restricted" in r["message"], r
+            assert not node.daemons()
+            r = node.publish("pod-a", {"source": src},
+                             {"HF_TOKEN": hubemu.TOKEN})
+            assert r["code"] == "OK", r
+            got = pod_read(node.target("pod-a"),
+                           ["%repo/model.safetensors", "%repo/config.json"])
+            assert got == {
+                "%repo/model.safetensors": hashlib.sha256(a).hexdigest(),
+                "%repo/config.json": hashlib.sha256(
+                    b'{"model_type": "llama"}').hexdigest()}
+            no_secret_anywhere(node, hubemu.TOKEN, node.daemons())
+            # a branch is refused, unless the volume allows it
+            r = node.publish("pod-b", {"source": "hf://org/gated"},
+                             {"HF_TOKEN": hubemu.TOKEN}, vid="v2")
+            assert r["code"] == "InvalidArgument", r
+            r = node.publish("pod-b", {"source": "hf://org/gated",
+                                       "allowBranch": "true"},
+                             {"HF_TOKEN": hubemu.TOKEN}, vid="v2")
+            assert r["code"] == "OK", r
+            assert node.unpublish("pod-a")["code"] == "OK"
+            assert node.unpublish("pod-b", "v2")["code"] == "OK"
+        assert "Bearer " + hubemu.TOKEN in [a for s, a in w.hub.seen]
+
+
+if __name__ == "__main__":
+    if os.geteuid() != 0:
+        if os.environ.get("CI") == "true":
+            print("test_csi needs root under CI")
+            sys.exit(1)
+        print("SKIP: the CSI driver mounts: root only")
+        sys.exit(77)
+    if not shutil.which("go"):
+        print("go is missing: scripts/deps.sh installs it")
+        sys.exit(1)
+    sys.exit(T.run_tests([test_sanity, test_publish_two_pods, test_recovery,
+                          test_grace, test_refusals, test_hub_token]))
