@@ -30,7 +30,6 @@ a shared mount, as kubelet's is.
 import hashlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -38,210 +37,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
+from csifix import (GO, NOBODY, POD, Node, bins, mounts_under,  # noqa: E402
+                    pod_read, sha, status, wait_dead)
 from fixtures import World  # noqa: E402
 import hubemu  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-MODULE = os.path.join(HERE, "..", "csi")
-NOBODY = 65534
 SECRET = "hf_csi_secret_never_shown_1234"
-# Go: on PATH, else where go.dev's archive puts it (scripts/deps.sh)
-GO = shutil.which("go") or "/usr/local/go/bin/go"
-_bins = {}
-
-
-def go_env():
-    """go, offline: every module from the cache that deps.sh filled."""
-    e = dict(os.environ)
-    e.update(GOFLAGS="-mod=readonly", GOPROXY="off", GOTOOLCHAIN="local",
-             CGO_ENABLED="0")
-    return e
-
-
-def bins():
-    """stfs-csi, csicall and csi-sanity, built once per run."""
-    if not _bins:
-        out = T.tmpdir()
-        os.chmod(out, 0o755)
-        for name, pkg in (("stfs-csi", "./cmd/stfs-csi"),
-                          ("csicall", "./test/csicall"),
-                          ("csi-sanity", "github.com/kubernetes-csi/"
-                           "csi-test/v5/cmd/csi-sanity")):
-            r = subprocess.run([GO, "build", "-o", os.path.join(out, name),
-                                pkg], cwd=MODULE, env=go_env(),
-                               capture_output=True, timeout=900)
-            assert r.returncode == 0, r.stderr.decode()
-            _bins[name] = os.path.join(out, name)
-    return _bins
-
-
-def mounts_under(path):
-    path = os.path.realpath(path)
-    out = []
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            p = line.split()[4].encode().decode("unicode_escape")
-            if p == path or p.startswith(path + "/"):
-                out.append(p)
-    return out
-
-
-def sha(path):
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
-
-
-class Node:
-    """A node: a kubelet directory (a shared mount), the launcher and
-    the plugin, and their logs."""
-
-    def __init__(self, d, grace="1s", env=None):
-        self.d = d
-        os.makedirs(d, exist_ok=True)
-        os.chmod(os.path.dirname(d), 0o711)
-        os.chmod(d, 0o755)
-        self.kubelet = os.path.join(d, "kubelet")
-        os.makedirs(self.kubelet)
-        subprocess.run(["mount", "--bind", self.kubelet, self.kubelet],
-                       check=True)
-        subprocess.run(["mount", "--make-rshared", self.kubelet], check=True)
-        self.state = os.path.join(d, "state")
-        self.cache = os.path.join(d, "cache")
-        self.sock = "unix://" + os.path.join(d, "plugin", "csi.sock")
-        self.launcher_sock = os.path.join(d, "launcher.sock")
-        self.logs = []
-        self.procs = []
-        e = dict(os.environ)
-        e.update(env or {})
-        self.launcher = self.start(
-            "launcher", [bins()["stfs-csi"], "daemon", "--socket",
-                         self.launcher_sock, "--stfs", T.stfs_for_others(),
-                         "--user", "%d:%d" % (NOBODY, NOBODY)], e)
-        end = time.time() + 10
-        while not os.path.exists(self.launcher_sock):
-            assert time.time() < end and self.launcher.poll() is None
-            time.sleep(0.01)
-        self.plugin = self.start(
-            "plugin", [bins()["stfs-csi"], "--endpoint", self.sock,
-                       "--node-id", "node-1", "--launcher",
-                       self.launcher_sock, "--state-dir", self.state,
-                       "--cache-dir", self.cache, "--grace", grace,
-                       "--check-interval", "500ms"], dict(os.environ))
-        end = time.time() + 10
-        while self.call("Probe")["code"] != "OK":
-            assert time.time() < end and self.plugin.poll() is None, \
-                self.log("plugin")
-            time.sleep(0.05)
-
-    def start(self, name, argv, env):
-        log = open(os.path.join(self.d, name + ".log"), "wb")
-        self.logs.append(log.name)
-        p = subprocess.Popen(argv, stdout=log, stderr=log, env=env)
-        log.close()
-        self.procs.append(p)
-        T._procs.append(p)
-        return p
-
-    def log(self, name):
-        with open(os.path.join(self.d, name + ".log")) as f:
-            return f.read()
-
-    def call(self, method, request=None, timeout=120):
-        r = subprocess.run([bins()["csicall"]], input=json.dumps(
-            {"endpoint": self.sock, "method": method,
-             "request": request or {}, "timeout": timeout}).encode(),
-            capture_output=True, timeout=timeout + 10)
-        assert r.returncode == 0, r.stderr.decode()
-        return json.loads(r.stdout)
-
-    def target(self, pod, vol="models"):
-        return os.path.join(self.kubelet, "pods", pod, "volumes",
-                            "kubernetes.io~csi", vol, "mount")
-
-    def publish(self, pod, attrs, secrets=None, mode="MULTI_NODE_READER_ONLY",
-                readonly=False, vid="vol-1", block=False):
-        cap = {"accessMode": {"mode": mode}}
-        cap["block" if block else "mount"] = {}
-        return self.call("NodePublishVolume", {
-            "volumeId": vid, "targetPath": self.target(pod),
-            "volumeCapability": cap, "readonly": readonly,
-            "volumeContext": attrs, "secrets": secrets or {}})
-
-    def unpublish(self, pod, vid="vol-1"):
-        return self.call("NodeUnpublishVolume", {
-            "volumeId": vid, "targetPath": self.target(pod)})
-
-    def daemons(self):
-        """pids of the stfs daemons the launcher started."""
-        out = []
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
-            try:
-                with open("/proc/%s/cmdline" % pid, "rb") as f:
-                    args = f.read().split(b"\0")
-                with open("/proc/%s/stat" % pid) as f:
-                    st = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if st[0] != "Z" and args[0] == T.stfs_for_others().encode() \
-                    and b"/dev/fd/3" in args:
-                out.append(int(pid))
-        return out
-
-    def close(self):
-        for p in (self.plugin, self.launcher):
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
-        for m in sorted(mounts_under(self.d), key=len, reverse=True):
-            subprocess.run(["umount", "-l", m], capture_output=True)
-        end = time.time() + 10
-        while self.daemons() and time.time() < end:
-            time.sleep(0.05)
-        for pid in self.daemons():
-            os.kill(pid, signal.SIGKILL)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-POD = r"""
-import hashlib, json, os, sys, time
-root, mode = sys.argv[1], sys.argv[2]
-def digest(p):
-    with open(os.path.join(root, p), "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
-if mode == "read":
-    print(json.dumps({p: digest(p) for p in sys.argv[3:]}))
-else:   # follow: read one file again and again, say when it works
-    path = sys.argv[3]
-    while True:
-        try:
-            digest(path)
-            dev = os.stat(os.path.join(root, path)).st_dev
-            print("ok %.3f %d" % (time.time(), dev), flush=True)
-        except OSError as e:
-            print("err %.3f %d" % (time.time(), e.errno), flush=True)
-        time.sleep(0.05)
-"""
-
-
-def pod_read(target, paths):
-    """A pod: its own mount namespace, slave to the node's; the digests
-    of paths under target."""
-    r = subprocess.run(["unshare", "-m", "--propagation", "slave",
-                        sys.executable, "-c", POD, target, "read"] + paths,
-                       capture_output=True, timeout=60)
-    assert r.returncode == 0, r.stderr.decode()
-    return json.loads(r.stdout)
 
 
 def model(d):
@@ -261,15 +62,6 @@ def model(d):
     for n in ("config.json", "model.safetensors"):
         want["%repo/" + n] = sha(os.path.join(src, n))
     return src, want
-
-
-def status(pid):
-    out = {}
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            k, _, v = line.partition(":")
-            out[k] = v.split()
-    return out
 
 
 def no_secret_anywhere(node, secret, daemon_pids=()):
@@ -383,15 +175,18 @@ def test_recovery(d):
             assert len(old) == 1
             killed = time.time()
             os.kill(old[0], signal.SIGKILL)
-            # the pod reads again, from the new mount (another device)
+            # once it is gone its mount answers ENOTCONN: a read that
+            # works after that comes from the new mount (whose device
+            # number may be the old one's again)
+            dead = wait_dead(old[0])
             errors, back = 0, None
             while time.time() < killed + 10:
                 line = pod.stdout.readline().decode().split()
-                if float(line[1]) <= killed:
+                if float(line[1]) <= dead:
                     continue
                 if line[0] == "err":
                     errors += 1
-                elif line[2] != first[2]:
+                else:
                     back = float(line[1]) - killed
                     break
             assert back is not None and back <= 5, back
