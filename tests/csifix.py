@@ -95,20 +95,31 @@ class Node:
         while not os.path.exists(self.launcher_sock):
             assert time.time() < end and self.launcher.poll() is None
             time.sleep(0.01)
-        self.plugin = self.start(
-            "plugin", [bins()["stfs-csi"], "--endpoint", self.sock,
-                       "--node-id", "node-1", "--launcher",
-                       self.launcher_sock, "--state-dir", self.state,
-                       "--cache-dir", self.cache, "--grace", grace,
-                       "--check-interval", "500ms"], dict(os.environ))
+        self.plugin_argv = [
+            bins()["stfs-csi"], "--endpoint", self.sock, "--node-id",
+            "node-1", "--launcher", self.launcher_sock, "--state-dir",
+            self.state, "--cache-dir", self.cache, "--grace", grace,
+            "--check-interval", "500ms"]
+        self.start_plugin()
+
+    def start_plugin(self):
+        self.plugin = self.start("plugin", self.plugin_argv,
+                                 dict(os.environ))
         end = time.time() + 10
         while self.call("Probe")["code"] != "OK":
             assert time.time() < end and self.plugin.poll() is None, \
                 self.log("plugin")
             time.sleep(0.05)
 
+    def restart_plugin(self):
+        """Stop the plugin (SIGTERM, as an upgrade does) and start it
+        again."""
+        self.plugin.terminate()
+        assert self.plugin.wait(timeout=10) == 0
+        self.start_plugin()
+
     def start(self, name, argv, env):
-        log = open(os.path.join(self.d, name + ".log"), "wb")
+        log = open(os.path.join(self.d, name + ".log"), "ab")
         self.logs.append(log.name)
         p = subprocess.Popen(argv, stdout=log, stderr=log, env=env)
         log.close()
@@ -145,8 +156,9 @@ class Node:
         return self.call("NodeUnpublishVolume", {
             "volumeId": vid, "targetPath": self.target(pod)})
 
-    def daemons(self):
-        """pids of the stfs daemons the launcher started."""
+    def daemons(self, opt=None):
+        """pids of the stfs daemons the launcher started (with the -o
+        option opt)."""
         out = []
         for pid in os.listdir("/proc"):
             if not pid.isdigit():
@@ -159,7 +171,8 @@ class Node:
             except OSError:
                 continue
             if st[0] != "Z" and args[0] == T.stfs_for_others().encode() \
-                    and b"/dev/fd/3" in args:
+                    and b"/dev/fd/3" in args and \
+                    (opt is None or opt.encode() in args):
                 out.append(int(pid))
         return out
 
@@ -184,6 +197,9 @@ class Node:
         return self
 
     def __exit__(self, *exc):
+        if exc[0] is not None:      # a failure: what the node said
+            for name in ("plugin", "launcher"):
+                print("--- %s.log\n%s" % (name, self.log(name)[-6000:]))
         self.close()
 
 

@@ -203,6 +203,60 @@ def test_recovery(d):
         assert "mounting " + src + " again" in node.log("plugin")
 
 
+def test_plugin_restart(d):
+    """An upgrade of the plugin: the pods read on, and the new plugin
+    takes the daemons over (unpublish, sharing, recovery); credentials
+    that went with the old one come back with the next publish."""
+    src, want = model(d)
+    with Node(d, grace="30s") as node:
+        assert node.publish("pod-a", {"source": src}, {"HF_TOKEN": SECRET},
+                            vid="va")["code"] == "OK"
+        assert node.publish("pod-b", {"source": src, "options": "npy"},
+                            vid="vb")["code"] == "OK"
+        before = sorted(node.daemons())
+        node.restart_plugin()
+        assert "adopted 2 daemons" in node.log("plugin")
+        assert sorted(node.daemons()) == before
+        for pod in ("pod-a", "pod-b"):
+            assert pod_read(node.target(pod), list(want)) == want
+        # a second pod of pod-b's volume: the same daemon
+        assert node.publish("pod-c", {"source": src, "options": "npy"},
+                            vid="vb")["code"] == "OK"
+        assert sorted(node.daemons()) == before
+        # pod-b's daemon (no credentials) dies: recovered, both pods read
+        (b,) = node.daemons("npy")
+        t = time.time()
+        os.kill(b, signal.SIGKILL)
+        wait_dead(b)
+        while time.time() < t + 5:
+            new = node.daemons("npy")
+            if new and new != [b]:
+                try:
+                    if pod_read(node.target("pod-b"), list(want)) == want:
+                        break
+                except AssertionError:
+                    pass
+            time.sleep(0.05)
+        assert pod_read(node.target("pod-c"), list(want)) == want
+        # pod-a's daemon had a token, which the restart lost: it is
+        # mounted again by the next publish that brings it
+        (a,) = [p for p in node.daemons() if p not in node.daemons("npy")]
+        os.kill(a, signal.SIGKILL)
+        wait_dead(a)
+        time.sleep(1)
+        assert "its credentials went with the plugin's restart" in \
+            node.log("plugin")
+        assert node.publish("pod-d", {"source": src}, {"HF_TOKEN": SECRET},
+                            vid="va")["code"] == "OK"
+        for pod in ("pod-a", "pod-d"):
+            assert pod_read(node.target(pod), list(want)) == want
+        for pod, vid in (("pod-a", "va"), ("pod-b", "vb"), ("pod-c", "vb"),
+                         ("pod-d", "va")):
+            assert node.unpublish(pod, vid)["code"] == "OK"
+            assert not os.path.exists(node.target(pod))
+        no_secret_anywhere(node, SECRET, node.daemons("npy")[:0])
+
+
 def test_grace(d):
     src, want = model(d)
     with Node(d, grace="2s") as node:
@@ -325,4 +379,5 @@ if __name__ == "__main__":
         print("go is missing: scripts/deps.sh installs it")
         sys.exit(1)
     sys.exit(T.run_tests([test_sanity, test_publish_two_pods, test_recovery,
-                          test_grace, test_refusals, test_hub_token]))
+                          test_plugin_restart, test_grace, test_refusals,
+                          test_hub_token]))

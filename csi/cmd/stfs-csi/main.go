@@ -95,6 +95,12 @@ func main() {
 	if err != nil {
 		log.Fatalf("stfs-csi: %v", err)
 	}
+	// the daemons of a previous run (an upgrade): their pods read on
+	if n, err := drv.Adopt(); err != nil {
+		log.Printf("stfs-csi: adopting the daemons of a previous run: %v", err)
+	} else if n > 0 {
+		log.Printf("stfs-csi: adopted %d daemons of a previous run", n)
+	}
 	l, err := driver.Listen(cfg.Endpoint)
 	if err != nil {
 		log.Fatalf("stfs-csi: %v", err)

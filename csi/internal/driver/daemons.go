@@ -27,6 +27,9 @@ type daemon struct {
 	key string
 	vol *Volume // with the credentials: memory only
 	dir string  // where its FUSE mount is
+	// adopted after a restart of the plugin without the credentials it
+	// was started with: not mounted again until a publish brings them
+	needsSecrets bool
 
 	mu      sync.Mutex // all below; never taken while holding Driver.mu
 	removed bool       // stopped and out of the map: look it up again
@@ -140,6 +143,9 @@ func (drv *Driver) start(ctx context.Context, d *daemon) error {
 		return fail(err)
 	}
 	d.live = true
+	if err := writeMeta(d); err != nil {
+		log.Printf("stfs-csi: %s: %v", d.key, err)
+	}
 	ra := d.vol.ReadaheadKB
 	if ra == 0 {
 		ra = drv.cfg.ReadaheadKB
@@ -166,6 +172,12 @@ func (drv *Driver) watch(d *daemon, gen int, conn *net.UnixConn, exited chan<- l
 		}
 	}
 	exited <- last
+	if !last.Exited && alive(d.dir, 5*time.Second) {
+		// the launcher went (restarted, say) and its daemon serves on:
+		// the checks of the mount watch it from now on
+		log.Printf("stfs-csi: %s: the launcher's connection ended; the daemon still serves", d.key)
+		return
+	}
 	drv.recover(d, gen, "its daemon exited")
 }
 
@@ -179,7 +191,9 @@ func (drv *Driver) recover(d *daemon, gen int, why string) {
 	}
 	log.Printf("stfs-csi: %s: %s: mounting %s again for %d targets", d.key, why, d.vol.Source, len(d.targets))
 	d.live = false
-	d.conn.Close()
+	if d.conn != nil {
+		d.conn.Close()
+	}
 	for t := range d.targets {
 		if err := unmountAll(t); err != nil {
 			log.Printf("stfs-csi: %s: %v", d.key, err)
@@ -195,6 +209,10 @@ func (drv *Driver) recover(d *daemon, gen int, why string) {
 // restartLocked starts d and binds its targets; on failure it tries again
 // later.  With d.mu held.
 func (drv *Driver) restartLocked(d *daemon) {
+	if d.needsSecrets {
+		log.Printf("stfs-csi: %s: its credentials went with the plugin's restart: mounted again at its next publish", d.key)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), drv.cfg.StartTimeout)
 	err := drv.start(ctx, d)
 	cancel()
@@ -233,6 +251,7 @@ func (drv *Driver) stopLocked(d *daemon) {
 		log.Printf("stfs-csi: %s: %v", d.key, err)
 	}
 	os.Remove(d.dir)
+	os.Remove(d.dir + ".json")
 	if d.conn != nil {
 		d.conn.Close()
 	}

@@ -76,7 +76,7 @@ func (drv *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVo
 	drv.mu.Lock()
 	p, ok := drv.targets[target]
 	drv.mu.Unlock()
-	if ok && (p.key != key || p.volumeID != req.GetVolumeId()) {
+	if ok && (p.key != key || (p.volumeID != "" && p.volumeID != req.GetVolumeId())) {
 		return nil, status.Errorf(codes.AlreadyExists, "%s is published already, with another volume", target)
 	}
 	for {
@@ -86,7 +86,7 @@ func (drv *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVo
 			d.mu.Unlock()
 			continue
 		}
-		err := drv.publishLocked(ctx, d, target)
+		err := drv.publishLocked(ctx, d, target, v)
 		d.mu.Unlock()
 		if err != nil {
 			return nil, err
@@ -99,7 +99,10 @@ func (drv *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVo
 	return &csi.NodePublishVolumeResponse{}, nil
 }
 
-func (drv *Driver) publishLocked(ctx context.Context, d *daemon, target string) error {
+func (drv *Driver) publishLocked(ctx context.Context, d *daemon, target string, v *Volume) error {
+	if d.needsSecrets { // adopted: this publish has the same credentials
+		d.vol, d.needsSecrets = v, false
+	}
 	if d.grace != nil {
 		d.grace.Stop()
 		d.grace = nil

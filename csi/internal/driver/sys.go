@@ -103,15 +103,17 @@ func unescape(s string) string {
 	return b.String()
 }
 
-// statWait stats dir until it answers (the daemon has answered INIT), the
-// context ends, or the mount answers that its daemon is gone.  A stat of a
-// FUSE mount waits in the kernel until INIT is answered, so it runs on
-// its own goroutine.
+// statWait asks the mount on dir for its statfs until it answers (the
+// daemon has answered INIT), the context ends, or the mount answers that
+// its daemon is gone.  statfs always goes to the daemon (a stat may be
+// answered from the kernel's cache of the root's attributes, even on a
+// dead mount), and waits in the kernel until INIT is answered, so it runs
+// on its own goroutine.
 func statWait(ctx context.Context, dir string) error {
 	res := make(chan error, 1)
 	go func() {
-		var st unix.Stat_t
-		res <- unix.Stat(dir, &st)
+		var st unix.Statfs_t
+		res <- unix.Statfs(dir, &st)
 	}()
 	select {
 	case err := <-res:

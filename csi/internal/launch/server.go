@@ -113,6 +113,9 @@ func handle(cfg Config, c *net.UnixConn) {
 	defer c.Close()
 	var req Request
 	fd, err := ReadMessage(c, &req)
+	if err == io.EOF {
+		return // the plugin's Probe: a connection and nothing else
+	}
 	if err != nil {
 		log.Printf("stfs-csi daemon: a request: %v", err)
 		return
