@@ -70,21 +70,30 @@ class Node:
     the plugin, and their logs."""
 
     def __init__(self, d, grace="1s", env=None):
+        bins()      # first: a failed build leaves nothing mounted
         self.d = d
+        self.procs = []
         os.makedirs(d, exist_ok=True)
         os.chmod(os.path.dirname(d), 0o711)
         os.chmod(d, 0o755)
-        self.kubelet = os.path.join(d, "kubelet")
-        os.makedirs(self.kubelet)
-        subprocess.run(["mount", "--bind", self.kubelet, self.kubelet],
-                       check=True)
-        subprocess.run(["mount", "--make-rshared", self.kubelet], check=True)
         self.state = os.path.join(d, "state")
         self.cache = os.path.join(d, "cache")
         self.sock = "unix://" + os.path.join(d, "plugin", "csi.sock")
         self.launcher_sock = os.path.join(d, "launcher.sock")
         self.logs = []
-        self.procs = []
+        self.kubelet = os.path.join(d, "kubelet")
+        os.makedirs(self.kubelet)
+        subprocess.run(["mount", "--bind", self.kubelet, self.kubelet],
+                       check=True)
+        try:
+            subprocess.run(["mount", "--make-rshared", self.kubelet],
+                           check=True)
+            self.start_all(grace, env)
+        except BaseException:
+            self.close()
+            raise
+
+    def start_all(self, grace, env):
         e = dict(os.environ)
         e.update(env or {})
         self.launcher = self.start(
@@ -177,7 +186,7 @@ class Node:
         return out
 
     def close(self):
-        for p in (self.plugin, self.launcher):
+        for p in self.procs:
             if p.poll() is None:
                 p.terminate()
                 try:

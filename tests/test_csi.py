@@ -25,7 +25,10 @@ a shared mount, as kubelet's is.
   stfs refuses (its own words), and nothing left mounted or running;
 - hf:// (the Hub emulator) with a token from the secret: the pod reads
   the gated repository's files; a wrong token is refused; the token is in
-  no process's argv, no file and no log, only in the daemon's environment.
+  no process's argv, no file and no log, only in the daemon's environment;
+- s3:// (Swift) with AWS keys from the secret, the same; a wrong key and
+  a user without access are refused with S3's reasons;
+- a restart of the plugin: the daemons adopted, recovered, shared.
 """
 import hashlib
 import json
@@ -41,6 +44,7 @@ from csifix import (GO, NOBODY, POD, Node, bins, mounts_under,  # noqa: E402
                     pod_read, sha, status, wait_dead)
 from fixtures import World  # noqa: E402
 import hubemu  # noqa: E402
+import s3server  # noqa: E402
 
 SECRET = "hf_csi_secret_never_shown_1234"
 
@@ -332,6 +336,7 @@ def test_refusals(d):
 
 
 def test_hub_token(d):
+    os.chmod(os.path.dirname(d), 0o711)     # the daemons (nobody) get in
     with World(d) as w:
         a = open(os.path.join(T.REAL, "jl-nonsharded",
                               "model.safetensors"), "rb").read()
@@ -368,6 +373,51 @@ def test_hub_token(d):
         assert "Bearer " + hubemu.TOKEN in [a for s, a in w.hub.seen]
 
 
+def test_s3_keys(d):
+    """s3:// (OpenStack Swift, which checks every signature) with the
+    AWS keys from the secret: the pod reads the prefix's files; a wrong
+    key and a user without access are refused with S3's reasons."""
+    os.chmod(os.path.dirname(d), 0o711)     # the daemons (nobody) get in
+    sw = s3server.shared()
+    a = open(os.path.join(T.REAL, "jl-nonsharded", "model.safetensors"),
+             "rb").read()
+    conf = b'{"model_type": "llama"}'
+    sw.put("models", "csi/model.safetensors", a)
+    sw.put("models", "csi/config.json", conf)
+    src = "s3://models/csi/"
+    keys = {"AWS_ACCESS_KEY_ID": s3server.ACCESS,
+            "AWS_SECRET_ACCESS_KEY": s3server.SECRET}
+    with Node(os.path.join(d, "node"),
+              env={"AWS_ENDPOINT_URL": sw.endpoint}) as node:
+        for bad, says in (
+                (dict(keys, AWS_SECRET_ACCESS_KEY="wrong"),
+                 "SignatureDoesNotMatch"),
+                ({"AWS_ACCESS_KEY_ID": s3server.READER,
+                  "AWS_SECRET_ACCESS_KEY": s3server.READER_SECRET},
+                 "AccessDenied")):
+            r = node.publish("pod-a", {"source": src}, bad)
+            assert r["code"] == "Internal" and says in r["message"], r
+            assert not node.daemons() and not mounts_under(node.state)
+        r = node.publish("pod-a", {"source": src}, keys)
+        assert r["code"] == "OK", r
+        got = pod_read(node.target("pod-a"),
+                       ["%repo/model.safetensors", "%repo/config.json"])
+        assert got == {
+            "%repo/model.safetensors": hashlib.sha256(a).hexdigest(),
+            "%repo/config.json": hashlib.sha256(conf).hexdigest()}
+        no_secret_anywhere(node, s3server.SECRET, node.daemons())
+        assert node.unpublish("pod-a")["code"] == "OK"
+
+
+def run():
+    try:
+        return T.run_tests([test_sanity, test_publish_two_pods,
+                            test_recovery, test_plugin_restart, test_grace,
+                            test_refusals, test_hub_token, test_s3_keys])
+    finally:
+        s3server.stop_shared()
+
+
 if __name__ == "__main__":
     if os.geteuid() != 0:
         if os.environ.get("CI") == "true":
@@ -378,6 +428,4 @@ if __name__ == "__main__":
     if not os.access(GO, os.X_OK):
         print("go is missing: scripts/deps.sh installs it")
         sys.exit(1)
-    sys.exit(T.run_tests([test_sanity, test_publish_two_pods, test_recovery,
-                          test_plugin_restart, test_grace, test_refusals,
-                          test_hub_token]))
+    sys.exit(run())
