@@ -12,7 +12,8 @@
 # for the llama.cpp loader test; transformers.js with onnxruntime-node from
 # tests/transformersjs/package-lock.json and python3-onnx, which writes its
 # model, for the %repo/ loader tests; squashfuse and squashfs-tools for the
-# benchmarks' squashfuse_ll baseline; the Go modules of the Kubernetes
+# benchmarks' squashfuse_ll baseline; runc, which runs the Kubernetes
+# driver's image in its test; the Go modules of the Kubernetes
 # driver, csi/, pinned by csi/go.sum, into Go's module cache with
 # `go mod download`, so that its tests build offline: Go itself (>= the
 # version csi/go.mod names) must be on PATH or in /usr/local/go, since
@@ -24,7 +25,7 @@ base=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
 full=(check clang libclang-rt-14-dev python3-torch r-base-core debhelper
       dpkg-dev fakeroot rpm nginx swift swift-proxy swift-account
       swift-container swift-object memcached openssl ca-certificates
-      awscli squashfuse squashfs-tools python3-onnx python3-venv)
+      awscli squashfuse squashfs-tools python3-onnx python3-venv runc)
 case "${1:-test}" in
 demo) pkgs=("${base[@]}") ;;
 test) pkgs=("${base[@]}" "${full[@]}") ;;

@@ -69,7 +69,12 @@ class Node:
     """A node: a kubelet directory (a shared mount), the launcher and
     the plugin, and their logs."""
 
-    def __init__(self, d, grace="1s", env=None):
+    def __init__(self, d, grace="1s", env=None, launcher=None,
+                 stfs_argv0=None):
+        """launcher: a function of the launcher's socket that returns
+        its command (default: stfs-csi daemon, here, as root dropping to
+        nobody); stfs_argv0: the daemons' argv[0] (default: this run's
+        copy of STFS)."""
         bins()      # first: a failed build leaves nothing mounted
         self.d = d
         self.procs = []
@@ -79,7 +84,11 @@ class Node:
         self.state = os.path.join(d, "state")
         self.cache = os.path.join(d, "cache")
         self.sock = "unix://" + os.path.join(d, "plugin", "csi.sock")
-        self.launcher_sock = os.path.join(d, "launcher.sock")
+        os.makedirs(os.path.join(d, "launcher"))
+        os.chown(os.path.join(d, "launcher"), NOBODY, NOBODY)
+        self.launcher_sock = os.path.join(d, "launcher", "launcher.sock")
+        self.launcher_cmd = launcher
+        self.stfs_argv0 = (stfs_argv0 or T.stfs_for_others()).encode()
         self.logs = []
         self.kubelet = os.path.join(d, "kubelet")
         os.makedirs(self.kubelet)
@@ -96,11 +105,12 @@ class Node:
     def start_all(self, grace, env):
         e = dict(os.environ)
         e.update(env or {})
-        self.launcher = self.start(
-            "launcher", [bins()["stfs-csi"], "daemon", "--socket",
-                         self.launcher_sock, "--stfs", T.stfs_for_others(),
-                         "--user", "%d:%d" % (NOBODY, NOBODY)], e)
-        end = time.time() + 10
+        argv = self.launcher_cmd(self.launcher_sock) if self.launcher_cmd \
+            else [bins()["stfs-csi"], "daemon", "--socket",
+                  self.launcher_sock, "--stfs", T.stfs_for_others(),
+                  "--user", "%d:%d" % (NOBODY, NOBODY)]
+        self.launcher = self.start("launcher", argv, e)
+        end = time.time() + 20
         while not os.path.exists(self.launcher_sock):
             assert time.time() < end and self.launcher.poll() is None
             time.sleep(0.01)
@@ -179,7 +189,7 @@ class Node:
                     st = f.read().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            if st[0] != "Z" and args[0] == T.stfs_for_others().encode() \
+            if st[0] != "Z" and args[0] == self.stfs_argv0 \
                     and b"/dev/fd/3" in args and \
                     (opt is None or opt.encode() in args):
                 out.append(int(pid))
