@@ -13,8 +13,13 @@
 # tests/transformersjs/package-lock.json and python3-onnx, which writes its
 # model, for the %repo/ loader tests; squashfuse and squashfs-tools for the
 # benchmarks' squashfuse_ll baseline; the Python clients from PyPI, one
-# virtualenv per tests/py-*/ folder from its hash-pinned requirements.txt).
-# Quiet when everything is there.
+# virtualenv per tests/py-*/ folder from its hash-pinned requirements.txt;
+# runc, which runs the Kubernetes driver's image in its test; the Go
+# modules of the Kubernetes driver, csi/, pinned by csi/go.sum, into Go's
+# module cache with `go mod download`, so that its tests build offline: Go
+# itself (>= the version csi/go.mod names) must be on PATH or in
+# /usr/local/go, since Debian 12's is too old).  Quiet when everything is
+# there.
 set -euo pipefail
 base=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
       libjson-c-dev libcurl4-openssl-dev libssl-dev libexpat1-dev attr
@@ -22,7 +27,7 @@ base=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
 full=(check clang libclang-rt-14-dev python3-torch r-base-core debhelper
       dpkg-dev fakeroot rpm nginx swift swift-proxy swift-account
       swift-container swift-object memcached openssl ca-certificates
-      awscli squashfuse squashfs-tools python3-onnx python3-venv)
+      awscli squashfuse squashfs-tools python3-onnx python3-venv runc)
 case "${1:-test}" in
 demo) pkgs=("${base[@]}") ;;
 test) pkgs=("${base[@]}" "${full[@]}") ;;
@@ -70,9 +75,31 @@ pyvenvs() {   # the pinned Python packages: one venv per tests/py-*/ folder
 		echo "$want" >"$d/.venv/.installed" || return 1
 	done
 }
+gomods() {   # csi/'s modules, pinned by csi/go.sum, for offline builds
+	local mod go want have
+	[ "${1:-test}" = test ] || return 0
+	mod="$(dirname "$0")/../csi"
+	go=$(command -v go || echo /usr/local/go/bin/go)
+	want=$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$mod/go.mod")
+	if ! have=$("$go" env GOVERSION 2>/dev/null); then
+		echo "deps: Go >= $want is needed for csi/ (not found on PATH" \
+			"or in /usr/local/go; Debian 12's golang-go is 1.19)" >&2
+		return 1
+	fi
+	if [ "$(printf '%s\n%s\n' "go$want" "$have" | sort -V | head -1)" != \
+		"go$want" ]; then
+		echo "deps: csi/ needs Go >= $want, $go is $have" >&2
+		return 1
+	fi
+	# quiet and quick when the cache has them all
+	(cd "$mod" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly \
+		"$go" mod download -x 2>&1 | grep -c '^# get' |
+		sed 's/^/deps: Go modules fetched: /' | grep -v ': 0$' || true)
+}
 if [ ${#missing[@]} -eq 0 ]; then
 	hubjs "${1:-test}"
 	pyvenvs "${1:-test}"
+	gomods "${1:-test}"
 	exit
 fi
 echo "deps: installing ${missing[*]}"
@@ -91,3 +118,4 @@ fi
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 hubjs "${1:-test}"
 pyvenvs "${1:-test}"
+gomods "${1:-test}"

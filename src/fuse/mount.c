@@ -9,6 +9,16 @@
  * the command returns once the daemon is serving.  On any error it prints
  * `stfs: SOURCE: <what is wrong>`, exits 1, and leaves nothing mounted or
  * running.
+ *
+ * The mountpoint may also be /dev/fd/N: a descriptor of /dev/fuse that a
+ * privileged process opened and mounted itself (mount(2) with fd=N), then
+ * handed to stfs, which serves it without any privilege (libfuse >= 3.3).
+ * Whatever stfs does on a mountpoint's path is then the mounter's: it
+ * checks the directory, sets the mount's options (ro, allow_other, the
+ * user), tunes its readahead and unmounts it; stfs checks that N is an
+ * open /dev/fuse, serves until the mount goes away and, when it stops
+ * first, leaves a dead mount ("Transport endpoint is not connected") for
+ * the mounter to unmount or mount again.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -19,6 +29,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -343,12 +354,52 @@ static void request_size(const struct stfs_opts *o, const char *src,
 		fs->readahead_kb = want * 4;
 }
 
+/* The N of a mountpoint /dev/fd/N (only digits, as libfuse reads it), or
+ * -1 when mnt is a path. */
+static int fd_mountpoint(const char *mnt)
+{
+	const char *d = mnt + strlen("/dev/fd/");
+	char *end;
+	long n;
+
+	if (strncmp(mnt, "/dev/fd/", strlen("/dev/fd/")) != 0 ||
+	    !*d || strspn(d, "0123456789") != strlen(d))
+		return -1;
+	errno = 0;
+	n = strtol(d, &end, 10);
+	return errno || n > INT_MAX ? -1 : (int)n;
+}
+
+/* /dev/fd/N: is N an open descriptor of /dev/fuse (10:229)?  0, or
+ * -errno after saying what is wrong. */
+static int check_fuse_fd(const char *src, const char *mnt, int fd)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0) {
+		int e = errno;
+		fprintf(stderr, "stfs: %s: mountpoint %s: %s (give the number "
+			"of an open /dev/fuse that is mounted)\n", src, mnt,
+			strerror(e));
+		return -e;
+	}
+	if (!S_ISCHR(st.st_mode) || st.st_rdev != makedev(10, 229)) {
+		fprintf(stderr, "stfs: %s: mountpoint %s is not /dev/fuse\n",
+			src, mnt);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* Is path itself a mount point (or a dead FUSE mount)?  0, or -errno. */
 static int check_mountpoint(const char *src, const char *mnt)
 {
 	struct stat st, up;
 	char *parent;
+	int fd = fd_mountpoint(mnt);
 
+	if (fd >= 0)
+		return check_fuse_fd(src, mnt, fd);
 	if (stat(mnt, &st) < 0) {
 		int e = errno;
 		fprintf(stderr, "stfs: %s: mountpoint %s: %s%s\n", src, mnt,
@@ -529,7 +580,18 @@ static int serve_model(struct fuse_args *args, struct stfs_opts *o,
 			"(see above)\n", src);
 		goto out_unmount;
 	}
-	rc = stfs_set_readahead(o->mountpoint, fs->readahead_kb, &ra_now);
+	if (fd_mountpoint(o->mountpoint) >= 0) {
+		/* the mounter knows the mount, and sets its readahead */
+		if (o->readahead)
+			fprintf(stderr, "stfs: %s: readahead=%u: on %s the "
+				"mounter sets it (read_ahead_kb of the mount's "
+				"/sys/class/bdi/MAJOR:MINOR)\n", src,
+				fs->readahead_kb, o->mountpoint);
+		rc = 0;
+	} else {
+		rc = stfs_set_readahead(o->mountpoint, fs->readahead_kb,
+					&ra_now);
+	}
 	if (rc < 0 && o->readahead)   /* the default may fall back quietly */
 		fprintf(stderr, "stfs: %s: readahead=%u: cannot set it (%s); "
 			"the mount keeps the kernel's %u KiB\n", src,

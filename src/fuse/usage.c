@@ -33,6 +33,8 @@ void stfs_usage(FILE *out)
 "user.safetensors.* extended attributes (user.pytorch.type and\n"
 "user.gguf.type too for those formats), the header is the file %s at\n"
 "the root, and every file of the source is under %%repo/.\n"
+"MOUNTPOINT may be /dev/fd/N: an open /dev/fuse that a privileged process\n"
+"has mounted (mount(2) with fd=N); stfs serves it unprivileged.\n"
 "\n"
 "mount options:\n"
 "  -f                 stay in the foreground\n"

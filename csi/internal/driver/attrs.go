@@ -1,0 +1,192 @@
+// attrs.go: what a pod may ask for. The volume attributes (source,
+// options, allowBranch), the stfs -o options a pod may set, the secrets a
+// pod may hand over, and the key that names the daemon serving them.
+package driver
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Attribute names of a volume (a PV's volumeAttributes or an inline
+// volume's volumeAttributes).
+const (
+	AttrSource      = "source"
+	AttrOptions     = "options"
+	AttrAllowBranch = "allowBranch"
+)
+
+// Secret keys a nodePublishSecretRef may hold: each reaches the daemon's
+// environment, nothing else does.
+var secretKeys = map[string]bool{
+	"HF_TOKEN":              true,
+	"AWS_ACCESS_KEY_ID":     true,
+	"AWS_SECRET_ACCESS_KEY": true,
+	"AWS_SESSION_TOKEN":     true,
+}
+
+// The stfs -o options a pod may set: the tree's shape, what is shown, and
+// the remote tuning of its own source.  Left out on purpose: cache=,
+// cache_size= and nocache (the node's cache is the node's), offline (it
+// would read the node cache without asking the origin whether these
+// credentials may), log=, uid=, gid=, umask=, max_request= and libfuse's
+// own (the driver sets the mount's options), debug.
+var flagOptions = map[string]bool{
+	"flat": true, "repo": true, "show_virtual": true, "npy": true,
+	"unvalidated": true,
+}
+
+var valueOptions = map[string]*regexp.Regexp{
+	"include":         regexp.MustCompile(`^[^\x00-\x1f]+$`),
+	"exclude":         regexp.MustCompile(`^[^\x00-\x1f]+$`),
+	"files":           regexp.MustCompile(`^[^\x00-\x1f]+$`),
+	"prefetch":        regexp.MustCompile(`^[^\x00-\x1f]+$`),
+	"convert":         regexp.MustCompile(`^f32$`),
+	"threads":         regexp.MustCompile(`^[0-9]{1,3}$`),
+	"readahead":       regexp.MustCompile(`^[0-9]{1,7}$`),
+	"connect_timeout": regexp.MustCompile(`^[0-9]{1,6}$`),
+	"stall_timeout":   regexp.MustCompile(`^[0-9]{1,6}$`),
+	"retries":         regexp.MustCompile(`^[0-9]{1,3}$`),
+	"connections":     regexp.MustCompile(`^[0-9]{1,3}$`),
+	"min_speed":       regexp.MustCompile(`^[0-9]{1,12}[kKmMgG]?$`),
+	"block_size":      regexp.MustCompile(`^[0-9]{1,12}[kKmMgG]?$`),
+	"s3_style":        regexp.MustCompile(`^(path|virtual)$`),
+}
+
+var commit = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// Volume is a publish's request, checked.
+type Volume struct {
+	Source  string
+	Options []string // stfs -o options, in the order given
+	// ReadaheadKB is readahead=, which the driver applies (0: default)
+	ReadaheadKB int
+	Secrets     map[string]string
+}
+
+// ParseVolume checks a volume's attributes and secrets.  Its errors name
+// what is wrong, never a secret's value.
+func ParseVolume(attrs, secrets map[string]string) (*Volume, error) {
+	v := &Volume{Secrets: map[string]string{}}
+	allowBranch := false
+	for k, val := range attrs {
+		switch {
+		case k == AttrSource:
+			v.Source = val
+		case k == AttrOptions:
+		case k == AttrAllowBranch:
+			b, err := strconv.ParseBool(val)
+			if err != nil {
+				return nil, fmt.Errorf("allowBranch=%q: give \"true\" or \"false\"", val)
+			}
+			allowBranch = b
+		case strings.HasPrefix(k, "csi.storage.k8s.io/"):
+			// the pod's name, namespace, uid, service account and
+			// "ephemeral", which podInfoOnMount adds: not used
+		default:
+			return nil, fmt.Errorf("unknown volume attribute %q (known: source, options, allowBranch)", k)
+		}
+	}
+	if v.Source == "" {
+		return nil, fmt.Errorf("the volume attribute \"source\" is missing")
+	}
+	if strings.ContainsAny(v.Source, "\x00\n") {
+		return nil, fmt.Errorf("source: a control character")
+	}
+	if strings.HasPrefix(v.Source, "hf://") && !allowBranch {
+		rev := hfRevision(v.Source)
+		if !commit.MatchString(rev) {
+			return nil, fmt.Errorf("source %s: an hf:// source names a commit (hf://ORG/NAME@<40 hex digits>), so that every node serves the same bytes; or set allowBranch: \"true\"", v.Source)
+		}
+	}
+	if strings.HasPrefix(v.Source, "-") {
+		return nil, fmt.Errorf("source %q: begins with -", v.Source)
+	}
+	if o := strings.TrimSpace(attrs[AttrOptions]); o != "" {
+		for _, opt := range strings.Split(o, ",") {
+			opt = strings.TrimSpace(opt)
+			if opt == "" {
+				continue
+			}
+			if err := checkOption(v, opt); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for k, val := range secrets {
+		if !secretKeys[k] {
+			return nil, fmt.Errorf("secret key %q is not one stfs takes (HF_TOKEN, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN)", k)
+		}
+		if strings.ContainsAny(val, "\x00\n") {
+			return nil, fmt.Errorf("secret %s: a control character", k)
+		}
+		v.Secrets[k] = val
+	}
+	return v, nil
+}
+
+// hfRevision: the REVISION of hf://[KIND/]ORG/NAME@REVISION[/FOLDER], or
+// "" (a revision with a slash, refs/pr/1, is never a commit).
+func hfRevision(src string) string {
+	segs := strings.Split(strings.TrimPrefix(src, "hf://"), "/")
+	if len(segs) > 0 && (segs[0] == "datasets" || segs[0] == "spaces" || segs[0] == "models") {
+		segs = segs[1:]
+	}
+	if len(segs) < 2 {
+		return ""
+	}
+	_, rev, _ := strings.Cut(segs[1], "@")
+	return rev
+}
+
+func checkOption(v *Volume, opt string) error {
+	name, val, hasVal := strings.Cut(opt, "=")
+	if flagOptions[name] && !hasVal {
+		v.Options = append(v.Options, name)
+		return nil
+	}
+	re, ok := valueOptions[name]
+	if !ok || !hasVal {
+		return fmt.Errorf("option %q: not one a volume may set (see docs/kubernetes.md)", opt)
+	}
+	if !re.MatchString(val) || strings.Contains(val, ",") {
+		return fmt.Errorf("option %q: bad value", opt)
+	}
+	if name == "readahead" {
+		n, _ := strconv.Atoi(val)
+		if n < 1 || n > 1048576 {
+			return fmt.Errorf("option %q: give 1 to 1048576 (KiB)", opt)
+		}
+		v.ReadaheadKB = n
+		return nil
+	}
+	v.Options = append(v.Options, opt)
+	return nil
+}
+
+// Key names the daemon that serves v: one per (source, options,
+// credentials), so pods with other credentials never share a daemon.
+func (v *Volume) Key() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "source\x00%s\x00", v.Source)
+	opts := append([]string(nil), v.Options...)
+	sort.Strings(opts)
+	for _, o := range opts {
+		fmt.Fprintf(h, "opt\x00%s\x00", o)
+	}
+	fmt.Fprintf(h, "readahead\x00%d\x00", v.ReadaheadKB)
+	keys := make([]string, 0, len(v.Secrets))
+	for k := range v.Secrets {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(h, "secret\x00%s\x00%s\x00", k, v.Secrets[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))[:20]
+}

@@ -1,0 +1,62 @@
+package driver
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseVolume(t *testing.T) {
+	commit := "hf://org/m@0123456789abcdef0123456789abcdef01234567"
+	ok := []map[string]string{
+		{"source": "/models/m.safetensors"},
+		{"source": commit},
+		{"source": "hf://datasets/org/d@0123456789abcdef0123456789abcdef01234567/sub"},
+		{"source": "hf://org/m", "allowBranch": "true"},
+		{"source": "s3://bucket/prefix/", "options": "repo, files=*.json,include=model.*,readahead=8192,block_size=8M,s3_style=path"},
+		{"source": "/m", "csi.storage.k8s.io/pod.name": "p", "csi.storage.k8s.io/ephemeral": "true"},
+	}
+	for _, a := range ok {
+		if _, err := ParseVolume(a, nil); err != nil {
+			t.Errorf("%v: %v", a, err)
+		}
+	}
+	bad := map[string]map[string]string{
+		"names a commit":        {"source": "hf://org/m"},
+		"names a commit ":       {"source": "hf://org/m@main"},
+		"names a commit  ":      {"source": "hf://org/m@0123456789ABCDEF0123456789abcdef01234567"},
+		"allowBranch":           {"source": "hf://org/m", "allowBranch": "yes please"},
+		"not one a volume may":  {"source": "/m", "options": "cache=/tmp"},
+		"not one a volume may ": {"source": "/m", "options": "uid=0"},
+		"bad value":             {"source": "/m", "options": "threads=-1"},
+		"1 to 1048576":          {"source": "/m", "options": "readahead=0"},
+		"unknown volume":        {"source": "/m", "mode": "rw"},
+		"is missing":            {},
+		"begins with -":         {"source": "-o"},
+	}
+	for want, a := range bad {
+		_, err := ParseVolume(a, nil)
+		if err == nil || !strings.Contains(err.Error(), strings.TrimSpace(want)) {
+			t.Errorf("%v: %v, want %q", a, err, want)
+		}
+	}
+	_, err := ParseVolume(map[string]string{"source": "/m"}, map[string]string{"LD_PRELOAD": "secret-value"})
+	if err == nil || strings.Contains(err.Error(), "secret-value") {
+		t.Errorf("secret key: %v", err)
+	}
+}
+
+func TestKey(t *testing.T) {
+	a, _ := ParseVolume(map[string]string{"source": "/m", "options": "npy,flat"}, map[string]string{"HF_TOKEN": "x"})
+	b, _ := ParseVolume(map[string]string{"source": "/m", "options": "flat,npy", "csi.storage.k8s.io/pod.name": "p"}, map[string]string{"HF_TOKEN": "x"})
+	c, _ := ParseVolume(map[string]string{"source": "/m", "options": "flat,npy"}, map[string]string{"HF_TOKEN": "y"})
+	d, _ := ParseVolume(map[string]string{"source": "/m", "options": "flat"}, map[string]string{"HF_TOKEN": "x"})
+	if a.Key() != b.Key() {
+		t.Error("the same volume, two keys")
+	}
+	if a.Key() == c.Key() || a.Key() == d.Key() {
+		t.Error("other credentials or options, one key")
+	}
+	if len(a.Key()) != 20 {
+		t.Error(a.Key())
+	}
+}

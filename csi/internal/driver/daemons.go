@@ -1,0 +1,329 @@
+// daemons.go: the node's stfs daemons, one per (source, options,
+// credentials), each mounted once under the state directory and bound
+// read-only onto every target that publishes it.  The last unpublish
+// unmounts it after the grace time; a daemon that dies (its launcher
+// connection ends, or its mount answers ENOTCONN) is mounted again with
+// the credentials it was last given, and every target bound again.
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"stfs/csi/internal/launch"
+)
+
+type daemon struct {
+	key string
+	vol *Volume // with the credentials: memory only
+	dir string  // where its FUSE mount is
+	// adopted after a restart of the plugin without the credentials it
+	// was started with: not mounted again until a publish brings them
+	needsSecrets bool
+
+	mu      sync.Mutex // all below; never taken while holding Driver.mu
+	removed bool       // stopped and out of the map: look it up again
+	live    bool
+	gen     int             // counts starts; an old watcher's news is stale
+	conn    *net.UnixConn   // to the launcher, for this start
+	pid     int             // the stfs process
+	targets map[string]bool // where it is bound
+	grace   *time.Timer
+	retry   *time.Timer
+}
+
+// errStarting: the daemon did not come up; the message says why (stfs's
+// own words).
+type errStarting struct{ msg string }
+
+func (e *errStarting) Error() string { return e.msg }
+
+// get finds or makes the daemon for v (not started).
+func (drv *Driver) get(v *Volume) *daemon {
+	key := v.Key()
+	drv.mu.Lock()
+	defer drv.mu.Unlock()
+	d := drv.daemons[key]
+	if d == nil {
+		d = &daemon{key: key, vol: v, dir: filepath.Join(drv.cfg.StateDir, "mounts", key),
+			targets: map[string]bool{}}
+		drv.daemons[key] = d
+	}
+	return d
+}
+
+// Daemons: the number of daemons the driver holds (for tests and logs).
+func (drv *Driver) Daemons() int {
+	drv.mu.Lock()
+	defer drv.mu.Unlock()
+	return len(drv.daemons)
+}
+
+// start mounts d.dir and has the launcher start stfs on it; with d.mu
+// held.  Returns once the daemon answers on the mount.
+func (drv *Driver) start(ctx context.Context, d *daemon) error {
+	if err := os.MkdirAll(d.dir, 0o755); err != nil {
+		return err
+	}
+	if err := unmountAll(d.dir); err != nil {
+		return err
+	}
+	fd, err := fuseMount(d.dir, "stfs-csi", drv.cfg.DaemonUID, drv.cfg.DaemonGID)
+	if err != nil {
+		return err
+	}
+	conn, err := drv.dialLauncher()
+	if err != nil {
+		unix.Close(fd)
+		unmountAll(d.dir)
+		return fmt.Errorf("the launcher (%s): %w", drv.cfg.Launcher, err)
+	}
+	opts := append([]string{"cache=" + drv.cfg.CacheDir}, d.vol.Options...)
+	if drv.cfg.CacheSize != "" {
+		opts = append(opts, "cache_size="+drv.cfg.CacheSize)
+	}
+	req := launch.Request{ID: d.key, Source: d.vol.Source, Options: opts, Env: d.vol.Secrets}
+	err = launch.WriteMessage(conn, req, fd)
+	unix.Close(fd)
+	fail := func(e error) error {
+		conn.Close()
+		unmountAll(d.dir)
+		return e
+	}
+	if err != nil {
+		return fail(err)
+	}
+	var ev launch.Event
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := launch.ReadMessage(conn, &ev); err != nil {
+		return fail(fmt.Errorf("the launcher: %w", err))
+	}
+	conn.SetReadDeadline(time.Time{})
+	if !ev.Started {
+		return fail(&errStarting{"the launcher: " + ev.Error})
+	}
+	d.gen++
+	d.conn, d.pid = conn, ev.Pid
+	gen := d.gen
+	exited := make(chan launch.Event, 1)
+	go drv.watch(d, gen, conn, exited)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ready := make(chan error, 1)
+	go func() { ready <- statWait(wctx, d.dir) }()
+	select {
+	case err = <-ready:
+		if err != nil { // stfs's own words, when it says why
+			select {
+			case ev := <-exited:
+				if m := strings.TrimSpace(ev.Stderr); m != "" {
+					err = &errStarting{m}
+				}
+			case <-time.After(2 * time.Second):
+			}
+		}
+	case ev := <-exited:
+		err = &errStarting{strings.TrimSpace(ev.Stderr)}
+		if err.Error() == "" {
+			err = &errStarting{fmt.Sprintf("stfs exited (%d)", ev.Status)}
+		}
+	}
+	if err != nil {
+		d.gen++ // the watcher's news is now stale
+		return fail(err)
+	}
+	d.live = true
+	if err := writeMeta(d); err != nil {
+		log.Printf("stfs-csi: %s: %v", d.key, err)
+	}
+	ra := d.vol.ReadaheadKB
+	if ra == 0 {
+		ra = drv.cfg.ReadaheadKB
+	}
+	if err := setReadahead(d.dir, ra); err != nil {
+		log.Printf("stfs-csi: %s: readahead %d KiB: %v", d.key, ra, err)
+	}
+	log.Printf("stfs-csi: %s: daemon pid %d serves %s on %s", d.key, d.pid, d.vol.Source, d.dir)
+	return nil
+}
+
+// watch follows the launcher's connection of one start; its end (the
+// daemon exited, or the launcher went away) calls for a recovery.
+func (drv *Driver) watch(d *daemon, gen int, conn *net.UnixConn, exited chan<- launch.Event) {
+	var last launch.Event
+	for {
+		var ev launch.Event
+		if _, err := launch.ReadMessage(conn, &ev); err != nil {
+			break
+		}
+		if ev.Exited {
+			last = ev
+			break
+		}
+	}
+	exited <- last
+	if !last.Exited && alive(d.dir, 5*time.Second) {
+		// the launcher went (restarted, say) and its daemon serves on:
+		// the checks of the mount watch it from now on
+		log.Printf("stfs-csi: %s: the launcher's connection ended; the daemon still serves", d.key)
+		return
+	}
+	drv.recover(d, gen, "its daemon exited")
+}
+
+// recover mounts d again, when gen is still its start, and binds its
+// targets again.  With no target left it stops d instead.
+func (drv *Driver) recover(d *daemon, gen int, why string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.removed || d.gen != gen || !d.live {
+		return
+	}
+	log.Printf("stfs-csi: %s: %s: mounting %s again for %d targets", d.key, why, d.vol.Source, len(d.targets))
+	d.live = false
+	if d.conn != nil {
+		d.conn.Close()
+	}
+	for t := range d.targets {
+		if err := unmountAll(t); err != nil {
+			log.Printf("stfs-csi: %s: %v", d.key, err)
+		}
+	}
+	if len(d.targets) == 0 {
+		drv.stopLocked(d)
+		return
+	}
+	drv.restartLocked(d)
+}
+
+// restartLocked starts d and binds its targets; on failure it tries again
+// later.  With d.mu held.
+func (drv *Driver) restartLocked(d *daemon) {
+	if d.needsSecrets {
+		log.Printf("stfs-csi: %s: its credentials went with the plugin's restart: mounted again at its next publish", d.key)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), drv.cfg.StartTimeout)
+	err := drv.start(ctx, d)
+	cancel()
+	if err == nil {
+		for t := range d.targets {
+			if err := bindReadOnly(d.dir, t); err != nil {
+				log.Printf("stfs-csi: %s: %v", d.key, err)
+			}
+		}
+		return
+	}
+	log.Printf("stfs-csi: %s: mounting again failed: %v; trying again in %v", d.key, err, drv.cfg.CheckInterval)
+	gen := d.gen
+	d.retry = time.AfterFunc(drv.cfg.CheckInterval, func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if !d.removed && !d.live && d.gen == gen && len(d.targets) > 0 {
+			drv.restartLocked(d)
+		}
+	})
+}
+
+// stopLocked unmounts d (its daemon then exits) and forgets it.  With d.mu
+// held.
+func (drv *Driver) stopLocked(d *daemon) {
+	d.removed = true
+	d.live = false
+	d.gen++
+	if d.grace != nil {
+		d.grace.Stop()
+	}
+	if d.retry != nil {
+		d.retry.Stop()
+	}
+	if err := unmountAll(d.dir); err != nil {
+		log.Printf("stfs-csi: %s: %v", d.key, err)
+	}
+	os.Remove(d.dir)
+	os.Remove(d.dir + ".json")
+	if d.conn != nil {
+		d.conn.Close()
+	}
+	d.vol = &Volume{Source: d.vol.Source} // the credentials go
+	drv.mu.Lock()
+	if drv.daemons[d.key] == d {
+		delete(drv.daemons, d.key)
+	}
+	drv.mu.Unlock()
+	log.Printf("stfs-csi: %s: unmounted (no target left)", d.key)
+}
+
+// release drops target from d; the last one arms the grace timer.  With
+// d.mu held.
+func (drv *Driver) releaseLocked(d *daemon, target string) {
+	delete(d.targets, target)
+	if len(d.targets) > 0 || d.removed {
+		return
+	}
+	if d.grace != nil {
+		d.grace.Stop()
+	}
+	gen := d.gen
+	d.grace = time.AfterFunc(drv.cfg.Grace, func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if !d.removed && len(d.targets) == 0 && d.gen == gen {
+			drv.stopLocked(d)
+		}
+	})
+}
+
+// check looks at every live daemon's mount: one that answers ENOTCONN is
+// mounted again (the launcher's news usually comes first).
+func (drv *Driver) check() {
+	drv.mu.Lock()
+	ds := make([]*daemon, 0, len(drv.daemons))
+	for _, d := range drv.daemons {
+		ds = append(ds, d)
+	}
+	drv.mu.Unlock()
+	for _, d := range ds {
+		d.mu.Lock()
+		live, gen, dir := d.live, d.gen, d.dir
+		d.mu.Unlock()
+		if live && !alive(dir, 5*time.Second) {
+			drv.recover(d, gen, "its mount answers ENOTCONN")
+		}
+	}
+}
+
+func (drv *Driver) dialLauncher() (*net.UnixConn, error) {
+	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: drv.cfg.Launcher, Net: "unix"})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Shutdown stops every timer; mounts and daemons stay (a restarted driver
+// finds the pods still reading).
+func (drv *Driver) Shutdown() {
+	drv.mu.Lock()
+	defer drv.mu.Unlock()
+	for _, d := range drv.daemons {
+		if d.grace != nil {
+			d.grace.Stop()
+		}
+		if d.retry != nil {
+			d.retry.Stop()
+		}
+	}
+}
+
+var errGone = errors.New("daemon stopped meanwhile")

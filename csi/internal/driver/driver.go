@@ -1,0 +1,125 @@
+// Package driver is stfs's CSI node plugin: Identity and Node services, no
+// controller, no call to the Kubernetes API.  docs/kubernetes.md says how
+// it is deployed and what each volume attribute means.
+package driver
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+)
+
+// Config of the plugin.
+type Config struct {
+	Endpoint      string // unix:///PATH/csi.sock
+	NodeID        string
+	Version       string
+	Launcher      string        // the launcher's socket
+	StateDir      string        // the daemons' mounts: STATE/mounts/KEY
+	CacheDir      string        // the node's cache, for every daemon
+	CacheSize     string        // cache_size= of every daemon ("": stfs's)
+	DaemonUID     int           // the daemons' user: owns the cache
+	DaemonGID     int           //
+	Grace         time.Duration // a daemon with no target lives so long
+	CheckInterval time.Duration // how often mounts are checked
+	StartTimeout  time.Duration // a recovery's start waits so long
+	ReadaheadKB   int           // of each mount, unless readahead= says
+}
+
+// Driver serves both services.
+type Driver struct {
+	csi.UnimplementedIdentityServer
+	csi.UnimplementedNodeServer
+	cfg     Config
+	pubMu   sync.Mutex // one publish or unpublish at a time
+	mu      sync.Mutex // the maps
+	daemons map[string]*daemon
+	targets map[string]published
+	stop    chan struct{}
+}
+
+// New checks cfg and prepares the node's directories.
+func New(cfg Config) (*Driver, error) {
+	if cfg.NodeID == "" {
+		return nil, fmt.Errorf("--node-id is missing")
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "mounts"), 0o755); err != nil {
+		return nil, err
+	}
+	// the cache: the daemons' user's alone (stfs refuses any other)
+	if err := os.MkdirAll(cfg.CacheDir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.Chown(cfg.CacheDir, cfg.DaemonUID, cfg.DaemonGID); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(cfg.CacheDir, 0o700); err != nil {
+		return nil, err
+	}
+	return &Driver{cfg: cfg, daemons: map[string]*daemon{},
+		targets: map[string]published{}, stop: make(chan struct{})}, nil
+}
+
+// Listen opens the endpoint (unix:///PATH or /PATH).
+func Listen(endpoint string) (net.Listener, error) {
+	path := endpoint
+	if strings.HasPrefix(endpoint, "unix:") {
+		u, err := url.Parse(endpoint)
+		if err != nil {
+			return nil, err
+		}
+		path = u.Path
+		if u.Host != "" {
+			path = filepath.Join(u.Host, u.Path)
+		}
+	} else if strings.Contains(endpoint, "://") {
+		return nil, fmt.Errorf("endpoint %s: only unix:// endpoints", endpoint)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	os.Remove(path)
+	return net.Listen("unix", path)
+}
+
+// Serve runs the gRPC server and the mount checks until l closes.
+func (drv *Driver) Serve(l net.Listener) error {
+	s := grpc.NewServer(grpc.UnaryInterceptor(logCalls))
+	csi.RegisterIdentityServer(s, drv)
+	csi.RegisterNodeServer(s, drv)
+	go func() {
+		t := time.NewTicker(drv.cfg.CheckInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				drv.check()
+			case <-drv.stop:
+				return
+			}
+		}
+	}()
+	defer close(drv.stop)
+	return s.Serve(l)
+}
+
+// logCalls logs each call's method and outcome: never its request, which
+// may hold secrets.
+func logCalls(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	t := time.Now()
+	resp, err := h(ctx, req)
+	if err != nil {
+		log.Printf("stfs-csi: %s: %v (%v)", info.FullMethod, err, time.Since(t).Round(time.Millisecond))
+	}
+	return resp, err
+}

@@ -1,0 +1,205 @@
+// node.go: the CSI Node service: publish (a daemon for the volume, bound
+// read-only onto the target) and unpublish; no staging, no stats.
+package driver
+
+import (
+	"context"
+	"errors"
+	"log"
+	"os"
+	"path/filepath"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// published: what a target holds.
+type published struct {
+	volumeID string
+	key      string
+}
+
+// readOnlyModes are served whatever the request's readonly flag says.
+var readOnlyModes = map[csi.VolumeCapability_AccessMode_Mode]bool{
+	csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY: true,
+	csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY:  true,
+}
+
+// checkCapability: a mount (not a block device), and read-only access:
+// a reader mode, or a writer mode with readonly set (an inline volume's
+// readOnly: true, which kubelet sends as SINGLE_NODE_WRITER).
+func checkCapability(c *csi.VolumeCapability, readonly bool) error {
+	if c == nil {
+		return status.Error(codes.InvalidArgument, "volume_capability is missing")
+	}
+	if c.GetBlock() != nil {
+		return status.Error(codes.InvalidArgument, "stfs volumes are filesystems, not block devices")
+	}
+	if c.GetMount() == nil {
+		return status.Error(codes.InvalidArgument, "volume_capability: access_type mount is missing")
+	}
+	m := c.GetAccessMode().GetMode()
+	if m == csi.VolumeCapability_AccessMode_UNKNOWN {
+		return status.Error(codes.InvalidArgument, "volume_capability: access_mode is missing")
+	}
+	if !readOnlyModes[m] && !readonly {
+		return status.Errorf(codes.InvalidArgument, "access mode %s: stfs volumes are read-only (use ReadOnlyMany, or readOnly: true)", m)
+	}
+	return nil
+}
+
+// NodePublishVolume binds the volume's daemon (started if need be) onto
+// the target, read-only.
+func (drv *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
+	if req.GetVolumeId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "volume_id is missing")
+	}
+	target := req.GetTargetPath()
+	if target == "" {
+		return nil, status.Error(codes.InvalidArgument, "target_path is missing")
+	}
+	if !filepath.IsAbs(target) {
+		return nil, status.Error(codes.InvalidArgument, "target_path is not absolute")
+	}
+	target = filepath.Clean(target)
+	if err := checkCapability(req.GetVolumeCapability(), req.GetReadonly()); err != nil {
+		return nil, err
+	}
+	v, err := ParseVolume(req.GetVolumeContext(), req.GetSecrets())
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	key := v.Key()
+	drv.pubMu.Lock()
+	defer drv.pubMu.Unlock()
+	drv.mu.Lock()
+	p, ok := drv.targets[target]
+	drv.mu.Unlock()
+	if ok && (p.key != key || (p.volumeID != "" && p.volumeID != req.GetVolumeId())) {
+		return nil, status.Errorf(codes.AlreadyExists, "%s is published already, with another volume", target)
+	}
+	for {
+		d := drv.get(v)
+		d.mu.Lock()
+		if d.removed {
+			d.mu.Unlock()
+			continue
+		}
+		err := drv.publishLocked(ctx, d, target, v)
+		d.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		break
+	}
+	drv.mu.Lock()
+	drv.targets[target] = published{req.GetVolumeId(), key}
+	drv.mu.Unlock()
+	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+func (drv *Driver) publishLocked(ctx context.Context, d *daemon, target string, v *Volume) error {
+	if d.needsSecrets { // adopted: this publish has the same credentials
+		d.vol, d.needsSecrets = v, false
+	}
+	if d.grace != nil {
+		d.grace.Stop()
+		d.grace = nil
+	}
+	if !d.live {
+		if err := drv.start(ctx, d); err != nil {
+			if len(d.targets) == 0 {
+				drv.stopLocked(d)
+			}
+			var es *errStarting
+			if errors.As(err, &es) {
+				return status.Errorf(codes.Internal, "stfs could not serve %s: %s", d.vol.Source, es.msg)
+			}
+			if ctx.Err() != nil {
+				return status.Errorf(codes.DeadlineExceeded, "%s: %v", d.vol.Source, err)
+			}
+			return status.Errorf(codes.Internal, "%s: %v", d.vol.Source, err)
+		}
+		for t := range d.targets { // after a failed recovery
+			bindReadOnly(d.dir, t)
+		}
+	}
+	if d.targets[target] {
+		if ok, _ := isMountPoint(target); ok {
+			return nil // published already: the same answer
+		}
+	}
+	if err := os.MkdirAll(target, 0o750); err != nil {
+		return status.Errorf(codes.Internal, "target %s: %v", target, err)
+	}
+	if err := unmountAll(target); err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	if err := bindReadOnly(d.dir, target); err != nil {
+		if len(d.targets) == 0 {
+			drv.releaseLocked(d, target)
+		}
+		return status.Error(codes.Internal, err.Error())
+	}
+	d.targets[target] = true
+	log.Printf("stfs-csi: %s: published on %s (%d targets)", d.key, target, len(d.targets))
+	return nil
+}
+
+// NodeUnpublishVolume unbinds the target and removes it; the daemon's last
+// target arms its grace timer.
+func (drv *Driver) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
+	if req.GetVolumeId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "volume_id is missing")
+	}
+	if req.GetTargetPath() == "" {
+		return nil, status.Error(codes.InvalidArgument, "target_path is missing")
+	}
+	target := filepath.Clean(req.GetTargetPath())
+	drv.pubMu.Lock()
+	defer drv.pubMu.Unlock()
+	drv.mu.Lock()
+	p, ok := drv.targets[target]
+	var d *daemon
+	if ok {
+		d = drv.daemons[p.key]
+	}
+	drv.mu.Unlock()
+	if d != nil {
+		d.mu.Lock()
+	}
+	err := unmountAll(target)
+	if err == nil {
+		err = os.Remove(target)
+		if errors.Is(err, os.ErrNotExist) {
+			err = nil
+		}
+	}
+	if d != nil {
+		if err == nil {
+			drv.releaseLocked(d, target)
+		}
+		d.mu.Unlock()
+	}
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "%s: %v", target, err)
+	}
+	drv.mu.Lock()
+	delete(drv.targets, target)
+	drv.mu.Unlock()
+	if ok {
+		log.Printf("stfs-csi: %s: unpublished %s", p.key, target)
+	}
+	return &csi.NodeUnpublishVolumeResponse{}, nil
+}
+
+// NodeGetCapabilities: none (no staging, no stats, no expansion).
+func (drv *Driver) NodeGetCapabilities(ctx context.Context, req *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
+	return &csi.NodeGetCapabilitiesResponse{}, nil
+}
+
+// NodeGetInfo: the node's name, as given by --node-id.
+func (drv *Driver) NodeGetInfo(ctx context.Context, req *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
+	return &csi.NodeGetInfoResponse{NodeId: drv.cfg.NodeID}, nil
+}

@@ -1,0 +1,223 @@
+package manifests
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"sigs.k8s.io/yaml"
+
+	"stfs/csi/internal/driver"
+)
+
+const dir = "../../../deploy/kubernetes"
+
+// kustomization: the fields the project's kustomization.yaml uses.
+type kustomization struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Namespace  string   `json:"namespace"`
+	Resources  []string `json:"resources"`
+	Images     []struct {
+		Name    string `json:"name"`
+		NewName string `json:"newName,omitempty"`
+		NewTag  string `json:"newTag,omitempty"`
+	} `json:"images"`
+}
+
+// object: one document decoded strictly into its kind's Go type.
+func object(t *testing.T, where string, doc []byte) any {
+	var head struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	if err := yaml.Unmarshal(doc, &head); err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	var obj any
+	switch head.APIVersion + " " + head.Kind {
+	case "v1 Namespace":
+		obj = &corev1.Namespace{}
+	case "v1 Secret":
+		obj = &corev1.Secret{}
+	case "v1 PersistentVolume":
+		obj = &corev1.PersistentVolume{}
+	case "v1 PersistentVolumeClaim":
+		obj = &corev1.PersistentVolumeClaim{}
+	case "v1 Pod":
+		obj = &corev1.Pod{}
+	case "apps/v1 DaemonSet":
+		obj = &appsv1.DaemonSet{}
+	case "apps/v1 Deployment":
+		obj = &appsv1.Deployment{}
+	case "storage.k8s.io/v1 CSIDriver":
+		obj = &storagev1.CSIDriver{}
+	case "kustomize.config.k8s.io/v1beta1 Kustomization":
+		obj = &kustomization{}
+	default:
+		t.Fatalf("%s: no Go type for %s %s", where, head.APIVersion, head.Kind)
+	}
+	if err := yaml.UnmarshalStrict(doc, obj); err != nil {
+		t.Fatalf("%s: %s: %v", where, head.Kind, err)
+	}
+	return obj
+}
+
+func documents(t *testing.T, path string) [][]byte {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for _, d := range bytes.Split(b, []byte("\n---\n")) {
+		if len(bytes.TrimSpace(d)) > 0 {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// volume checks an stfs volume's attributes as the driver would.
+func volume(t *testing.T, where, drv string, attrs map[string]string, ro bool) {
+	if drv != driver.Name {
+		t.Errorf("%s: driver %q, want %q", where, drv, driver.Name)
+	}
+	if !ro {
+		t.Errorf("%s: an stfs volume is readOnly", where)
+	}
+	if _, err := driver.ParseVolume(attrs, nil); err != nil {
+		t.Errorf("%s: the driver refuses its attributes: %v", where, err)
+	}
+}
+
+func TestManifests(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	ex, _ := filepath.Glob(filepath.Join(dir, "examples", "*.yaml"))
+	files = append(files, ex...)
+	if len(files) < 6 {
+		t.Fatalf("only %d manifests under %s", len(files), dir)
+	}
+	kinds := map[string]int{}
+	for _, f := range files {
+		for i, doc := range documents(t, f) {
+			where := filepath.Base(f) + "#" + string(rune('0'+i))
+			switch o := object(t, where, doc).(type) {
+			case *kustomization:
+				kinds["Kustomization"]++
+				for _, r := range o.Resources {
+					if _, err := os.Stat(filepath.Join(dir, r)); err != nil {
+						t.Errorf("%s: resource %s: %v", where, r, err)
+					}
+				}
+			case *storagev1.CSIDriver:
+				kinds["CSIDriver"]++
+				s := o.Spec
+				if o.Name != driver.Name || s.AttachRequired == nil || *s.AttachRequired ||
+					s.PodInfoOnMount == nil || !*s.PodInfoOnMount || len(s.VolumeLifecycleModes) != 2 {
+					t.Errorf("%s: %+v", where, s)
+				}
+			case *appsv1.DaemonSet:
+				kinds["DaemonSet"]++
+				checkNode(t, where, &o.Spec.Template.Spec)
+			case *corev1.PersistentVolume:
+				kinds["PersistentVolume"]++
+				c := o.Spec.CSI
+				if c == nil || len(o.Spec.AccessModes) != 1 || o.Spec.AccessModes[0] != corev1.ReadOnlyMany {
+					t.Errorf("%s: not a ReadOnlyMany CSI volume", where)
+					continue
+				}
+				volume(t, where, c.Driver, c.VolumeAttributes, c.ReadOnly)
+			case *corev1.Pod:
+				checkPod(t, where, &o.Spec)
+			case *appsv1.Deployment:
+				checkPod(t, where, &o.Spec.Template.Spec)
+			}
+		}
+	}
+	for _, k := range []string{"Kustomization", "CSIDriver", "DaemonSet", "PersistentVolume"} {
+		if kinds[k] == 0 {
+			t.Errorf("no %s among the manifests", k)
+		}
+	}
+}
+
+func checkPod(t *testing.T, where string, p *corev1.PodSpec) {
+	for _, v := range p.Volumes {
+		if c := v.CSI; c != nil {
+			volume(t, where+" volume "+v.Name, c.Driver, c.VolumeAttributes, c.ReadOnly != nil && *c.ReadOnly)
+		}
+	}
+	for _, c := range p.Containers {
+		for _, m := range c.VolumeMounts {
+			if m.MountPropagation == nil || *m.MountPropagation != corev1.MountPropagationHostToContainer {
+				t.Errorf("%s: %s: %s without HostToContainer: a daemon's recovery would not reach it", where, c.Name, m.MountPath)
+			}
+		}
+	}
+}
+
+func checkNode(t *testing.T, where string, p *corev1.PodSpec) {
+	names := map[string]*corev1.Container{}
+	for i := range p.Containers {
+		names[p.Containers[i].Name] = &p.Containers[i]
+	}
+	for _, n := range []string{"plugin", "daemons", "node-driver-registrar", "liveness-probe"} {
+		if names[n] == nil {
+			t.Errorf("%s: no %s container", where, n)
+		}
+	}
+	if d := names["daemons"]; d != nil {
+		s := d.SecurityContext
+		if s == nil || s.RunAsUser == nil || *s.RunAsUser == 0 || s.RunAsNonRoot == nil || !*s.RunAsNonRoot ||
+			s.AllowPrivilegeEscalation == nil || *s.AllowPrivilegeEscalation ||
+			s.Capabilities == nil || len(s.Capabilities.Drop) != 1 || s.Capabilities.Drop[0] != "ALL" ||
+			(s.Privileged != nil && *s.Privileged) {
+			t.Errorf("%s: the daemons' container is not unprivileged: %+v", where, s)
+		}
+	}
+	if pl := names["plugin"]; pl != nil {
+		args := strings.Join(pl.Args, " ")
+		for _, want := range []string{"--endpoint=unix://", "--node-id=$(NODE_NAME)", "--launcher=", "--cache-dir="} {
+			if !strings.Contains(args, want) {
+				t.Errorf("%s: plugin args %q lack %s", where, args, want)
+			}
+		}
+		bidi := false
+		for _, m := range pl.VolumeMounts {
+			if m.MountPath == "/var/lib/kubelet/pods" && m.MountPropagation != nil &&
+				*m.MountPropagation == corev1.MountPropagationBidirectional {
+				bidi = true
+			}
+		}
+		if !bidi {
+			t.Errorf("%s: the plugin's mounts would not reach the pods (Bidirectional on /var/lib/kubelet/pods)", where)
+		}
+	}
+}
+
+// TestStrict: the decoding above fails on what it should.
+func TestStrict(t *testing.T) {
+	bad := map[string]string{
+		"unknown field": "apiVersion: storage.k8s.io/v1\nkind: CSIDriver\nmetadata: {name: x}\nspec: {attachRequird: false}\n",
+		"wrong type":    "apiVersion: storage.k8s.io/v1\nkind: CSIDriver\nmetadata: {name: x}\nspec: {attachRequired: \"no\"}\n",
+		"duplicate":     "apiVersion: v1\nkind: Namespace\nmetadata: {name: x}\nmetadata: {name: y}\n",
+	}
+	for what, doc := range bad {
+		var o storagev1.CSIDriver
+		if what == "duplicate" {
+			var n corev1.Namespace
+			if yaml.UnmarshalStrict([]byte(doc), &n) == nil {
+				t.Errorf("%s: accepted", what)
+			}
+			continue
+		}
+		if yaml.UnmarshalStrict([]byte(doc), &o) == nil {
+			t.Errorf("%s: accepted", what)
+		}
+	}
+}

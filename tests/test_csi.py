@@ -1,0 +1,431 @@
+#!/usr/bin/env python3
+"""test_csi.py: the Kubernetes CSI driver (csi/), end to end without a
+cluster, with real mounts.
+
+The driver's Go module is built here with `go build` (offline: its
+modules come from the cache scripts/deps.sh fills).  The plugin
+(`stfs-csi`, root) and the launcher (`stfs-csi daemon`, which drops to
+nobody) run as separate processes; kubelet's part is played by
+csi/test/csicall (one gRPC call, secrets on its stdin) and a "pod" is a
+process in its own mount namespace whose mounts are slaves of the node's
+(unshare --propagation slave), reading under a kubelet directory that is
+a shared mount, as kubelet's is.
+
+- csi-sanity (kubernetes-csi/csi-test, pinned in csi/go.sum) against the
+  driver's socket;
+- a local model published to two pods: they read its tensors and %repo/
+  files equal to the source; the second publish starts no second daemon;
+  the daemon runs as nobody with CapEff 0; publish is idempotent, another
+  volume on a used target is ALREADY_EXISTS;
+- kill -9 of the daemon: the pod reads again within 5 s, with no restart;
+- the last unpublish removes the targets and unmounts the daemon after
+  the grace time; the daemon exits;
+- refusals with the spec's codes: writer modes, block, an hf:// branch,
+  options a pod may not set, secrets that are not stfs's, a source that
+  stfs refuses (its own words), and nothing left mounted or running;
+- hf:// (the Hub emulator) with a token from the secret: the pod reads
+  the gated repository's files; a wrong token is refused; the token is in
+  no process's argv, no file and no log, only in the daemon's environment;
+- s3:// (Swift) with AWS keys from the secret, the same; a wrong key and
+  a user without access are refused with S3's reasons;
+- a restart of the plugin: the daemons adopted, recovered, shared.
+"""
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stfstest as T  # noqa: E402
+from csifix import (GO, NOBODY, POD, Node, bins, mounts_under,  # noqa: E402
+                    pod_read, sha, status, wait_dead)
+from fixtures import World  # noqa: E402
+import hubemu  # noqa: E402
+import s3server  # noqa: E402
+
+SECRET = "hf_csi_secret_never_shown_1234"
+
+
+def model(d):
+    """A model folder nobody may read: weights and a config."""
+    src = os.path.join(d, "model")
+    os.makedirs(src)
+    os.chmod(src, 0o755)
+    tensors = [("model.layers.%d.w" % i, "F32", [128, 64],
+                os.urandom(128 * 64 * 4)) for i in range(4)]
+    T.write_st(os.path.join(src, "model.safetensors"), tensors)
+    with open(os.path.join(src, "config.json"), "w") as f:
+        json.dump({"model_type": "llama", "hidden_size": 64}, f)
+    for n in os.listdir(src):
+        os.chmod(os.path.join(src, n), 0o644)
+    want = {n.replace(".", "/"): hashlib.sha256(data).hexdigest()
+            for n, _, _, data in tensors}
+    for n in ("config.json", "model.safetensors"):
+        want["%repo/" + n] = sha(os.path.join(src, n))
+    return src, want
+
+
+def no_secret_anywhere(node, secret, daemon_pids=()):
+    """secret: in no process's argv, no file under the node's folders (its
+    logs included), and in the environment of the daemons only."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                assert secret.encode() not in f.read(), "argv of %s" % pid
+        except OSError:
+            pass
+    for p in (node.plugin.pid, node.launcher.pid):
+        with open("/proc/%d/environ" % p, "rb") as f:
+            assert secret.encode() not in f.read(), "environ of %d" % p
+    for top, dirs, files in os.walk(node.d):
+        dirs[:] = [x for x in dirs
+                   if not os.path.ismount(os.path.join(top, x))]
+        for n in files:
+            p = os.path.join(top, n)
+            if os.path.islink(p) or not os.path.isfile(p):
+                continue
+            with open(p, "rb") as f:
+                assert secret.encode() not in f.read(), p
+    for pid in daemon_pids:
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            assert secret.encode() in f.read(), "the daemon's environment"
+
+
+def test_sanity(d):
+    with Node(d) as node:
+        mnt = os.path.join(d, "sanity")
+        os.mkdir(mnt)
+        r = subprocess.run(
+            [bins()["csi-sanity"], "--csi.endpoint", node.sock,
+             "--csi.mountdir", mnt + "/mount",
+             "--csi.stagingdir", mnt + "/staging",
+             # no controller: csi-sanity's controller tests do not apply;
+             # its only success path of NodePublish asks for
+             # SINGLE_NODE_WRITER, read-write, which a read-only driver
+             # refuses; the publish tests below cover it
+             "--ginkgo.skip", "Controller Server|should remove target path",
+             "--ginkgo.no-color"],
+            capture_output=True, timeout=300)
+        out = r.stdout.decode()
+        assert r.returncode == 0, out[-4000:] + r.stderr.decode()[-2000:]
+        tail = [x for x in out.splitlines() if "Passed" in x]
+        print("   csi-sanity:", tail[-1].strip() if tail else out[-300:])
+
+
+def test_publish_two_pods(d):
+    src, want = model(d)
+    with Node(d) as node:
+        t = time.time()
+        r = node.publish("pod-a", {"source": src, "options": "npy"},
+                         {"HF_TOKEN": SECRET})
+        first = time.time() - t
+        assert r["code"] == "OK", r
+        pids = node.daemons()
+        assert len(pids) == 1, pids
+        st = status(pids[0])
+        assert st["Uid"] == [str(NOBODY)] * 4 and \
+            st["Gid"] == [str(NOBODY)] * 4, st
+        assert int(st["CapEff"][0], 16) == 0, st["CapEff"]
+        assert int(st["CapPrm"][0], 16) == 0, st["CapPrm"]
+        assert pod_read(node.target("pod-a"), list(want)) == want
+        # a second pod: the same daemon, bound again
+        r2 = node.publish("pod-b", {"source": src, "options": "npy"},
+                          {"HF_TOKEN": SECRET}, vid="vol-2")
+        assert r2["code"] == "OK", r2
+        assert node.daemons() == pids
+        assert pod_read(node.target("pod-b"), list(want)) == want
+        print("   publish: first %.3f s (daemon start), second %.3f s "
+              "(call %.3f s)" % (first, r2["seconds"], r2["seconds"]))
+        # the same again is the same answer; another volume there is not
+        assert node.publish("pod-a", {"source": src, "options": "npy"},
+                            {"HF_TOKEN": SECRET})["code"] == "OK"
+        r = node.publish("pod-a", {"source": src}, vid="vol-3")
+        assert r["code"] == "AlreadyExists", r
+        # read-only, for root too
+        try:
+            open(os.path.join(node.target("pod-a"), "x"), "wb")
+        except OSError as e:
+            assert e.errno in (30, 13), e
+        else:
+            raise AssertionError("a write was allowed")
+        # other credentials: another daemon
+        r = node.publish("pod-c", {"source": src, "options": "npy"},
+                         vid="vol-4")
+        assert r["code"] == "OK" and len(node.daemons()) == 2, r
+        no_secret_anywhere(node, SECRET, pids)
+        for pod, vid in (("pod-a", "vol-1"), ("pod-b", "vol-2"),
+                         ("pod-c", "vol-4")):
+            assert node.unpublish(pod, vid)["code"] == "OK"
+
+
+def test_recovery(d):
+    src, want = model(d)
+    with Node(d, grace="30s") as node:
+        assert node.publish("pod-a", {"source": src})["code"] == "OK"
+        pod = subprocess.Popen(
+            ["unshare", "-m", "--propagation", "slave", sys.executable,
+             "-c", POD, node.target("pod-a"), "follow", "model/layers/0/w"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        T._procs.append(pod)
+        try:
+            first = pod.stdout.readline().decode().split()
+            assert first[0] == "ok", first
+            old = node.daemons()
+            assert len(old) == 1
+            killed = time.time()
+            os.kill(old[0], signal.SIGKILL)
+            # once it is gone its mount answers ENOTCONN: a read that
+            # works after that comes from the new mount (whose device
+            # number may be the old one's again)
+            dead = wait_dead(old[0])
+            errors, back = 0, None
+            while time.time() < killed + 10:
+                line = pod.stdout.readline().decode().split()
+                if float(line[1]) <= dead:
+                    continue
+                if line[0] == "err":
+                    errors += 1
+                else:
+                    back = float(line[1]) - killed
+                    break
+            assert back is not None and back <= 5, back
+            print("   recovery: the pod reads again %.2f s after kill -9 "
+                  "(%d reads failed meanwhile)" % (back, errors))
+            new = node.daemons()
+            assert len(new) == 1 and new != old, (old, new)
+            assert pod_read(node.target("pod-a"), list(want)) == want
+        finally:
+            pod.kill()
+            pod.wait()
+            pod.stdout.close()
+            pod.stderr.close()
+        assert "mounting " + src + " again" in node.log("plugin")
+
+
+def test_plugin_restart(d):
+    """An upgrade of the plugin: the pods read on, and the new plugin
+    takes the daemons over (unpublish, sharing, recovery); credentials
+    that went with the old one come back with the next publish."""
+    src, want = model(d)
+    with Node(d, grace="30s") as node:
+        assert node.publish("pod-a", {"source": src}, {"HF_TOKEN": SECRET},
+                            vid="va")["code"] == "OK"
+        assert node.publish("pod-b", {"source": src, "options": "npy"},
+                            vid="vb")["code"] == "OK"
+        before = sorted(node.daemons())
+        node.restart_plugin()
+        assert "adopted 2 daemons" in node.log("plugin")
+        assert sorted(node.daemons()) == before
+        for pod in ("pod-a", "pod-b"):
+            assert pod_read(node.target(pod), list(want)) == want
+        # a second pod of pod-b's volume: the same daemon
+        assert node.publish("pod-c", {"source": src, "options": "npy"},
+                            vid="vb")["code"] == "OK"
+        assert sorted(node.daemons()) == before
+        # pod-b's daemon (no credentials) dies: recovered, both pods read
+        (b,) = node.daemons("npy")
+        t = time.time()
+        os.kill(b, signal.SIGKILL)
+        wait_dead(b)
+        while time.time() < t + 5:
+            new = node.daemons("npy")
+            if new and new != [b]:
+                try:
+                    if pod_read(node.target("pod-b"), list(want)) == want:
+                        break
+                except AssertionError:
+                    pass
+            time.sleep(0.05)
+        assert pod_read(node.target("pod-c"), list(want)) == want
+        # pod-a's daemon had a token, which the restart lost: it is
+        # mounted again by the next publish that brings it
+        (a,) = [p for p in node.daemons() if p not in node.daemons("npy")]
+        os.kill(a, signal.SIGKILL)
+        wait_dead(a)
+        time.sleep(1)
+        assert "its credentials went with the plugin's restart" in \
+            node.log("plugin")
+        assert node.publish("pod-d", {"source": src}, {"HF_TOKEN": SECRET},
+                            vid="va")["code"] == "OK"
+        for pod in ("pod-a", "pod-d"):
+            assert pod_read(node.target(pod), list(want)) == want
+        for pod, vid in (("pod-a", "va"), ("pod-b", "vb"), ("pod-c", "vb"),
+                         ("pod-d", "va")):
+            assert node.unpublish(pod, vid)["code"] == "OK"
+            assert not os.path.exists(node.target(pod))
+        no_secret_anywhere(node, SECRET, node.daemons("npy")[:0])
+
+
+def test_grace(d):
+    src, want = model(d)
+    with Node(d, grace="2s") as node:
+        for pod, vid in (("pod-a", "v1"), ("pod-b", "v2")):
+            assert node.publish(pod, {"source": src}, vid=vid)["code"] == \
+                "OK"
+        pid = node.daemons()
+        staging = [m for m in mounts_under(node.state)]
+        assert len(pid) == 1 and len(staging) == 1, (pid, staging)
+        assert node.unpublish("pod-a", "v1")["code"] == "OK"
+        assert not os.path.exists(node.target("pod-a"))
+        # unpublish again: the same answer
+        assert node.unpublish("pod-a", "v1")["code"] == "OK"
+        assert node.unpublish("pod-b", "v2")["code"] == "OK"
+        assert not os.path.exists(node.target("pod-b"))
+        t = time.time()
+        time.sleep(1)
+        assert node.daemons() == pid and mounts_under(node.state) == staging
+        # a pod within the grace time finds it warm: the same daemon
+        assert node.publish("pod-c", {"source": src}, vid="v3")["code"] == \
+            "OK"
+        assert node.daemons() == pid
+        assert node.unpublish("pod-c", "v3")["code"] == "OK"
+        t = time.time()
+        while node.daemons() and time.time() < t + 10:
+            time.sleep(0.05)
+        gone = time.time() - t
+        assert not node.daemons() and not mounts_under(node.state)
+        assert 1.5 <= gone <= 6, gone
+
+
+def test_refusals(d):
+    src, _ = model(d)
+    with Node(d) as node:
+        cases = [
+            (dict(mode="SINGLE_NODE_WRITER"), {"source": src}, None,
+             "InvalidArgument", "read-only"),
+            (dict(block=True), {"source": src}, None, "InvalidArgument",
+             "block"),
+            ({}, {"source": "hf://org/m"}, None, "InvalidArgument",
+             "names a commit"),
+            ({}, {"source": "hf://org/m@main"}, None, "InvalidArgument",
+             "names a commit"),
+            ({}, {"source": src, "options": "cache=/tmp/x"}, None,
+             "InvalidArgument", "not one a volume may set"),
+            ({}, {"source": src, "options": "offline"}, None,
+             "InvalidArgument", "not one a volume may set"),
+            ({}, {"source": src, "options": "allow_other"}, None,
+             "InvalidArgument", "not one a volume may set"),
+            ({}, {"source": src, "color": "blue"}, None, "InvalidArgument",
+             "unknown volume attribute"),
+            ({}, {}, None, "InvalidArgument", "source"),
+            ({}, {"source": src}, {"PATH": SECRET}, "InvalidArgument",
+             "secret key \"PATH\""),
+            ({}, {"source": os.path.join(d, "nothing.safetensors")}, None,
+             "Internal", "No such file"),
+        ]
+        for kw, attrs, secrets, code, says in cases:
+            r = node.publish("pod-x", attrs, secrets, **kw)
+            assert r["code"] == code and says in r["message"], (attrs, r)
+            assert SECRET not in r["message"]
+            assert not node.daemons() and not mounts_under(node.state), r
+            assert not mounts_under(node.kubelet + "/pods"), r
+        # a writer mode is read-only when the volume says readOnly
+        r = node.publish("pod-x", {"source": src}, mode="SINGLE_NODE_WRITER",
+                         readonly=True)
+        assert r["code"] == "OK", r
+        assert node.unpublish("pod-x")["code"] == "OK"
+        for bad in ({"targetPath": node.target("p")}, {"volumeId": "v"}):
+            r = node.call("NodeUnpublishVolume", bad)
+            assert r["code"] == "InvalidArgument", r
+        assert SECRET not in node.log("plugin") + node.log("launcher")
+
+
+def test_hub_token(d):
+    os.chmod(os.path.dirname(d), 0o711)     # the daemons (nobody) get in
+    with World(d) as w:
+        a = open(os.path.join(T.REAL, "jl-nonsharded",
+                              "model.safetensors"), "rb").read()
+        sha_ = w.hub.push(w.hub.repo("org/gated", gated=True),
+                          {"model.safetensors": a,
+                           "config.json": b'{"model_type": "llama"}'})
+        src = "hf://org/gated@" + sha_
+        env = {"HF_ENDPOINT": w.hub.url}
+        with Node(os.path.join(d, "node"), env=env) as node:
+            r = node.publish("pod-a", {"source": src},
+                             {"HF_TOKEN": "hf_wrong_" + SECRET})
+            assert r["code"] == "Internal" and "restricted" in r["message"], r
+            assert not node.daemons()
+            r = node.publish("pod-a", {"source": src},
+                             {"HF_TOKEN": hubemu.TOKEN})
+            assert r["code"] == "OK", r
+            got = pod_read(node.target("pod-a"),
+                           ["%repo/model.safetensors", "%repo/config.json"])
+            assert got == {
+                "%repo/model.safetensors": hashlib.sha256(a).hexdigest(),
+                "%repo/config.json": hashlib.sha256(
+                    b'{"model_type": "llama"}').hexdigest()}
+            no_secret_anywhere(node, hubemu.TOKEN, node.daemons())
+            # a branch is refused, unless the volume allows it
+            r = node.publish("pod-b", {"source": "hf://org/gated"},
+                             {"HF_TOKEN": hubemu.TOKEN}, vid="v2")
+            assert r["code"] == "InvalidArgument", r
+            r = node.publish("pod-b", {"source": "hf://org/gated",
+                                       "allowBranch": "true"},
+                             {"HF_TOKEN": hubemu.TOKEN}, vid="v2")
+            assert r["code"] == "OK", r
+            assert node.unpublish("pod-a")["code"] == "OK"
+            assert node.unpublish("pod-b", "v2")["code"] == "OK"
+        assert "Bearer " + hubemu.TOKEN in [a for s, a in w.hub.seen]
+
+
+def test_s3_keys(d):
+    """s3:// (OpenStack Swift, which checks every signature) with the
+    AWS keys from the secret: the pod reads the prefix's files; a wrong
+    key and a user without access are refused with S3's reasons."""
+    os.chmod(os.path.dirname(d), 0o711)     # the daemons (nobody) get in
+    sw = s3server.shared()
+    a = open(os.path.join(T.REAL, "jl-nonsharded", "model.safetensors"),
+             "rb").read()
+    conf = b'{"model_type": "llama"}'
+    sw.put("models", "csi/model.safetensors", a)
+    sw.put("models", "csi/config.json", conf)
+    src = "s3://models/csi/"
+    keys = {"AWS_ACCESS_KEY_ID": s3server.ACCESS,
+            "AWS_SECRET_ACCESS_KEY": s3server.SECRET}
+    with Node(os.path.join(d, "node"),
+              env={"AWS_ENDPOINT_URL": sw.endpoint}) as node:
+        for bad, says in (
+                (dict(keys, AWS_SECRET_ACCESS_KEY="wrong"),
+                 "SignatureDoesNotMatch"),
+                ({"AWS_ACCESS_KEY_ID": s3server.READER,
+                  "AWS_SECRET_ACCESS_KEY": s3server.READER_SECRET},
+                 "AccessDenied")):
+            r = node.publish("pod-a", {"source": src}, bad)
+            assert r["code"] == "Internal" and says in r["message"], r
+            assert not node.daemons() and not mounts_under(node.state)
+        r = node.publish("pod-a", {"source": src}, keys)
+        assert r["code"] == "OK", r
+        got = pod_read(node.target("pod-a"),
+                       ["%repo/model.safetensors", "%repo/config.json"])
+        assert got == {
+            "%repo/model.safetensors": hashlib.sha256(a).hexdigest(),
+            "%repo/config.json": hashlib.sha256(conf).hexdigest()}
+        no_secret_anywhere(node, s3server.SECRET, node.daemons())
+        assert node.unpublish("pod-a")["code"] == "OK"
+
+
+def run():
+    try:
+        return T.run_tests([test_sanity, test_publish_two_pods,
+                            test_recovery, test_plugin_restart, test_grace,
+                            test_refusals, test_hub_token, test_s3_keys])
+    finally:
+        s3server.stop_shared()
+
+
+if __name__ == "__main__":
+    if os.geteuid() != 0:
+        if os.environ.get("CI") == "true":
+            print("test_csi needs root under CI")
+            sys.exit(1)
+        print("SKIP: the CSI driver mounts: root only")
+        sys.exit(77)
+    if not os.access(GO, os.X_OK):
+        print("go is missing: scripts/deps.sh installs it")
+        sys.exit(1)
+    sys.exit(run())
