@@ -62,11 +62,100 @@ def into_venv():
         have = None
     if not os.access(py, os.X_OK) or have != want:
         print("FAIL: the Python loaders' venv %s is %s: run scripts/deps.sh "
-              "test" % (VENV, "missing" if have is None else
+              "test" % (VENV, "missing or unfinished" if have is None else
                         "older than py-loaders/requirements.txt"))
         print("0 passed, 1 failed")
         sys.exit(1)
     os.execv(py, [py] + sys.argv)
+
+
+# what the real client does against the Hub emulator, in a process of its
+# own (huggingface_hub reads HF_ENDPOINT and HF_HUB_OFFLINE at import)
+CLIENT = r"""
+import json, os, sys
+from huggingface_hub import HfApi, snapshot_download
+rid, half = sys.argv[1], json.loads(sys.argv[2])
+api = HfApi()
+tree = [(e.path, e.size, e.lfs.sha256 if e.lfs else None)
+        for e in api.list_repo_tree(rid, recursive=True)
+        if hasattr(e, "size")]
+info = api.model_info(rid)
+# a download broken off halfway: the client goes on with a Range
+if half:
+    from huggingface_hub import constants
+    blobs = os.path.join(constants.HF_HUB_CACHE,
+                         "models--" + rid.replace("/", "--"), "blobs")
+    os.makedirs(blobs, exist_ok=True)
+    with open(os.path.join(blobs, half[0] + ".incomplete"), "wb") as f:
+        f.write(bytes.fromhex(half[1]))
+path = snapshot_download(rid, max_workers=8)
+print(json.dumps({"tree": tree, "sha": info.sha, "path": path}))
+"""
+
+
+def test_hub_snapshot(d, mnt):
+    """huggingface_hub's snapshot_download, tree listing and resumed
+    download from the Hub emulator: what it fetched is %repo/ of
+    hf://ORG/NAME, path for path, byte for byte; the cache it wrote
+    mounts offline (not one request) and is the same again."""
+    cache = os.path.join(d, "hub-cache")
+    with world(os.path.join(d, "w")) as w:
+        for kind in ("lm", "st"):
+            rid = "org/" + kind
+            src = sources()[kind]
+            files = files_of(src)
+            sha = w.hub.push(w.hub.repo(rid), files)
+            big = max((p for p in files if p.endswith(".safetensors")),
+                      key=lambda p: len(files[p]))
+            cut = len(files[big]) // 2
+            half = [hashlib.sha256(files[big]).hexdigest(),
+                    files[big][:cut].hex()]
+            e = dict(os.environ, HF_HUB_CACHE=cache)
+            e.pop("HF_HUB_OFFLINE", None)
+            r = subprocess.run([sys.executable, "-c", CLIENT, rid,
+                                json.dumps(half)], env=e, timeout=120,
+                               capture_output=True, text=True)
+            assert r.returncode == 0, r.stderr[-2000:]
+            got = json.loads(r.stdout.splitlines()[-1])
+            assert got["sha"] == sha, (got["sha"], sha)
+            assert got["path"] == os.path.join(
+                cache, "models--org--" + kind, "snapshots", sha)
+            snap = tree(got["path"])
+            assert [x for x in snap if x[1] == "file"] == sorted(
+                (p, "file", len(b), hashlib.sha256(b).hexdigest())
+                for p, b in files.items()), kind
+            # the tree API took pages (two entries each), a cursor each
+            pages = w.hub.log.count(lambda x: x["path"].startswith(
+                "/api/models/%s/tree/" % rid) and "cursor=" in x["path"])
+            n = len(files) + len({os.path.dirname(p_) for p_ in files} -
+                                 {""})
+            assert pages == (n + hubemu.PAGE - 1) // hubemu.PAGE - 1, pages
+            # the download broken off went on from its byte cut
+            assert ("bytes=%d-" % cut) in w.nginx_log(), w.nginx_log()
+            p = T.mount_fg("hf://" + rid, mnt)
+            try:
+                repo = os.path.join(mnt, "%repo")
+                assert tree(repo) == snap, (kind, tree(repo), snap)
+                listing = sorted((p_, os.path.getsize(os.path.join(
+                    repo, p_)), l_) for p_, _, l_ in got["tree"])
+                assert listing == sorted(
+                    (p_, s_, hashlib.sha256(files[p_]).hexdigest()
+                     if l_ else None) for p_, s_, l_ in got["tree"])
+                assert sorted(p_ for p_, _, _ in got["tree"]) == \
+                    sorted(files), (got["tree"], sorted(files))
+            finally:
+                T.stop_fg(p, mnt)
+            # the cache, offline: no request, the same tree and models
+            before = len(w.hub.seen)
+            with env(HF_HUB_OFFLINE="1", HF_HUB_CACHE=cache):
+                check_mounts(kind, "hf://" + rid, src, mnt)
+                p = T.mount_fg("hf://" + rid, mnt, "-o", "repo")
+                try:
+                    assert [x for x in tree(mnt) if not x[0].startswith(
+                        "%tensors")] == snap
+                finally:
+                    T.stop_fg(p, mnt)
+            assert len(w.hub.seen) == before, w.hub.seen[before:]
 
 
 if __name__ == "__main__":
@@ -81,8 +170,10 @@ import atexit  # noqa: E402
 import json  # noqa: E402
 import shutil  # noqa: E402
 import struct  # noqa: E402
+import subprocess  # noqa: E402
 
 sys.path.insert(0, HERE)
+import hubemu  # noqa: E402
 import numpy as np  # noqa: E402
 import stfstest as T  # noqa: E402
 from fixtures import Nginx, env, make_ca, make_cert, world  # noqa: E402
@@ -550,6 +641,96 @@ def test_s3(d, mnt):
             check_mounts(kind, "s3://repos/%s/" % kind, src, mnt)
 
 
+# what the real client does against the Hub emulator, in a process of its
+# own (huggingface_hub reads HF_ENDPOINT and HF_HUB_OFFLINE at import)
+CLIENT = r"""
+import json, os, sys
+from huggingface_hub import HfApi, snapshot_download
+rid, half = sys.argv[1], json.loads(sys.argv[2])
+api = HfApi()
+tree = [(e.path, e.size, e.lfs.sha256 if e.lfs else None)
+        for e in api.list_repo_tree(rid, recursive=True)
+        if hasattr(e, "size")]
+info = api.model_info(rid)
+# a download broken off halfway: the client goes on with a Range
+if half:
+    from huggingface_hub import constants
+    blobs = os.path.join(constants.HF_HUB_CACHE,
+                         "models--" + rid.replace("/", "--"), "blobs")
+    os.makedirs(blobs, exist_ok=True)
+    with open(os.path.join(blobs, half[0] + ".incomplete"), "wb") as f:
+        f.write(bytes.fromhex(half[1]))
+path = snapshot_download(rid, max_workers=8)
+print(json.dumps({"tree": tree, "sha": info.sha, "path": path}))
+"""
+
+
+def test_hub_snapshot(d, mnt):
+    """huggingface_hub's snapshot_download, tree listing and resumed
+    download from the Hub emulator: what it fetched is %repo/ of
+    hf://ORG/NAME, path for path, byte for byte; the cache it wrote
+    mounts offline (not one request) and is the same again."""
+    cache = os.path.join(d, "hub-cache")
+    with world(os.path.join(d, "w")) as w:
+        for kind in ("lm", "st"):
+            rid = "org/" + kind
+            src = sources()[kind]
+            files = files_of(src)
+            sha = w.hub.push(w.hub.repo(rid), files)
+            big = max((p for p in files if p.endswith(".safetensors")),
+                      key=lambda p: len(files[p]))
+            cut = len(files[big]) // 2
+            half = [hashlib.sha256(files[big]).hexdigest(),
+                    files[big][:cut].hex()]
+            e = dict(os.environ, HF_HUB_CACHE=cache)
+            e.pop("HF_HUB_OFFLINE", None)
+            r = subprocess.run([sys.executable, "-c", CLIENT, rid,
+                                json.dumps(half)], env=e, timeout=120,
+                               capture_output=True, text=True)
+            assert r.returncode == 0, r.stderr[-2000:]
+            got = json.loads(r.stdout.splitlines()[-1])
+            assert got["sha"] == sha, (got["sha"], sha)
+            assert got["path"] == os.path.join(
+                cache, "models--org--" + kind, "snapshots", sha)
+            snap = tree(got["path"])
+            assert [x for x in snap if x[1] == "file"] == sorted(
+                (p, "file", len(b), hashlib.sha256(b).hexdigest())
+                for p, b in files.items()), kind
+            # the tree API took pages (two entries each), a cursor each
+            pages = w.hub.log.count(lambda x: x["path"].startswith(
+                "/api/models/%s/tree/" % rid) and "cursor=" in x["path"])
+            n = len(files) + len({os.path.dirname(p_) for p_ in files} -
+                                 {""})
+            assert pages == (n + hubemu.PAGE - 1) // hubemu.PAGE - 1, pages
+            # the download broken off went on from its byte cut
+            assert ("bytes=%d-" % cut) in w.nginx_log(), w.nginx_log()
+            p = T.mount_fg("hf://" + rid, mnt)
+            try:
+                repo = os.path.join(mnt, "%repo")
+                assert tree(repo) == snap, (kind, tree(repo), snap)
+                listing = sorted((p_, os.path.getsize(os.path.join(
+                    repo, p_)), l_) for p_, _, l_ in got["tree"])
+                assert listing == sorted(
+                    (p_, s_, hashlib.sha256(files[p_]).hexdigest()
+                     if l_ else None) for p_, s_, l_ in got["tree"])
+                assert sorted(p_ for p_, _, _ in got["tree"]) == \
+                    sorted(files), (got["tree"], sorted(files))
+            finally:
+                T.stop_fg(p, mnt)
+            # the cache, offline: no request, the same tree and models
+            before = len(w.hub.seen)
+            with env(HF_HUB_OFFLINE="1", HF_HUB_CACHE=cache):
+                check_mounts(kind, "hf://" + rid, src, mnt)
+                p = T.mount_fg("hf://" + rid, mnt, "-o", "repo")
+                try:
+                    assert [x for x in tree(mnt) if not x[0].startswith(
+                        "%tensors")] == snap
+                finally:
+                    T.stop_fg(p, mnt)
+            assert len(w.hub.seen) == before, w.hub.seen[before:]
+
+
 if __name__ == "__main__":
     sys.exit(T.run_tests([test_versions, test_local, test_changed_byte,
-                          test_https, test_hub, test_s3]))
+                          test_https, test_hub, test_hub_snapshot,
+                          test_s3]))
