@@ -12,7 +12,10 @@
 # for the llama.cpp loader test; transformers.js with onnxruntime-node from
 # tests/transformersjs/package-lock.json and python3-onnx, which writes its
 # model, for the %repo/ loader tests; squashfuse and squashfs-tools for the
-# benchmarks' squashfuse_ll baseline).  Quiet when everything is there.
+# benchmarks' squashfuse_ll baseline; the Python loaders of
+# tests/py-*/requirements.txt, hash-pinned, in a venv each on Debian's
+# python3 with python3-requests, -yaml and -packaging: docs/python.md).
+# Quiet when everything is there.
 set -euo pipefail
 base=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
       libjson-c-dev libcurl4-openssl-dev libssl-dev libexpat1-dev attr
