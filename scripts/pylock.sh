@@ -7,7 +7,10 @@
 # lock: pip resolves against them, and numpy and torch are held at
 # Debian's versions, so a package that would want newer ones fails here
 # rather than pull PyPI's.  Hashes are those of the wheels for this
-# machine (CPython 3.11, x86_64 Linux), which CI shares.
+# machine (CPython 3.11, x86_64 Linux), which CI shares.  A folder may
+# also have a requirements-nodeps.in: packages locked without their own
+# dependencies (one that asks for a torch newer than Debian's yet runs on
+# it); what they need is then named in requirements.in.
 set -euo pipefail
 d=${1:?usage: pylock.sh tests/py-NAME}
 [ -f "$d/requirements.in" ] || { echo "pylock: no $d/requirements.in" >&2; exit 2; }
@@ -25,9 +28,19 @@ PY
 "$tmp/venv/bin/pip" install --quiet --disable-pip-version-check --no-input \
 	--dry-run --only-binary :all: --report "$tmp/report.json" \
 	-c "$tmp/debian.txt" -r "$d/requirements.in"
-/usr/bin/python3 - "$tmp/report.json" "$d" >"$d/requirements.txt" <<'PY'
+if [ -f "$d/requirements-nodeps.in" ]; then
+	"$tmp/venv/bin/pip" install --quiet --disable-pip-version-check \
+		--no-input --dry-run --only-binary :all: --no-deps \
+		--ignore-installed --report "$tmp/nodeps.json" \
+		-r "$d/requirements-nodeps.in"
+else
+	echo '{"install": []}' >"$tmp/nodeps.json"
+fi
+/usr/bin/python3 - "$tmp/report.json" "$d" "$tmp/nodeps.json" \
+	>"$d/requirements.txt" <<'PY'
 import json, sys
 report = json.load(open(sys.argv[1]))
+report["install"] += json.load(open(sys.argv[3]))["install"]
 print(f"# Written by scripts/pylock.sh {sys.argv[2]} from requirements.in: "
       "do not edit.")
 for item in sorted(report["install"],
