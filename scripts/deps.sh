@@ -1,8 +1,8 @@
 #!/bin/bash
-# deps.sh [demo|test]: install (with apt-get) what stfs needs and is not
-# installed yet: for `demo`, what building stfs and running the demo need;
-# for `test` (the default), everything the full test suite uses as well
-# (Check, clang for the fuzzers, numpy, torch and R for the reading
+# deps.sh [demo|test|bench]: install (with apt-get) what stfs needs and is
+# not installed yet: for `demo`, what building stfs and running the demo
+# need; for `test` (the default), everything the full test suite uses as
+# well (Check, clang for the fuzzers, numpy, torch and R for the reading
 # examples, the packaging tools, nginx and openssl for the remote tests,
 # OpenStack Swift and memcached for the S3 tests, Node.js and the Hugging
 # Face JavaScript client from tests/hubjs/package-lock.json for the Hub
@@ -13,7 +13,10 @@
 # tests/transformersjs/package-lock.json and python3-onnx, which writes its
 # model, for the %repo/ loader tests; squashfuse and squashfs-tools for the
 # benchmarks' squashfuse_ll baseline; the Python clients from PyPI, one
-# virtualenv per tests/py-*/ folder from its hash-pinned requirements.txt;
+# virtualenv per tests/py-*/ folder from its hash-pinned requirements.txt,
+# on Debian's python3 with python3-requests, -yaml and -packaging:
+# docs/python.md; for `bench`, also tests/py-bench/ (the Run:ai Model
+# Streamer and boto3, for tests/bench/bench_runai.py);
 # runc, which runs the Kubernetes driver's image in its test; the Go
 # modules of the Kubernetes driver, csi/, pinned by csi/go.sum, into Go's
 # module cache with `go mod download`, so that its tests build offline: Go
@@ -27,11 +30,13 @@ base=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
 full=(check clang libclang-rt-14-dev python3-torch r-base-core debhelper
       dpkg-dev fakeroot rpm nginx swift swift-proxy swift-account
       swift-container swift-object memcached openssl ca-certificates
-      awscli squashfuse squashfs-tools python3-onnx python3-venv runc)
+      awscli squashfuse squashfs-tools python3-onnx python3-venv runc
+      python3-requests python3-yaml python3-packaging python3-dateutil
+      python3-jmespath python3-urllib3)
 case "${1:-test}" in
 demo) pkgs=("${base[@]}") ;;
-test) pkgs=("${base[@]}" "${full[@]}") ;;
-*) echo "usage: deps.sh [demo|test]" >&2; exit 2 ;;
+test|bench) pkgs=("${base[@]}" "${full[@]}") ;;
+*) echo "usage: deps.sh [demo|test|bench]" >&2; exit 2 ;;
 esac
 missing=()
 for p in "${pkgs[@]}"; do
@@ -39,12 +44,12 @@ for p in "${pkgs[@]}"; do
 		missing+=("$p")
 done
 # Node.js (the machine's, else Debian's) for the Hub client check
-if [ "${1:-test}" = test ] && ! command -v node >/dev/null; then
+if [ "${1:-test}" != demo ] && ! command -v node >/dev/null; then
 	missing+=(nodejs npm)
 fi
 hubjs() {   # the pinned JavaScript packages, from their lockfiles
 	local d m
-	[ "${1:-test}" = test ] || return 0
+	[ "${1:-test}" != demo ] || return 0
 	for m in hubjs/@huggingface/hub ggufjs/@huggingface/gguf \
 		llamajs/node-llama-cpp transformersjs/@huggingface/transformers \
 		s3js/@aws-sdk/client-s3; do
@@ -60,10 +65,12 @@ hubjs() {   # the pinned JavaScript packages, from their lockfiles
 }
 pyvenvs() {   # the pinned Python packages: one venv per tests/py-*/ folder
 	local req d want
-	[ "${1:-test}" = test ] || return 0
+	[ "${1:-test}" != demo ] || return 0
 	for req in "$(dirname "$0")"/../tests/py-*/requirements.txt; do
 		[ -f "$req" ] || continue
 		d=$(dirname "$req")
+		# the benchmarks' packages only when asked for (deps.sh bench)
+		[ "${d##*/}" != py-bench ] || [ "${1:-test}" = bench ] || continue
 		want=$(sha256sum <"$req")
 		[ "$(cat "$d/.venv/.installed" 2>/dev/null)" = "$want" ] && continue
 		echo "deps: Python packages of ${d##*/} (pip, hash-pinned)"
@@ -77,7 +84,7 @@ pyvenvs() {   # the pinned Python packages: one venv per tests/py-*/ folder
 }
 gomods() {   # csi/'s modules, pinned by csi/go.sum, for offline builds
 	local mod go want have
-	[ "${1:-test}" = test ] || return 0
+	[ "${1:-test}" != demo ] || return 0
 	mod="$(dirname "$0")/../csi"
 	go=$(command -v go || echo /usr/local/go/bin/go)
 	want=$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$mod/go.mod")

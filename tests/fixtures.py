@@ -6,8 +6,9 @@ hashing files, a generated file of large tensors (big_file), the files of a cach
 (cache_files), the check of
 one file of the real corpus mounted from any source (check_real_file), the
 Hub emulator behind nginx (world), a Hugging Face cache folder
-(fake_cache), and environment and refusal helpers.  Mounting and the test
-runner are in stfstest.py.  Standard library only.
+(fake_cache), a certificate authority and server certificates made with
+openssl (make_ca, make_cert), and environment and refusal helpers.
+Mounting and the test runner are in stfstest.py.  Standard library only.
 """
 import base64
 import contextlib
@@ -123,6 +124,33 @@ http {
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(timeout=10)
+
+
+def openssl(*args):
+    subprocess.run(["openssl"] + list(args), check=True,
+                   capture_output=True, timeout=60)
+
+
+def make_ca(d, name="stfs test CA"):
+    """A CA in d: (ca.pem, key)."""
+    ca, key = os.path.join(d, "ca.pem"), os.path.join(d, "ca.key")
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt",
+            "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", ca,
+            "-days", "2", "-subj", "/CN=" + name)
+    return ca, key
+
+
+def make_cert(d, ca, san="IP:127.0.0.1"):
+    """A server certificate for san signed by ca: (cert, key)."""
+    crt, key = os.path.join(d, "srv.pem"), os.path.join(d, "srv.key")
+    csr, ext = os.path.join(d, "srv.csr"), os.path.join(d, "ext")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=%s\n" % san)
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+            "-nodes", "-keyout", key, "-out", csr, "-subj", "/CN=stfs")
+    openssl("x509", "-req", "-in", csr, "-CA", ca[0], "-CAkey", ca[1],
+            "-CAcreateserial", "-out", crt, "-days", "2", "-extfile", ext)
+    return crt, key
 
 
 class Faulty(http.server.BaseHTTPRequestHandler):

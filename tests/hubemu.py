@@ -4,6 +4,8 @@ only), as the Hub answers (checked against the official JavaScript client,
 
 - GET /api/{models,datasets}/ORG/NAME/revision/REV: {"id", "sha",
   "siblings"}; REV a branch, a tag, refs/pr/N or a commit (URL-encoded);
+  GET /api/{models,datasets}/ORG/NAME: the same of main (huggingface_hub's
+  model_info);
 - GET /api/.../tree/REV[/PATH][?recursive=true]: a JSON array of
   {"type", "oid", "size", "path", "lfs"}, PAGE entries a page, the next
   page in a Link: <...>; rel="next" header (with a cursor);
@@ -402,8 +404,9 @@ class Hub:
                                "have access to it and be authenticated to "
                                "access it. Please log in." % repo.id,
                                with_body)
-        if api and rest[:1] == ["revision"]:
-            rev = "/".join(rest[1:])
+        if api and (rest[:1] == ["revision"] or not rest):
+            # the repo's own page is its default branch's revision
+            rev = "/".join(rest[1:]) if rest else "main"
             sha = self._sha(repo, rev)
             if not sha:
                 return self._error(h, 404, "RevisionNotFound",
@@ -438,7 +441,8 @@ class Hub:
                                "Invalid rev id: %s" % "/".join(rest[:1]),
                                with_body)
         q = urllib.parse.parse_qs(u.query)
-        recursive = q.get("recursive", ["false"])[0] == "true"
+        # "true", or "True" as huggingface_hub (requests) writes it
+        recursive = q.get("recursive", ["false"])[0].lower() in ("true", "1")
         key = (repo.id, sha, path, recursive)
         with self.lock:
             entries = self.trees.get(key)

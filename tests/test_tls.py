@@ -32,39 +32,12 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hubemu  # noqa: E402
 import stfstest as T  # noqa: E402
-from fixtures import (Nginx, big_file, check_real_file, read,  # noqa: E402
-                      signed)
+from fixtures import (Nginx, big_file, check_real_file, make_ca,  # noqa: E402
+                      make_cert, openssl, read, signed)
 
 EXPECTED = os.path.join(T.REAL, "expected.json")
 SAMPLES = ["fusebox-slashnames/model.safetensors",
            "jl-nonsharded/model.safetensors"]
-
-
-def openssl(*args):
-    subprocess.run(["openssl"] + list(args), check=True,
-                   capture_output=True, timeout=60)
-
-
-def make_ca(d, name="stfs test CA"):
-    """A CA in d: (ca.pem, key)."""
-    ca, key = os.path.join(d, "ca.pem"), os.path.join(d, "ca.key")
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt",
-            "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", ca,
-            "-days", "2", "-subj", "/CN=" + name)
-    return ca, key
-
-
-def make_cert(d, ca, san="IP:127.0.0.1"):
-    """A server certificate for san signed by ca: (cert, key)."""
-    crt, key = os.path.join(d, "srv.pem"), os.path.join(d, "srv.key")
-    csr, ext = os.path.join(d, "srv.csr"), os.path.join(d, "ext")
-    with open(ext, "w") as f:
-        f.write("subjectAltName=%s\n" % san)
-    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-            "-nodes", "-keyout", key, "-out", csr, "-subj", "/CN=stfs")
-    openssl("x509", "-req", "-in", csr, "-CA", ca[0], "-CAkey", ca[1],
-            "-CAcreateserial", "-out", crt, "-days", "2", "-extfile", ext)
-    return crt, key
 
 
 # variables that would change what these tests see
