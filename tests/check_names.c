@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include <check.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -292,6 +293,11 @@ START_TEST(t_quote)
 	ck_assert_str_eq(stfs_quote("\xc0\xaf\xed\xa0\x80\xe2\x81\xa6\xd8\x9c",
 				    10, big, sizeof(big)),
 			 "\\xc0\\xaf\\xed\\xa0\\x80\\u2066\\u061c");
+	/* a server's own words: controls of every kind made spaces, bytes
+	 * of no sequence '?', text kept */
+	snprintf(big, sizeof(big), "a\x1b[2J\xc2\x9b" "b\xe2\x80\xae" "c\xff\xc3\xa9\x07");
+	stfs_text_clean(big);
+	ck_assert_str_eq(big, "a [2J b c?\xc3\xa9 ");
 	/* cut before a sequence, never inside: */
 	stfs_quote("0123456789\xe2\x80\xae", 13, out, 16);
 	ck_assert_str_eq(out, "0123456789...");

@@ -9,7 +9,10 @@ exit hook, even when a test fails.
 
 Lister is a small standard-library S3 "bucket" that lists forever, the
 fault Swift will not make: every ListObjectsV2 page is truncated, with the
-same continuation token (loop=True) or a new one each time.
+same continuation token (loop=True) or a new one each time.  Bucket is a
+small standard-library bucket of fixed objects whose GET can answer with
+other bytes and another ETag than its listing gave, ignoring If-Match
+(a fault of some servers and proxies).
 
 Objects are put with Swift's own API (tempauth tokens), so the data a test
 starts from does not depend on stfs's signer.

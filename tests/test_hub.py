@@ -306,6 +306,42 @@ def test_api_redirects(d, mnt):
             other.stop()
 
 
+def test_error_text(d, mnt):
+    """A server's own reason for an error (the Hub's X-Error-Message, a
+    JSON {"error": ...}) reaches the output as one plain line: C1 and
+    bidirectional controls and bytes of no UTF-8 sequence never raw."""
+    import rawhttp
+    said = []
+
+    def answer(method, path, headers):
+        if not said:
+            said.append(path)
+            return "404 Not Found", ["X-Error-Code: RepoNotFound",
+                                     "X-Error-Message: gone\x9b[2J for "
+                                     "good"], b""
+        said.append(path)
+        body = json.dumps({"error": "gone\u009b[2J\u202egnp.exe for "
+                           "good"}).encode()
+        return "404 Not Found", ["Content-Type: application/json",
+                                 "Content-Length: %d" % len(body)], body
+    srv = rawhttp.RawServer(answer)
+    try:
+        with env(HF_ENDPOINT="http://127.0.0.1:%d" % srv.port,
+                 HF_TOKEN=None, HF_HUB_OFFLINE=None,
+                 HF_HOME=os.path.join(d, "hf")):
+            for _ in range(2):
+                r = subprocess.run([T.STFS, "inspect", "hf://org/x"],
+                                   capture_output=True)
+                assert r.returncode == 1, r
+                err = r.stderr
+                for raw in (b"\x9b", b"\x1b", b"\x07",
+                            "\u009b".encode(), "\u202e".encode()):
+                    assert raw not in err, (raw, err)
+                assert b"gone" in err and b"for good" in err, err
+    finally:
+        srv.stop()
+
+
 def test_hf_cache(d, mnt):
     """The Hugging Face cache: offline with no server, and online with
     the files read from disk, not fetched."""
@@ -502,6 +538,7 @@ def run():
         test_folders,
         test_token,
         test_api_redirects,
+        test_error_text,
         test_hf_cache,
         test_offline_own_cache,
         test_content_keys,

@@ -126,15 +126,17 @@ static void rev(const char *doc, size_t len)
 	free(r);
 }
 
+static void check_plain(const char *s, size_t n);
+
 /* A name as a server gives it, quoted for a terminal: well-formed
  * UTF-8 with no C0 or C1 control, no bidirectional control and no DEL,
  * within the room given; and its key for twins (unorm.c): made, its own
  * key (NFD and lower case are idempotent), well-formed UTF-8 when the
- * name is. */
+ * name is; and stfs_text_clean() of it (text.c, a server's reason for
+ * an error), plain as the quoted name is. */
 static void quote(const char *doc, size_t len)
 {
 	char out[96], *k, *k2;
-	const unsigned char *u = (const unsigned char *)out;
 	size_t n;
 
 	if (!(k = stfs_name_key(doc, len)))
@@ -151,6 +153,22 @@ static void quote(const char *doc, size_t len)
 	n = strlen(out);
 	if (n >= sizeof(out) || !stfs_utf8_valid(out, n, NULL))
 		abort();
+	check_plain(out, n);
+	/* a server's own words, cleaned in place: the same guarantees */
+	if ((k = strndup(doc, len))) {
+		stfs_text_clean(k);
+		if (!stfs_utf8_valid(k, strlen(k), NULL))
+			abort();
+		check_plain(k, strlen(k));
+		free(k);
+	}
+}
+
+/* No C0 or C1 control, no bidirectional control and no DEL in s. */
+static void check_plain(const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+
 	for (size_t i = 0; i < n; i++) {
 		if (u[i] < 0x20 || u[i] == 0x7f ||
 		    (u[i] == 0xc2 && u[i + 1] >= 0x80 && u[i + 1] <= 0x9f) ||

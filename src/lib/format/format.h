@@ -234,6 +234,11 @@ void stfs_parallel_for(size_t n, unsigned width,
  * the names of cache files (source/cache.c). */
 uint64_t stfs_hash64(const char *s, size_t len);
 
+/* A server's own words (an error's reason) made safe to print, in place
+ * (text.c): C0 controls, DEL, C1 and bidirectional controls become ' ',
+ * bytes of no UTF-8 sequence '?'; the rest is kept as it is. */
+void stfs_text_clean(char *s);
+
 /* The key two names of a folder clash by (unorm.c): name (len bytes) in
  * its canonical decomposition (NFD: canonically equivalent names, NFC
  * "caf\xc3\xa9" and NFD "cafe\xcc\x81", have one key), ASCII letters in

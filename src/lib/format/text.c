@@ -1,6 +1,7 @@
 /*
  * text.c: turning untrusted bytes into safe text, for error messages and
  * listings: quoting of names (no control byte ever reaches a terminal),
+ * a server's own words made one plain line (stfs_text_clean),
  * shape formatting, and the error-filling helper the parser uses; and two
  * helpers over byte strings for the layers above: an order (names sorted
  * as bytes) and a 64-bit FNV-1a hash (shortened long file names in the
@@ -90,6 +91,31 @@ char *stfs_quote(const char *s, size_t len, char *out, size_t outsz)
 	}
 	out[o] = '\0';
 	return out;
+}
+
+void stfs_text_clean(char *s)
+{
+	unsigned char *u = (unsigned char *)s;
+	size_t n = strlen(s), o = 0;
+
+	for (size_t i = 0; i < n;) {
+		uint32_t cp = 0;
+		size_t take = u[i] < 0x80 ? 1 : utf8_at(u + i, n - i, &cp);
+
+		if (!take) {
+			u[o++] = '?';   /* a byte of no UTF-8 sequence */
+			i++;
+		} else if (u[i] < 0x20 || u[i] == 0x7f ||
+			   (u[i] >= 0x80 && cp_hidden(cp))) {
+			u[o++] = ' ';
+			i += take;
+		} else {
+			memmove(u + o, u + i, take);
+			o += take;
+			i += take;
+		}
+	}
+	u[o] = '\0';
 }
 
 size_t stfs_shape_str(const struct stfs_tensor *t, char *out, size_t outsz)

@@ -252,20 +252,16 @@ static void why(const struct xfer *x, char *out, size_t outsz)
 	out[0] = '\0';
 	if (x->r.error_message[0]) {
 		snprintf(out, outsz, "%s", x->r.error_message);
-		return;
-	}
-	if (stfs_s3_error_parse(x->why, x->why_len, out, outsz) == 0)
-		return;
-	if ((j = json_tokener_parse(x->why))) {
+	} else if (stfs_s3_error_parse(x->why, x->why_len, out, outsz) &&
+		   (j = json_tokener_parse(x->why))) {
 		if (json_object_is_type(j, json_type_object) &&
 		    json_object_object_get_ex(j, "error", &e) &&
 		    json_object_is_type(e, json_type_string))
 			snprintf(out, outsz, "%s", json_object_get_string(e));
 		json_object_put(j);
 	}
-	for (char *p = out; *p; p++)
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			*p = ' ';
+	/* one plain line: no control of any kind reaches a terminal */
+	stfs_text_clean(out);
 }
 
 /* The CA certificates that TLS peers are verified against: the source's

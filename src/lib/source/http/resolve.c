@@ -456,10 +456,15 @@ static int rate_limited(struct stfs_object *o, const struct stfs_request *q,
 	}
 	pthread_mutex_unlock(&rv->mu);
 	if (first) {
+		char said[sizeof(r->ratelimit)];
+
+		/* (the server's header, made plain text) */
+		snprintf(said, sizeof(said), "%s", r->ratelimit[0] ?
+			 r->ratelimit : "none");
+		stfs_text_clean(said);
 		snprintf(line, sizeof(line), "stfs: %s: rate-limited (HTTP "
 			 "429, RateLimit: %s, Retry-After: %u): waiting %u s, "
-			 "at most %u times (%u s) for a read", o->url,
-			 r->ratelimit[0] ? r->ratelimit : "none",
+			 "at most %u times (%u s) for a read", o->url, said,
 			 r->retry_after_s, s, retries, retries * s);
 		stfs_remote_log(o->r, line);
 	}

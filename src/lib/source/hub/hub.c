@@ -349,7 +349,6 @@ static int on_file(void *arg, const char *path, const char *etag,
 	const char *name = path, *slash;
 
 	l->entries++;
-
 	if (sl) {
 		if (strncmp(path, h->subdir, sl) != 0 || path[sl] != '/')
 			return 0;
@@ -421,9 +420,7 @@ static int list_online(struct hf *h, struct stfs_auth *auth, int recursive,
 	while (url && !rc) {
 		struct stfs_http_resp r;
 		char *body, q[256];
-		size_t len;
-
-		size_t before = l.entries;
+		size_t len, before = l.entries;
 
 		if ((rc = stfs_pages_add(&seen, url, tmo))) {
 			rc = stfs_pages_fail(&seen, rc, "the Hub's file list",
