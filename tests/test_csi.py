@@ -370,6 +370,19 @@ def test_hub_token(d):
             assert r["code"] == "OK", r
             assert node.unpublish("pod-a")["code"] == "OK"
             assert node.unpublish("pod-b", "v2")["code"] == "OK"
+            end = time.time() + 10
+            while node.daemons() and time.time() < end:
+                time.sleep(0.05)
+            # the Hub cannot be reached: a source that needs credentials is
+            # refused, whatever the node cache holds of it
+            w.hub.stop()
+            for tok in (hubemu.TOKEN, "hf_other"):
+                r = node.publish("pod-c", {"source": src,
+                                           "options": "retries=0"},
+                                 {"HF_TOKEN": tok}, vid="v3")
+                assert r["code"] == "Internal" and \
+                    "Couldn't connect" in r["message"], r
+                assert not node.daemons()
         assert "Bearer " + hubemu.TOKEN in [a for s, a in w.hub.seen]
 
 
