@@ -28,7 +28,9 @@ a shared mount, as kubelet's is.
   no process's argv, no file and no log, only in the daemon's environment;
 - s3:// (Swift) with AWS keys from the secret, the same; a wrong key and
   a user without access are refused with S3's reasons;
-- a restart of the plugin: the daemons adopted, recovered, shared.
+- a restart of the plugin: the daemons adopted, recovered, shared;
+- two sources on one node: one cache, each pod its own files; the
+  readiness check (stfs prefetch --wait on the volume).
 """
 import hashlib
 import json
@@ -386,6 +388,49 @@ def test_hub_token(d):
         assert "Bearer " + hubemu.TOKEN in [a for s, a in w.hub.seen]
 
 
+def test_two_sources_one_cache(d):
+    """Two sources on one node: two daemons, one cache directory; each
+    pod reads its own source's files and sees none of the other's; an
+    init container's `stfs prefetch --wait` through the volume returns
+    once the node cache holds the model."""
+    os.chmod(os.path.dirname(d), 0o711)     # the daemons (nobody) get in
+    with World(d) as w:
+        files = {}
+        for name in ("org/a", "org/b"):
+            files[name] = {"model.safetensors": T.write_st(
+                os.path.join(d, name.replace("/", "-")),
+                [("w", "U8", [4096], os.urandom(4096))]),
+                "config.json": json.dumps({"name": name}).encode()}
+            with open(files[name]["model.safetensors"], "rb") as f:
+                files[name]["model.safetensors"] = f.read()
+        srcs = {name: "hf://%s@%s" % (name, w.hub.push(w.hub.repo(name), fl))
+                for name, fl in files.items()}
+        with Node(os.path.join(d, "node"),
+                  env={"HF_ENDPOINT": w.hub.url}) as node:
+            for pod, name in (("pod-a", "org/a"), ("pod-b", "org/b")):
+                r = node.publish(pod, {"source": srcs[name]}, vid=pod)
+                assert r["code"] == "OK", r
+            assert len(node.daemons()) == 2
+            for pod, name in (("pod-a", "org/a"), ("pod-b", "org/b")):
+                want = {"%repo/" + n: hashlib.sha256(b).hexdigest()
+                        for n, b in files[name].items()}
+                assert pod_read(node.target(pod), list(want)) == want
+                assert sorted(os.listdir(os.path.join(
+                    node.target(pod), "%repo"))) == sorted(files[name])
+            # the readiness check of examples/inline-vllm.yaml, in a pod
+            r = subprocess.run(["unshare", "-m", "--propagation", "slave",
+                                T.STFS, "prefetch", "--wait", "-q",
+                                node.target("pod-a")],
+                               capture_output=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+            # one cache for both: an object directory per source's file
+            objs = os.listdir(os.path.join(node.cache, "v1"))
+            assert len(objs) >= 2, objs
+            assert os.stat(node.cache).st_uid == NOBODY
+            for pod in ("pod-a", "pod-b"):
+                assert node.unpublish(pod, pod)["code"] == "OK"
+
+
 def test_s3_keys(d):
     """s3:// (OpenStack Swift, which checks every signature) with the
     AWS keys from the secret: the pod reads the prefix's files; a wrong
@@ -426,7 +471,8 @@ def run():
     try:
         return T.run_tests([test_sanity, test_publish_two_pods,
                             test_recovery, test_plugin_restart, test_grace,
-                            test_refusals, test_hub_token, test_s3_keys])
+                            test_refusals, test_hub_token,
+                            test_two_sources_one_cache, test_s3_keys])
     finally:
         s3server.stop_shared()
 
