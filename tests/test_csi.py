@@ -38,6 +38,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -427,7 +428,22 @@ def test_two_sources_one_cache(d):
             objs = os.listdir(os.path.join(node.cache, "v1"))
             assert len(objs) >= 2, objs
             assert os.stat(node.cache).st_uid == NOBODY
-            for pod in ("pod-a", "pod-b"):
+            # a source slow to open (the Hub answers 429, wait 2 s) holds
+            # up no other pod's publish of a live source
+            sha = w.hub.push(w.hub.repo("org/slow"), files["org/a"])
+            w.hub.storm = 2
+            slow = {}
+            th = threading.Thread(target=lambda: slow.update(node.publish(
+                "pod-s", {"source": "hf://org/slow@" + sha}, vid="pod-s")))
+            th.start()
+            time.sleep(0.5)
+            r = node.publish("pod-c", {"source": srcs["org/a"]}, vid="pod-a")
+            assert r["code"] == "OK" and r["seconds"] < 1, r
+            assert th.is_alive(), slow
+            w.hub.storm = None
+            th.join(60)
+            assert slow["code"] == "OK", slow
+            for pod in ("pod-a", "pod-b", "pod-c", "pod-s"):
                 assert node.unpublish(pod, pod)["code"] == "OK"
 
 

@@ -41,7 +41,6 @@ type Driver struct {
 	csi.UnimplementedIdentityServer
 	csi.UnimplementedNodeServer
 	cfg     Config
-	pubMu   sync.Mutex // one publish or unpublish at a time
 	mu      sync.Mutex // the maps
 	daemons map[string]*daemon
 	targets map[string]published

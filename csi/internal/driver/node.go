@@ -71,8 +71,9 @@ func (drv *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVo
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	key := v.Key()
-	drv.pubMu.Lock()
-	defer drv.pubMu.Unlock()
+	// kubelet runs one operation at a time per volume and target; a
+	// slow start of one source holds only its own daemon's lock, never
+	// another pod's publish
 	drv.mu.Lock()
 	p, ok := drv.targets[target]
 	drv.mu.Unlock()
@@ -157,8 +158,6 @@ func (drv *Driver) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpubli
 		return nil, status.Error(codes.InvalidArgument, "target_path is missing")
 	}
 	target := filepath.Clean(req.GetTargetPath())
-	drv.pubMu.Lock()
-	defer drv.pubMu.Unlock()
 	drv.mu.Lock()
 	p, ok := drv.targets[target]
 	var d *daemon
