@@ -440,10 +440,29 @@ def test_two_sources_one_cache(d):
             r = node.publish("pod-c", {"source": srcs["org/a"]}, vid="pod-a")
             assert r["code"] == "OK" and r["seconds"] < 1, r
             assert th.is_alive(), slow
+            # a deadline (kubelet's) before the source has opened: the
+            # daemon goes on opening, and the next try finds it
+            sha = w.hub.push(w.hub.repo("org/slow2"), files["org/b"])
+            r = node.call("NodePublishVolume", {
+                "volumeId": "pod-t", "targetPath": node.target("pod-t"),
+                "volumeCapability": {"accessMode": {
+                    "mode": "MULTI_NODE_READER_ONLY"}, "mount": {}},
+                "volumeContext": {"source": "hf://org/slow2@" + sha}},
+                timeout=1)
+            assert r["code"] == "DeadlineExceeded", r
+            started = sorted(node.daemons())
             w.hub.storm = None
             th.join(60)
             assert slow["code"] == "OK", slow
-            for pod in ("pod-a", "pod-b", "pod-c", "pod-s"):
+            r = node.publish("pod-t", {"source": "hf://org/slow2@" + sha},
+                             vid="pod-t")
+            assert r["code"] == "OK", r
+            assert sorted(node.daemons()) == started, (started,
+                                                       node.daemons())
+            want = {"%repo/" + n: hashlib.sha256(b).hexdigest()
+                    for n, b in files["org/b"].items()}
+            assert pod_read(node.target("pod-t"), list(want)) == want
+            for pod in ("pod-a", "pod-b", "pod-c", "pod-s", "pod-t"):
                 assert node.unpublish(pod, pod)["code"] == "OK"
 
 
