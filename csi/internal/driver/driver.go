@@ -32,7 +32,7 @@ type Config struct {
 	DaemonGID     int           //
 	Grace         time.Duration // a daemon with no target lives so long
 	CheckInterval time.Duration // how often mounts are checked
-	StartTimeout  time.Duration // a recovery's start waits so long
+	StartTimeout  time.Duration // a daemon may take so long to open its source
 	ReadaheadKB   int           // of each mount, unless readahead= says
 }
 
