@@ -1,6 +1,6 @@
 module stfs/csi
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/container-storage-interface/spec v1.13.0

@@ -23,11 +23,27 @@ GO = shutil.which("go") or "/usr/local/go/bin/go"
 _bins = {}
 
 
+def _go_caches():
+    """Go's build and module caches as the environment names them when
+    this is imported (a test's fixture may point XDG_CACHE_HOME elsewhere
+    later, which would give Go an empty build cache)."""
+    try:
+        r = subprocess.run([GO, "env", "GOCACHE", "GOMODCACHE"],
+                           capture_output=True, text=True, timeout=60)
+        cache, mods = r.stdout.split()
+        return {"GOCACHE": cache, "GOMODCACHE": mods}
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return {}
+
+
+GO_CACHES = _go_caches()
+
+
 def go_env():
     """go, offline: every module from the cache that deps.sh filled."""
     e = dict(os.environ)
     e.update(GOFLAGS="-mod=readonly", GOPROXY="off", GOTOOLCHAIN="local",
-             CGO_ENABLED="0")
+             CGO_ENABLED="0", **GO_CACHES)
     return e
 
 

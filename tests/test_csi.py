@@ -28,7 +28,9 @@ a shared mount, as kubelet's is.
   no process's argv, no file and no log, only in the daemon's environment;
 - s3:// (Swift) with AWS keys from the secret, the same; a wrong key and
   a user without access are refused with S3's reasons;
-- a restart of the plugin: the daemons adopted, recovered, shared.
+- a restart of the plugin: the daemons adopted, recovered, shared;
+- two sources on one node: one cache, each pod its own files; the
+  readiness check (stfs prefetch --wait on the volume).
 """
 import hashlib
 import json
@@ -36,6 +38,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -370,7 +373,97 @@ def test_hub_token(d):
             assert r["code"] == "OK", r
             assert node.unpublish("pod-a")["code"] == "OK"
             assert node.unpublish("pod-b", "v2")["code"] == "OK"
+            end = time.time() + 10
+            while node.daemons() and time.time() < end:
+                time.sleep(0.05)
+            # the Hub cannot be reached: a source that needs credentials is
+            # refused, whatever the node cache holds of it
+            w.hub.stop()
+            for tok in (hubemu.TOKEN, "hf_other"):
+                r = node.publish("pod-c", {"source": src,
+                                           "options": "retries=0"},
+                                 {"HF_TOKEN": tok}, vid="v3")
+                assert r["code"] == "Internal" and \
+                    "Couldn't connect" in r["message"], r
+                assert not node.daemons()
         assert "Bearer " + hubemu.TOKEN in [a for s, a in w.hub.seen]
+
+
+def test_two_sources_one_cache(d):
+    """Two sources on one node: two daemons, one cache directory; each
+    pod reads its own source's files and sees none of the other's; an
+    init container's `stfs prefetch --wait` through the volume returns
+    once the node cache holds the model."""
+    os.chmod(os.path.dirname(d), 0o711)     # the daemons (nobody) get in
+    with World(d) as w:
+        files = {}
+        for name in ("org/a", "org/b"):
+            files[name] = {"model.safetensors": T.write_st(
+                os.path.join(d, name.replace("/", "-")),
+                [("w", "U8", [4096], os.urandom(4096))]),
+                "config.json": json.dumps({"name": name}).encode()}
+            with open(files[name]["model.safetensors"], "rb") as f:
+                files[name]["model.safetensors"] = f.read()
+        srcs = {name: "hf://%s@%s" % (name, w.hub.push(w.hub.repo(name), fl))
+                for name, fl in files.items()}
+        with Node(os.path.join(d, "node"),
+                  env={"HF_ENDPOINT": w.hub.url}) as node:
+            for pod, name in (("pod-a", "org/a"), ("pod-b", "org/b")):
+                r = node.publish(pod, {"source": srcs[name]}, vid=pod)
+                assert r["code"] == "OK", r
+            assert len(node.daemons()) == 2
+            for pod, name in (("pod-a", "org/a"), ("pod-b", "org/b")):
+                want = {"%repo/" + n: hashlib.sha256(b).hexdigest()
+                        for n, b in files[name].items()}
+                assert pod_read(node.target(pod), list(want)) == want
+                assert sorted(os.listdir(os.path.join(
+                    node.target(pod), "%repo"))) == sorted(files[name])
+            # the readiness check of examples/inline-vllm.yaml, in a pod
+            r = subprocess.run(["unshare", "-m", "--propagation", "slave",
+                                T.STFS, "prefetch", "--wait", "-q",
+                                node.target("pod-a")],
+                               capture_output=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+            # one cache for both: an object directory per source's file
+            objs = os.listdir(os.path.join(node.cache, "v1"))
+            assert len(objs) >= 2, objs
+            assert os.stat(node.cache).st_uid == NOBODY
+            # a source slow to open (the Hub answers 429, wait 2 s) holds
+            # up no other pod's publish of a live source
+            sha = w.hub.push(w.hub.repo("org/slow"), files["org/a"])
+            w.hub.storm = 2
+            slow = {}
+            th = threading.Thread(target=lambda: slow.update(node.publish(
+                "pod-s", {"source": "hf://org/slow@" + sha}, vid="pod-s")))
+            th.start()
+            time.sleep(0.5)
+            r = node.publish("pod-c", {"source": srcs["org/a"]}, vid="pod-a")
+            assert r["code"] == "OK" and r["seconds"] < 1, r
+            assert th.is_alive(), slow
+            # a deadline (kubelet's) before the source has opened: the
+            # daemon goes on opening, and the next try finds it
+            sha = w.hub.push(w.hub.repo("org/slow2"), files["org/b"])
+            r = node.call("NodePublishVolume", {
+                "volumeId": "pod-t", "targetPath": node.target("pod-t"),
+                "volumeCapability": {"accessMode": {
+                    "mode": "MULTI_NODE_READER_ONLY"}, "mount": {}},
+                "volumeContext": {"source": "hf://org/slow2@" + sha}},
+                timeout=1)
+            assert r["code"] == "DeadlineExceeded", r
+            started = sorted(node.daemons())
+            w.hub.storm = None
+            th.join(60)
+            assert slow["code"] == "OK", slow
+            r = node.publish("pod-t", {"source": "hf://org/slow2@" + sha},
+                             vid="pod-t")
+            assert r["code"] == "OK", r
+            assert sorted(node.daemons()) == started, (started,
+                                                       node.daemons())
+            want = {"%repo/" + n: hashlib.sha256(b).hexdigest()
+                    for n, b in files["org/b"].items()}
+            assert pod_read(node.target("pod-t"), list(want)) == want
+            for pod in ("pod-a", "pod-b", "pod-c", "pod-s", "pod-t"):
+                assert node.unpublish(pod, pod)["code"] == "OK"
 
 
 def test_s3_keys(d):
@@ -413,7 +506,8 @@ def run():
     try:
         return T.run_tests([test_sanity, test_publish_two_pods,
                             test_recovery, test_plugin_restart, test_grace,
-                            test_refusals, test_hub_token, test_s3_keys])
+                            test_refusals, test_hub_token,
+                            test_two_sources_one_cache, test_s3_keys])
     finally:
         s3server.stop_shared()
 

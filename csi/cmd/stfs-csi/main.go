@@ -75,7 +75,7 @@ func main() {
 	flag.StringVar(&user, "daemon-user", "65534:65534", "UID:GID the daemons run as (owner of the cache and the mounts' files)")
 	flag.DurationVar(&cfg.Grace, "grace", 5*time.Minute, "how long a daemon with no pod left stays mounted")
 	flag.DurationVar(&cfg.CheckInterval, "check-interval", 2*time.Second, "how often each mount is checked for a dead daemon")
-	flag.DurationVar(&cfg.StartTimeout, "start-timeout", 5*time.Minute, "how long a recovery waits for a daemon to serve")
+	flag.DurationVar(&cfg.StartTimeout, "start-timeout", 5*time.Minute, "how long a daemon may take to open its source")
 	flag.IntVar(&cfg.ReadaheadKB, "readahead-kb", 4096, "readahead of each mount in KiB (a volume's readahead= overrides)")
 	flag.Parse()
 	if *showVersion {

@@ -60,3 +60,30 @@ func TestKey(t *testing.T) {
 		t.Error(a.Key())
 	}
 }
+
+// FuzzParseVolume: any attributes and secrets give a volume or an error,
+// never a panic, and no error names a secret's value.  `go test -fuzz
+// FuzzParseVolume ./internal/driver` fuzzes; go test runs the seeds.
+func FuzzParseVolume(f *testing.F) {
+	f.Add("hf://org/m@0123456789abcdef0123456789abcdef01234567", "repo,files=*.json", "false", "HF_TOKEN", "hf_secret_value")
+	f.Add("/m", "readahead=99999999,include=\x01", "maybe", "AWS_SECRET_ACCESS_KEY", "s3cr3t\n")
+	f.Add("-o", ",,=,", "", "X", "v")
+	f.Fuzz(func(t *testing.T, src, opts, branch, key, val string) {
+		v, err := ParseVolume(map[string]string{"source": src, "options": opts, "allowBranch": branch},
+			map[string]string{key: val})
+		if err != nil {
+			if len(val) >= 4 && strings.Contains(err.Error(), val) && !strings.Contains(src+opts+branch+key, val) {
+				t.Fatalf("the error shows the secret: %v", err)
+			}
+			return
+		}
+		if v.Source != src || len(v.Key()) != 20 {
+			t.Fatalf("%+v", v)
+		}
+		for _, o := range v.Options {
+			if strings.ContainsAny(o, ",\x00\n") {
+				t.Fatalf("option %q", o)
+			}
+		}
+	})
+}

@@ -34,12 +34,15 @@ type daemon struct {
 	mu      sync.Mutex // all below; never taken while holding Driver.mu
 	removed bool       // stopped and out of the map: look it up again
 	live    bool
-	gen     int             // counts starts; an old watcher's news is stale
-	conn    *net.UnixConn   // to the launcher, for this start
-	pid     int             // the stfs process
-	targets map[string]bool // where it is bound
-	grace   *time.Timer
-	retry   *time.Timer
+	gen     int // counts starts; an old watcher's news is stale
+	// a start under way: closed when it has ended (live, or startErr)
+	starting chan struct{}
+	startErr error
+	conn     *net.UnixConn   // to the launcher, for this start
+	pid      int             // the stfs process
+	targets  map[string]bool // where it is bound
+	grace    *time.Timer
+	retry    *time.Timer
 }
 
 // errStarting: the daemon did not come up; the message says why (stfs's
@@ -70,8 +73,11 @@ func (drv *Driver) Daemons() int {
 }
 
 // start mounts d.dir and has the launcher start stfs on it; with d.mu
-// held.  Returns once the daemon answers on the mount.
-func (drv *Driver) start(ctx context.Context, d *daemon) error {
+// held.  The wait for the daemon to serve goes on without the lock (the
+// source may take long to open): d.starting is closed when it ends, with
+// d.live set, or d.startErr.  A caller's deadline does not stop it: the
+// next publish finds it under way, or done.
+func (drv *Driver) start(d *daemon) error {
 	if err := os.MkdirAll(d.dir, 0o755); err != nil {
 		return err
 	}
@@ -114,13 +120,22 @@ func (drv *Driver) start(ctx context.Context, d *daemon) error {
 	}
 	d.gen++
 	d.conn, d.pid = conn, ev.Pid
-	gen := d.gen
+	d.starting, d.startErr = make(chan struct{}), nil
 	exited := make(chan launch.Event, 1)
-	go drv.watch(d, gen, conn, exited)
-	wctx, cancel := context.WithCancel(ctx)
+	go drv.watch(d, d.gen, conn, exited)
+	go drv.waitReady(d, d.gen, d.starting, exited)
+	return nil
+}
+
+// waitReady waits for the daemon of start gen to serve (or to exit, or
+// for --start-timeout), then finishes its start: live, the readahead set
+// and the targets bound; or unmounted, with the reason.
+func (drv *Driver) waitReady(d *daemon, gen int, done chan struct{}, exited chan launch.Event) {
+	ctx, cancel := context.WithTimeout(context.Background(), drv.cfg.StartTimeout)
 	defer cancel()
 	ready := make(chan error, 1)
-	go func() { ready <- statWait(wctx, d.dir) }()
+	go func() { ready <- statWait(ctx, d.dir) }()
+	var err error
 	select {
 	case err = <-ready:
 		if err != nil { // stfs's own words, when it says why
@@ -138,9 +153,27 @@ func (drv *Driver) start(ctx context.Context, d *daemon) error {
 			err = &errStarting{fmt.Sprintf("stfs exited (%d)", ev.Status)}
 		}
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	defer close(done)
+	if d.starting == done {
+		d.starting = nil
+	}
+	if d.removed || d.gen != gen {
+		return
+	}
 	if err != nil {
 		d.gen++ // the watcher's news is now stale
-		return fail(err)
+		d.startErr = err
+		d.conn.Close()
+		unmountAll(d.dir)
+		log.Printf("stfs-csi: %s: %s did not start: %v", d.key, d.vol.Source, err)
+		if len(d.targets) == 0 {
+			drv.stopLocked(d)
+		} else {
+			drv.retryLater(d)
+		}
+		return
 	}
 	d.live = true
 	if err := writeMeta(d); err != nil {
@@ -153,8 +186,17 @@ func (drv *Driver) start(ctx context.Context, d *daemon) error {
 	if err := setReadahead(d.dir, ra); err != nil {
 		log.Printf("stfs-csi: %s: readahead %d KiB: %v", d.key, ra, err)
 	}
+	for t := range d.targets { // a recovery's
+		if err := bindReadOnly(d.dir, t); err != nil {
+			log.Printf("stfs-csi: %s: %v", d.key, err)
+		}
+	}
 	log.Printf("stfs-csi: %s: daemon pid %d serves %s on %s", d.key, d.pid, d.vol.Source, d.dir)
-	return nil
+	if len(d.targets) == 0 {
+		// its publisher may have given up (a deadline): the grace time
+		// runs until one binds it
+		drv.releaseLocked(d, "")
+	}
 }
 
 // watch follows the launcher's connection of one start; its end (the
@@ -206,26 +248,29 @@ func (drv *Driver) recover(d *daemon, gen int, why string) {
 	drv.restartLocked(d)
 }
 
-// restartLocked starts d and binds its targets; on failure it tries again
-// later.  With d.mu held.
+// restartLocked starts d again (waitReady binds its targets); on failure
+// it tries again later.  With d.mu held.
 func (drv *Driver) restartLocked(d *daemon) {
 	if d.needsSecrets {
 		log.Printf("stfs-csi: %s: its credentials went with the plugin's restart: mounted again at its next publish", d.key)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), drv.cfg.StartTimeout)
-	err := drv.start(ctx, d)
-	cancel()
-	if err == nil {
-		for t := range d.targets {
-			if err := bindReadOnly(d.dir, t); err != nil {
-				log.Printf("stfs-csi: %s: %v", d.key, err)
-			}
-		}
+	if d.starting != nil {
 		return
 	}
-	log.Printf("stfs-csi: %s: mounting again failed: %v; trying again in %v", d.key, err, drv.cfg.CheckInterval)
+	if err := drv.start(d); err != nil {
+		log.Printf("stfs-csi: %s: mounting again failed: %v", d.key, err)
+		drv.retryLater(d)
+	}
+}
+
+// retryLater tries a recovery again after the check interval.  With d.mu
+// held.
+func (drv *Driver) retryLater(d *daemon) {
 	gen := d.gen
+	if d.retry != nil {
+		d.retry.Stop()
+	}
 	d.retry = time.AfterFunc(drv.cfg.CheckInterval, func() {
 		d.mu.Lock()
 		defer d.mu.Unlock()

@@ -32,7 +32,7 @@ type Config struct {
 	DaemonGID     int           //
 	Grace         time.Duration // a daemon with no target lives so long
 	CheckInterval time.Duration // how often mounts are checked
-	StartTimeout  time.Duration // a recovery's start waits so long
+	StartTimeout  time.Duration // a daemon may take so long to open its source
 	ReadaheadKB   int           // of each mount, unless readahead= says
 }
 
@@ -41,7 +41,6 @@ type Driver struct {
 	csi.UnimplementedIdentityServer
 	csi.UnimplementedNodeServer
 	cfg     Config
-	pubMu   sync.Mutex // one publish or unpublish at a time
 	mu      sync.Mutex // the maps
 	daemons map[string]*daemon
 	targets map[string]published

@@ -71,8 +71,9 @@ func (drv *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVo
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	key := v.Key()
-	drv.pubMu.Lock()
-	defer drv.pubMu.Unlock()
+	// kubelet runs one operation at a time per volume and target; a
+	// slow start of one source holds only its own daemon's lock, never
+	// another pod's publish
 	drv.mu.Lock()
 	p, ok := drv.targets[target]
 	drv.mu.Unlock()
@@ -107,23 +108,44 @@ func (drv *Driver) publishLocked(ctx context.Context, d *daemon, target string, 
 		d.grace.Stop()
 		d.grace = nil
 	}
-	if !d.live {
-		if err := drv.start(ctx, d); err != nil {
-			if len(d.targets) == 0 {
-				drv.stopLocked(d)
+	for !d.live {
+		if d.starting == nil {
+			if err := drv.start(d); err != nil {
+				if len(d.targets) == 0 {
+					drv.stopLocked(d)
+				}
+				return status.Errorf(codes.Internal, "%s: %v", d.vol.Source, err)
 			}
+		}
+		// the source opens without the lock held; a deadline leaves it
+		// opening for the next try
+		done := d.starting
+		d.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+		d.mu.Lock()
+		select {
+		case <-done:
+		default:
+			return status.Errorf(codes.DeadlineExceeded, "%s is still opening: try again", d.vol.Source)
+		}
+		if d.removed || (!d.live && d.starting == nil) {
 			var es *errStarting
+			err := d.startErr
+			if err == nil {
+				err = errGone
+			}
 			if errors.As(err, &es) {
 				return status.Errorf(codes.Internal, "stfs could not serve %s: %s", d.vol.Source, es.msg)
 			}
-			if ctx.Err() != nil {
-				return status.Errorf(codes.DeadlineExceeded, "%s: %v", d.vol.Source, err)
-			}
 			return status.Errorf(codes.Internal, "%s: %v", d.vol.Source, err)
 		}
-		for t := range d.targets { // after a failed recovery
-			bindReadOnly(d.dir, t)
-		}
+	}
+	if d.grace != nil { // armed when the start ended with no target
+		d.grace.Stop()
+		d.grace = nil
 	}
 	if d.targets[target] {
 		if ok, _ := isMountPoint(target); ok {
@@ -157,8 +179,6 @@ func (drv *Driver) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpubli
 		return nil, status.Error(codes.InvalidArgument, "target_path is missing")
 	}
 	target := filepath.Clean(req.GetTargetPath())
-	drv.pubMu.Lock()
-	defer drv.pubMu.Unlock()
 	drv.mu.Lock()
 	p, ok := drv.targets[target]
 	var d *daemon
