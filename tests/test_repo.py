@@ -22,6 +22,10 @@
   sha256 at its end: the bytes served by a tampered server make the read
   that ends the file EIO (logged with both digests), and every later
   open; a part read of it, or an untampered file, reads as ever;
+- two repos listing the same sha256s, one serving tampered bytes, with
+  one cache= in both orders: the good repo's tensor and %repo/ reads are
+  its own bytes, the bad one's whole reads EIO (blocks are shared by
+  content within one repo on one endpoint, never across them);
 - S3's checksums (the tests' server gives them with its s3extras
   middleware): a small file checked against the answer's full-object
   x-amz-checksum-sha256 or -crc64nvme, else its MD5 ETag; SSE-KMS and
