@@ -8,6 +8,9 @@
  *   v1/<hash of the URL>/<hash of ETag and size>/head
  * A version is named by the ETag (or Last-Modified) and the size seen at
  * open, so a changed object is never served from an old version's blocks.
+ * The "URL" is a Hub file's content key (http.c), within its repo.  Each
+ * hash is the first 64 bits of SHA-256, so that a URL or a repo name
+ * cannot be chosen to share another's directory.
  * A block is written to a temporary name, flushed (fdatasync) and renamed,
  * so it is either complete or absent, even after a crash, kill -9 or a
  * power loss.  A block file (and the head) starts with a header that
