@@ -22,6 +22,10 @@
   sha256 at its end: the bytes served by a tampered server make the read
   that ends the file EIO (logged with both digests), and every later
   open; a part read of it, or an untampered file, reads as ever;
+- two repos listing the same sha256s, one serving tampered bytes, with
+  one cache= in both orders: the good repo's tensor and %repo/ reads are
+  its own bytes, the bad one's whole reads EIO (blocks are shared by
+  content within one repo on one endpoint, never across them);
 - S3's checksums (the tests' server gives them with its s3extras
   middleware): a small file checked against the answer's full-object
   x-amz-checksum-sha256 or -crc64nvme, else its MD5 ETag; SSE-KMS and
@@ -45,6 +49,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -445,6 +450,94 @@ def test_hub_lfs_whole(d, mnt):
         assert "onnx/model.onnx_data" in log and want in log, log
 
 
+def read_whole(path):
+    """(bytes read, errno or None) of path read to its end."""
+    got, err = [], None
+    with open(path, "rb", buffering=0) as f:
+        try:
+            while True:
+                b = f.read(1 << 20)
+                if not b:
+                    break
+                got.append(b)
+        except OSError as e:
+            err = e.errno
+    return b"".join(got), err
+
+
+def test_hub_shared_sha256(d, mnt):
+    """Two repos list the same sha256s, one serving tampered bytes past
+    their first 64 KiB (so from the blocks, not the open's head); with
+    one cache= for every mount, in both orders (and the first mounted
+    again last): the good repo's tensor and %repo/ reads are the good
+    bytes, the bad one's tensor read is what its server sends and its
+    whole reads EIO: a file's blocks are shared within a repo, never
+    across repos.  The same repo through another origin of the endpoint
+    (localhost for 127.0.0.1) fetches its bytes again."""
+    rng = np.random.default_rng(11)
+    w_ = rng.integers(0, 256, 2 << 20, dtype=np.uint8).tobytes()
+    st = open(T.write_st(os.path.join(d, "m.safetensors"),
+                         [("x.w", "U8", [len(w_)], w_)]), "rb").read()
+    onnx = rng.integers(0, 256, 2 << 20, dtype=np.uint8).tobytes()
+    files = {"config.json": b'{"hidden_size": 8}\n',
+             "model.safetensors": st, "onnx/model.onnx_data": onnx}
+    at = 1 << 20                        # in a tensor's bytes, in block 0
+
+    def tamper(b):
+        return b[:at] + b"tampered" + b[at + 8:]
+    bad_st = tamper(st)
+    bad_w = bad_st[len(st) - len(w_):]
+    assert bad_w != w_
+    with world(d) as w:
+        hub_repo(w, "org/good", files)
+        sha_ = hub_repo(w, "org/bad", files)
+        for f in ("model.safetensors", "onnx/model.onnx_data"):
+            with open(os.path.join(w.files, "org/bad", sha_, f), "r+b") as o:
+                o.seek(at)
+                o.write(b"tampered")
+        for n, order in enumerate((("good", "bad", "good"),
+                                   ("bad", "good", "bad"))):
+            cache = os.path.join(d, "cache%d" % n)
+            for rid in order:
+                p = T.mount_fg("hf://org/" + rid, mnt, "-o", "cache=" + cache)
+                try:
+                    t = os.path.join(mnt, "x/w")
+                    st_p = os.path.join(mnt, "%repo/model.safetensors")
+                    on_p = os.path.join(mnt, "%repo/onnx/model.onnx_data")
+                    with open(t, "rb") as f:
+                        got = f.read()
+                    if rid == "good":
+                        assert got == w_, (order, rid)
+                        assert read_whole(st_p) == (st, None), (order, rid)
+                        assert read_whole(on_p) == (onnx, None), (order, rid)
+                    else:
+                        assert got == bad_w, (order, rid)
+                        for path, good in ((st_p, st), (on_p, onnx)):
+                            b, err = read_whole(path)
+                            assert err == 5 and len(b) < len(good), \
+                                (order, rid, path, err, len(b))
+                            assert b == tamper(good)[:len(b)]
+                finally:
+                    T.stop_fg(p, mnt)
+        # another origin of the same endpoint: another trust domain
+        cache = os.path.join(d, "cache0")
+        before = len(w.nginx_log().splitlines())
+        w.hub.page = 100        # (its Link names 127.0.0.1: one page)
+        with env(HF_ENDPOINT=w.hub.url.replace("127.0.0.1", "localhost")):
+            p = T.mount_fg("hf://org/good", mnt, "-o", "cache=" + cache)
+            try:
+                assert read_whole(os.path.join(
+                    mnt, "%repo/onnx/model.onnx_data")) == (onnx, None)
+            finally:
+                T.stop_fg(p, mnt)
+        asked = 0
+        for line in w.nginx_log().splitlines()[before:]:
+            m = re.search(r"/model\.onnx_data \d+ bytes=(\d+)-(\d+)", line)
+            if m:
+                asked += int(m.group(2)) - int(m.group(1)) + 1
+        # (the same origin asks 64 KiB, the open's)
+        assert asked >= len(onnx) - (64 << 10), asked
+
 def test_hub_faults(d, mnt):
     """A small file whose bytes do not match: EIO, logged; a weight
     whose listed size lies: EIO; hostile names left out."""
@@ -803,6 +896,7 @@ if __name__ == "__main__":
                           test_hostile_local,
                           test_swapped_for_link,
                           test_hub_layouts, test_blksize, test_hub_lfs_whole,
+                          test_hub_shared_sha256,
                           test_hub_faults, test_hub_hostile_oids,
                           test_hub_offline,
                           test_s3_layouts, test_s3_checksums,

@@ -15,7 +15,10 @@ tokens.  And nginx as an unsigned, public "bucket".
   a wrong secret, an unknown key id (Swift calls both
   SignatureDoesNotMatch), no such key, no such bucket, a user
   without access; after mount: an object replaced (If-Match: 412) or
-  deleted gives EIO and a log line, never bytes of two versions.
+  deleted gives EIO and a log line, never bytes of two versions;
+- the cache: an object's blocks are kept under its endpoint, bucket, key,
+  ETag and size; the same bytes under another key, bucket or endpoint
+  are fetched again (bytes counted at a proxy).
 """
 import hashlib
 import json
@@ -247,24 +250,27 @@ def test_public_unsigned(d, mnt):
 
 class CountingProxy:
     """A TCP proxy to 127.0.0.1:port that counts the connections made
-    through it (.n)."""
+    through it (.n) and the bytes it brings back (.down)."""
 
     def __init__(self, port):
         import socket
         import threading
         self.port_up, self.n, self.socket = port, 0, socket
+        self.down = 0
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(64)
         self.url = "http://127.0.0.1:%d" % self.sock.getsockname()[1]
         threading.Thread(target=self._serve, daemon=True).start()
 
-    def _pipe(self, a, b):
+    def _pipe(self, a, b, down=False):
         try:
             while True:
                 x = a.recv(65536)
                 if not x:
                     break
+                if down:
+                    self.down += len(x)
                 b.sendall(x)
         except OSError:
             pass
@@ -286,11 +292,50 @@ class CountingProxy:
             u = self.socket.create_connection(("127.0.0.1", self.port_up))
             threading.Thread(target=self._pipe, args=(c, u),
                              daemon=True).start()
-            threading.Thread(target=self._pipe, args=(u, c),
+            threading.Thread(target=self._pipe, args=(u, c, True),
                              daemon=True).start()
 
     def stop(self):
         self.sock.close()
+
+
+def test_keys_per_object(d, mnt):
+    """An object's blocks are kept under its endpoint, bucket, key, ETag
+    and size, never its ETag alone: the same bytes (the same ETag) under
+    another key, in another bucket, or through another endpoint, mounted
+    with one cache=, are fetched again; the same object again is not."""
+    import urllib.parse
+    MiB = 1 << 20
+    t = [("x.w", "U8", [4 * MiB], os.urandom(4 * MiB))]
+    with open(T.write_st(os.path.join(d, "m.safetensors"), t), "rb") as f:
+        data = f.read()
+    cache = os.path.join(d, "keys-cache")
+    with creds(d) as sw:
+        for b, k in (("models", "ka/"), ("models", "kb/"), ("other", "ka/")):
+            sw.put(b, k + "model.safetensors", data)
+        port = urllib.parse.urlsplit(sw.endpoint).port
+        p1, p2 = CountingProxy(port), CountingProxy(port)
+        try:
+            def fetched(proxy, src):
+                before = proxy.down
+                with env(AWS_ENDPOINT_URL=proxy.url):
+                    p = T.mount_fg(src, mnt, "-o", "cache=" + cache)
+                    try:
+                        assert read(os.path.join(mnt, "x/w")) == t[0][3]
+                    finally:
+                        T.stop_fg(p, mnt)
+                return proxy.down - before
+            assert fetched(p1, "s3://models/ka/") >= len(data) - 65536
+            again = fetched(p1, "s3://models/ka/")
+            assert again < MiB, again           # its open, the listing
+            for proxy, src in ((p1, "s3://models/kb/"),
+                               (p1, "s3://other/ka/"),
+                               (p2, "s3://models/ka/")):
+                n = fetched(proxy, src)
+                assert n >= len(data) - 65536, (src, n)
+        finally:
+            p1.stop()
+            p2.stop()
 
 
 def test_offline_own_cache(d, mnt):
@@ -374,6 +419,7 @@ def run():
             test_changed_after_mount,
             test_public_unsigned,
             test_offline_own_cache,
+            test_keys_per_object,
         ])
     finally:
         s3server.stop_shared()

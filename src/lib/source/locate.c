@@ -373,6 +373,7 @@ void stfs_location_free(struct stfs_location *loc)
 	stfs_auth_unref(loc->auth);
 	free(loc->local_base);
 	free(loc->repo);
+	free(loc->domain);
 	free(loc->revision);
 	free(loc->arg);
 	free(loc->canonical);
@@ -449,7 +450,8 @@ int stfs_location_open(const struct stfs_location *loc, const char *name,
 	if (loc->kind == STFS_LOC_FILE && strcmp(name, loc->name) == 0 &&
 	    !loc->remote)
 		return loc->http ? stfs_source_open_http(loc->net, loc->arg,
-							 loc->auth, out, err) :
+							 loc->auth, NULL, out,
+							 err) :
 		       stfs_source_open_file(loc->arg, out, err);
 	if (loc->local_base && ((rc = open_local(loc, name, out, err)) !=
 				-ENOENT || loc->offline))
@@ -461,8 +463,8 @@ int stfs_location_open(const struct stfs_location *loc, const char *name,
 			return stfs_nomem(err);
 		}
 		curl_free(esc);
-		rc = stfs_source_open_http(loc->net, path, loc->auth, out,
-					   err);
+		rc = stfs_source_open_http(loc->net, path, loc->auth,
+					   loc->domain, out, err);
 		free(path);
 		if (!rc)
 			set_origin(loc, name, *out);

@@ -76,10 +76,12 @@ unsigned stfs_remote_list_timeout_ms(const struct stfs_remote *r);
 /* A byte source for the object at url, of r: fetches its first block,
  * which gives its size and version (ETag, Last-Modified): 0, or -errno
  * with err saying why (HTTP status, connection error, a server that
- * ignores ranges). */
+ * ignores ranges).  domain: a Hub file's trust domain ("ORIGIN REPO",
+ * hub.c), within which its blocks are keyed by the content its answer
+ * names; NULL (any other URL): keyed by url and version. */
 int stfs_source_open_http(struct stfs_remote *r, const char *url,
-			  struct stfs_auth *auth, struct stfs_source **out,
-			  struct stfs_error *err);
+			  struct stfs_auth *auth, const char *domain,
+			  struct stfs_source **out, struct stfs_error *err);
 /* GET url whole (an API call, a listing or a small file, 200 expected)
  * with auth (or NULL), flags (STFS_REQ_*) and, if etag is strong, If-Match
  * on it, with the same timeouts and retries as reads: 0 with *body (NUL

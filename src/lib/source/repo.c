@@ -309,7 +309,8 @@ int stfs_location_open_path(const struct stfs_location *loc,
 			return -ENOMEM;
 		}
 		free(esc);
-		rc = stfs_source_open_http(loc->net, full, loc->auth, out, err);
+		rc = stfs_source_open_http(loc->net, full, loc->auth,
+					   loc->domain, out, err);
 		free(full);
 		return rc;
 	}

@@ -204,6 +204,8 @@ struct stfs_location {
 	int offline;        /* hf: HF_HUB_OFFLINE or -o offline: files not
 			     * in local_base are errors, never fetched */
 	char *repo, *revision;      /* hf: the repo and its resolved commit */
+	char *domain;       /* hf: its trust domain, "ORIGIN REPO": a file's
+			     * blocks are shared by content within it */
 	char **etag_names, **etags; /* the service's ETag of each file */
 	size_t netags;
 	struct stfs_remote *net;    /* the remote layer its sources use */

@@ -8,6 +8,9 @@
  *   v1/<hash of the URL>/<hash of ETag and size>/head
  * A version is named by the ETag (or Last-Modified) and the size seen at
  * open, so a changed object is never served from an old version's blocks.
+ * The "URL" is a Hub file's content key (http.c), within its repo.  Each
+ * hash is the first 64 bits of SHA-256, so that a URL or a repo name
+ * cannot be chosen to share another's directory.
  * A block is written to a temporary name, flushed (fdatasync) and renamed,
  * so it is either complete or absent, even after a crash, kill -9 or a
  * power loss.  A block file (and the head) starts with a header that
@@ -46,6 +49,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <openssl/evp.h>
 
 #include "format.h"
 #include "remote.h"
@@ -118,24 +122,43 @@ int stfs_cache_ready(struct stfs_cache *c, struct stfs_error *err)
 	return 0;
 }
 
-static uint64_t hash2(const char *a, const char *b, uint64_t n)
+/* The 64-bit name of a, or of a, b and n (b not NULL) into *id: the first
+ * 8 bytes of their SHA-256, so that no one can choose a URL (a repo's
+ * name, a content key) whose directory is another's, as one could with a
+ * hash that is not cryptographic: 0, or -ENOMEM. */
+static int id64(const char *a, const char *b, uint64_t n, uint64_t *id)
 {
+	unsigned char d[EVP_MAX_MD_SIZE];
 	char num[24];
-	uint64_t h = stfs_hash64(a, strlen(a));
+	EVP_MD_CTX *x = EVP_MD_CTX_new();
+	int ok;
 
 	snprintf(num, sizeof(num), "%" PRIu64, n);
-	h ^= stfs_hash64(b, strlen(b)) * 0x9e3779b97f4a7c15ULL;
-	return h ^ stfs_hash64(num, strlen(num)) * 0xc2b2ae3d27d4eb4fULL;
+	ok = x && EVP_DigestInit_ex(x, EVP_sha256(), NULL) &&
+	     EVP_DigestUpdate(x, a, strlen(a) + 1) &&
+	     (!b || (EVP_DigestUpdate(x, b, strlen(b) + 1) &&
+		     EVP_DigestUpdate(x, num, strlen(num)))) &&
+	     EVP_DigestFinal_ex(x, d, NULL);
+	EVP_MD_CTX_free(x);
+	if (!ok)
+		return -ENOMEM;
+	*id = 0;
+	for (int i = 0; i < 8; i++)
+		*id = *id << 8 | d[i];
+	return 0;
 }
 
 /* The name of url's version and size, blocks of another size than the
  * default kept apart (a block of the wrong size would be a miss anyway:
  * its length is checked). */
-static uint64_t version_id(const struct stfs_cache *c, const char *url,
-			   const char *version, uint64_t size)
+static int version_id(const struct stfs_cache *c, const char *url,
+		      const char *version, uint64_t size, uint64_t *id)
 {
-	return hash2(url, version, size) ^ (c->block == 4u << 20 ?
-		0 : (uint64_t)c->block * UINT64_C(0x9e3779b97f4a7c15));
+	int rc = id64(url, version, size, id);
+
+	*id ^= c->block == 4u << 20 ? 0 :
+	       (uint64_t)c->block * UINT64_C(0x9e3779b97f4a7c15);
+	return rc;
 }
 
 /* ---- objects -------------------------------------------------------------- */
@@ -145,6 +168,7 @@ int stfs_cache_object(struct stfs_cache *c, const char *url,
 		      struct stfs_cache_obj *o, struct stfs_error *err)
 {
 	char text[512], why[512], id[17];
+	uint64_t uid, vid;
 	int rc, n, d, up;
 
 	memset(o, 0, sizeof(*o));
@@ -153,9 +177,10 @@ int stfs_cache_object(struct stfs_cache *c, const char *url,
 	for (const char *v = version; *v; v++)
 		if ((unsigned char)*v < 0x20 || *v == 0x7f)
 			return -EINVAL; /* meta holds it on one line */
+	if (id64(url, NULL, 0, &uid) || version_id(c, url, version, size, &vid))
+		return -ENOMEM;
 	snprintf(o->dir, sizeof(o->dir), "v1/%016" PRIx64 "/%016" PRIx64,
-		 stfs_hash64(url, strlen(url)),
-		 version_id(c, url, version, size));
+		 uid, vid);
 	o->size = size;
 	o->key = stfs_hash64(o->dir, strlen(o->dir));
 	if ((d = cache_dir(c, o->dir, 1, why, sizeof(why))) < 0) {
@@ -229,13 +254,13 @@ int stfs_cache_latest(struct stfs_cache *c, const char *url,
 		      struct stfs_cache_obj *o, char *version, size_t vsz)
 {
 	char rel[48], id[32], text[512], why[512];
+	uint64_t uid;
 	int d;
 
 	memset(o, 0, sizeof(*o));
-	if (!c)
+	if (!c || id64(url, NULL, 0, &uid))
 		return -ENOENT;
-	snprintf(rel, sizeof(rel), "v1/%016" PRIx64,
-		 stfs_hash64(url, strlen(url)));
+	snprintf(rel, sizeof(rel), "v1/%016" PRIx64, uid);
 	if ((d = cache_dir(c, rel, 0, why, sizeof(why))) < 0)
 		return -ENOENT;
 	if (read_small(d, "latest", id, sizeof(id)) != 16 ||
@@ -254,8 +279,9 @@ int stfs_cache_latest(struct stfs_cache *c, const char *url,
 	}
 	close(d);
 	/* the directory is the hash of what meta says, or it is not ours */
-	snprintf(text, sizeof(text), "%016" PRIx64,
-		 version_id(c, url, version, o->size));
+	if (version_id(c, url, version, o->size, &uid))
+		return -ENOENT;
+	snprintf(text, sizeof(text), "%016" PRIx64, uid);
 	if (strcmp(text, id) != 0)
 		return -ENOENT;
 	o->key = stfs_hash64(o->dir, strlen(o->dir));
@@ -544,11 +570,16 @@ static void unreserve(struct stfs_cache *c, size_t len, int rc, int now)
 /* ---- answers kept for offline mounts -------------------------------------- */
 
 /* The directory of url's answer (v1/<hash of URL>) into dir, and the key
- * its header names. */
-static uint64_t doc_dir(const char *url, char *dir, size_t dirsz)
+ * its header names (into *key): 0, or -ENOMEM. */
+static int doc_dir(const char *url, char *dir, size_t dirsz, uint64_t *key)
 {
-	snprintf(dir, dirsz, "v1/%016" PRIx64, stfs_hash64(url, strlen(url)));
-	return stfs_hash64(dir, strlen(dir)) ^ UINT64_C(0xd0c0d0c0d0c0d0c0);
+	uint64_t uid;
+
+	if (id64(url, NULL, 0, &uid))
+		return -ENOMEM;
+	snprintf(dir, dirsz, "v1/%016" PRIx64, uid);
+	*key = stfs_hash64(dir, strlen(dir)) ^ UINT64_C(0xd0c0d0c0d0c0d0c0);
+	return 0;
 }
 
 int stfs_cache_put_doc(struct stfs_cache *c, const char *url,
@@ -562,7 +593,8 @@ int stfs_cache_put_doc(struct stfs_cache *c, const char *url,
 
 	if (!c || c->offline)
 		return -ENOENT;
-	key = doc_dir(url, dir, sizeof(dir));
+	if (doc_dir(url, dir, sizeof(dir), &key))
+		return -ENOMEM;
 	if ((d = cache_dir(c, dir, 1, why, sizeof(why))) < 0)
 		return d;
 	stfs_blockfile_header(key, STFS_CACHE_DOC, buf, len, hdr);
@@ -584,9 +616,8 @@ int stfs_cache_get_doc(struct stfs_cache *c, const char *url, char **buf,
 
 	*buf = NULL;
 	*len = 0;
-	if (!c)
+	if (!c || doc_dir(url, dir, sizeof(dir), &key))
 		return -ENOENT;
-	key = doc_dir(url, dir, sizeof(dir));
 	if ((d = cache_dir(c, dir, 0, dwhy, sizeof(dwhy))) < 0)
 		return -ENOENT;
 	fd = stfs_cachedir_open_file(d, "doc", UINT64_MAX);

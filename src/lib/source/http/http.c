@@ -38,6 +38,7 @@ struct http_src {
 	struct stfs_source base;
 	struct stfs_object obj;     /* what the block engine reads */
 	char *url;
+	char *domain;               /* a Hub file's trust domain, or NULL */
 	struct stfs_auth *auth;     /* its credentials, or NULL */
 	struct stfs_resolver rv;    /* where its redirect points */
 	char etag[256];
@@ -133,6 +134,7 @@ static void http_close(struct stfs_source *src)
 	stfs_auth_unref(s->auth);
 	free(s->head);
 	free(s->url);
+	free(s->domain);
 	free(s->base.name);
 	free(s);
 }
@@ -201,29 +203,40 @@ static char *alias_of(const char *url)
 	return asprintf(&a, "stfs-alias %s", url) < 0 ? NULL : a;
 }
 
-/* The content key of s from the answer r at open (into key, "" if none):
- * the Hub names a file's content (an answer with X-Repo-Commit, itself or
- * its redirect's): an LFS file by the sha256 of its bytes (X-Linked-Etag),
- * a small one by its git blob id (its ETag), so its blocks are the same
- * whatever commit or repo holds it. */
+/* The content key of s from the answer r at open (*key, malloc'd; NULL if
+ * none) and its version (into ver): the Hub names a file's content (an
+ * answer with X-Repo-Commit, itself or its redirect's): an LFS file by the
+ * sha256 of its bytes (X-Linked-Etag), a small one by its git blob id (its
+ * ETag), so its blocks are the same whatever commit holds it.  The key
+ * names the trust domain too (the endpoint's origin and the repo, which
+ * hub.c gave): a tensor read is never checked against the sha256 (only a
+ * whole read is, verify.c), so another repo or endpoint that names the
+ * same content, and serves other bytes, must never share its blocks.  A
+ * source with no domain (not a Hub file) has no content key. */
 static void content_key(const struct http_src *s,
-			const struct stfs_http_resp *r, char *key,
-			size_t keysz)
+			const struct stfs_http_resp *r, char **key,
+			char *ver, size_t versz)
 {
 	const char *e = s->rv.linked_etag[0] ? s->rv.linked_etag :
 			r->linked_etag[0] ? r->linked_etag : r->etag;
 	size_t n;
 
-	key[0] = '\0';
-	if (!s->rv.commit[0] && !r->commit[0])
+	*key = NULL;
+	ver[0] = '\0';
+	if (!s->domain || (!s->rv.commit[0] && !r->commit[0]))
 		return;
 	if (*e == '"')
 		e++;
 	n = strspn(e, "0123456789abcdef");
-	if ((n == 64 || n == 40) && (e[n] == '\0' || (e[n] == '"' &&
-						       !e[n + 1])))
-		snprintf(key, keysz, "content:%s:%.*s", n == 64 ? "sha256" :
-			 "git-blob", (int)n, e);
+	if ((n != 64 && n != 40) ||
+	    (e[n] != '\0' && (e[n] != '"' || e[n + 1])))
+		return;
+	snprintf(ver, versz, "%s:%.*s", n == 64 ? "sha256" : "git-blob",
+		 (int)n, e);
+	if (asprintf(key, "content:%s %s", s->domain, ver) < 0) {
+		*key = NULL;
+		ver[0] = '\0';
+	}
 }
 
 /* Open s from the cache alone: its latest version's size and head (its
@@ -238,11 +251,8 @@ static int open_cached(struct http_src *s, struct stfs_error *err)
 	if (c && alias && !stfs_cache_get_doc(c, alias, &text, &n, why,
 					      sizeof(why)) &&
 	    (nl = strchr(text, '\n')) && strlen(nl + 1) < sizeof(s->version)) {
-		char key[300];
-
 		*nl = '\0';
-		snprintf(key, sizeof(key), "%s", text);
-		if (!(rc = stfs_cache_latest(c, key, &s->obj.cobj, s->version,
+		if (!(rc = stfs_cache_latest(c, text, &s->obj.cobj, s->version,
 					     sizeof(s->version))))
 			snprintf(s->version, sizeof(s->version), "%s", nl + 1);
 	}
@@ -330,19 +340,19 @@ static int open_remote(struct http_src *s, struct stfs_error *err)
 			rc = 0;
 		}
 	} else if (!rc && !(rc = take_version(s, &resp, err))) {
-		char key[300], *alias, *text;
+		char *key, ver[80], *alias, *text;
 
 		s->obj.size = resp.total;
-		content_key(s, &resp, key, sizeof(key));
-		/* keyed by content: its blocks under the key (the version is
-		 * the key too, whatever ETag the server's copy has), and an
-		 * alias for offline opens of this URL */
-		rc = !key[0] || !s->version[0] ?
+		content_key(s, &resp, &key, ver, sizeof(ver));
+		/* keyed by content: its blocks under the key (versioned by the
+		 * content, whatever ETag the server's copy has), and an alias
+		 * for offline opens of this URL */
+		rc = !key || !s->version[0] ?
 		     stfs_cache_object(c, s->url, s->version, resp.total,
 				       &s->obj.cobj, err) :
-		     stfs_cache_object(c, key, key, resp.total, &s->obj.cobj,
+		     stfs_cache_object(c, key, ver, resp.total, &s->obj.cobj,
 				       err);
-		if (!rc && key[0] && s->version[0] &&
+		if (!rc && key && s->version[0] &&
 		    (alias = alias_of(s->url))) {
 			if (asprintf(&text, "%s\n%s", key, s->version) >= 0) {
 				(void)stfs_cache_put_doc(c, alias, text,
@@ -351,6 +361,7 @@ static int open_remote(struct http_src *s, struct stfs_error *err)
 			}
 			free(alias);
 		}
+		free(key);
 		if (rc && rc != -EPERM && s->version[0])
 			stfs_writeback_failed(r, 0, rc);        /* held */
 		if (rc == 0)
@@ -363,15 +374,17 @@ static int open_remote(struct http_src *s, struct stfs_error *err)
 
 /* A source of r for url, not open yet: NULL when out of memory. */
 static struct http_src *http_new(struct stfs_remote *r, const char *url,
-				 struct stfs_auth *auth)
+				 struct stfs_auth *auth, const char *domain)
 {
 	struct http_src *s = calloc(1, sizeof(*s));
 
 	if (!s || !(s->url = strdup(url)) || !(s->base.name = strdup(url)) ||
-	    !(s->head = malloc(STFS_HTTP_FIRST))) {
+	    !(s->head = malloc(STFS_HTTP_FIRST)) ||
+	    (domain && !(s->domain = strdup(domain)))) {
 		if (s) {
 			free(s->url);
 			free(s->base.name);
+			free(s->head);
 		}
 		free(s);
 		return NULL;
@@ -392,14 +405,14 @@ static struct http_src *http_new(struct stfs_remote *r, const char *url,
 }
 
 int stfs_source_open_http(struct stfs_remote *r, const char *url,
-			  struct stfs_auth *auth, struct stfs_source **out,
-			  struct stfs_error *err)
+			  struct stfs_auth *auth, const char *domain,
+			  struct stfs_source **out, struct stfs_error *err)
 {
 	struct http_src *s;
 	int rc;
 
 	*out = NULL;
-	if (!(s = http_new(r, url, auth)))
+	if (!(s = http_new(r, url, auth, domain)))
 		return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET,
 				 "out of memory");
 	/* the cache, made and checked when a remote source first opens

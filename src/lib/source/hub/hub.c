@@ -483,6 +483,32 @@ static int no_weights(struct hf *h, struct stfs_error *err)
 			 "(hf://%s/%s): %s", h->repo, first, dirs);
 }
 
+/* The trust domain of h's files, within which a file's blocks are shared
+ * by content (http.c): the endpoint's origin (scheme://host:port, in lower
+ * case) and the repo id ([datasets/]ORG/NAME), "ORIGIN REPO"; a new
+ * string, or NULL. */
+static char *domain_of(const struct hf *h)
+{
+	CURLU *u = curl_url();
+	char *scheme = NULL, *host = NULL, *port = NULL, *d = NULL;
+
+	if (u && curl_url_set(u, CURLUPART_URL, h->endpoint, 0) == CURLUE_OK &&
+	    curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+	    curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) ==
+	    CURLUE_OK &&
+	    asprintf(&d, "%s://%s:%s %s%s", scheme, host, port,
+		     h->dataset ? "datasets/" : "", h->repo) < 0)
+		d = NULL;
+	for (char *c = d; c && *c != ' '; c++)
+		*c = (char)tolower((unsigned char)*c);
+	curl_free(scheme);
+	curl_free(host);
+	curl_free(port);
+	curl_url_cleanup(u);
+	return d;
+}
+
 /* The Hub's endpoint (HF_ENDPOINT, else the Hub's own) and the repo's
  * folder in the Hugging Face cache, into h: 0 or -errno. */
 static int endpoint_of(struct hf *h, struct stfs_error *err)
@@ -591,6 +617,10 @@ int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 	if (stat(snap, &st) == 0 && S_ISDIR(st.st_mode)) {
 		loc->local_base = snap;
 		snap = NULL;
+	}
+	if (!(loc->domain = domain_of(&h))) {
+		rc = stfs_nomem(err);
+		goto out;
 	}
 	loc->repo = h.repo;
 	h.repo = NULL;
