@@ -27,6 +27,10 @@ checksums and server-side encryption's ETags.
   ENABLED and no Range (S3 returns an object's checksum for the whole
   object only), computed over the real bytes of the answer.  HEAD is
   passed through as s3api answers it.
+- A request line in absolute form (GET http://HOST:PORT/BUCKET/KEY, as
+  the AWS CRT client in the Run:ai Model Streamer sends it) is taken as
+  its path, as HTTP/1.1 servers and AWS take it; Swift's own parser
+  would answer 500.
 """
 import base64
 import hashlib
@@ -127,6 +131,10 @@ class S3Extras:
         self.app = app
 
     def __call__(self, env, start_response):
+        for k in ("PATH_INFO", "RAW_PATH_INFO"):
+            m = re.match(r"https?://[^/]+(/.*)\Z", env.get(k, ""), re.S)
+            if m:
+                env[k] = m.group(1)
         if not_signed(env):
             start_response("403 Forbidden",
                            [("Content-Type", "application/xml"),
