@@ -85,9 +85,12 @@ def make_model(d, mib):
 
 
 def evict(d):
+    """The files under d out of the page cache (written back first: a
+    dirty page is not dropped)."""
     for dp, _, fns in os.walk(d):
         for n in fns:
             fd = os.open(os.path.join(dp, n), os.O_RDONLY)
+            os.fsync(fd)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             os.close(fd)
 
