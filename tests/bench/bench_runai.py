@@ -223,7 +223,8 @@ def main():
     files = os.path.join(world, "hubfiles")
     os.makedirs(files)
     cdn_port = free_port()
-    cdn = subprocess.Popen([sys.executable, os.path.join(TESTS, "pacedhttp.py"),
+    cdn = subprocess.Popen([sys.executable,
+                            os.path.join(TESTS, "pacedhttp.py"),
                             files, str(cdn_port), str(RATE)])
     T._procs.append(cdn)
     assert wait_port(cdn_port)
@@ -403,9 +404,9 @@ def main():
     for k, v in firsts.items():
         print("first tensor, %-16s %6.2f s" % (k, statistics.median(v)))
     if len(firsts) == 2:
-        print("first tensor: mount / download-then-load %.3fx" % statistics.median(
-            x / y for x, y in zip(firsts["hub mount"],
-                                  firsts["hub download"])))
+        print("first tensor: mount / download-then-load %.3fx" %
+              statistics.median(x / y for x, y in zip(
+                  firsts["hub mount"], firsts["hub download"])))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """pacedtcp.py UPSTREAM_PORT RATE: a TCP relay on 127.0.0.1 in front of a
-server whose answers to each connection go at most RATE bytes per second, as an object store
-caps a connection (for a server that cannot pace itself: the tests'
-Swift).  The cap is the kernel's, SO_MAX_PACING_RATE on each accepted
-socket, as tests/pacedhttp.py does; bytes are relayed unchanged (a
-signed request's Host names the relay, which the client signed).  For
+server whose answers to each connection go at most RATE bytes per
+second, as an object store caps a connection (for a server that cannot
+pace itself: the tests' Swift).  The cap is the kernel's,
+SO_MAX_PACING_RATE on each accepted socket, as tests/pacedhttp.py does;
+bytes are relayed unchanged (a signed request's Host names the relay,
+which the client signed).  For
 the benchmarks (bench_runai.py), as a process of its own (start(): a
 relay in the benchmark's process would wait for the GIL that a reader
 faulting in pages of a mount holds, while the mount waits for it).  It
