@@ -33,6 +33,10 @@ checksums and server-side encryption's ETags.
   X-Object-Sysmeta-Container-Update-Override-Etag), and a GET's If-Match
   is checked here against the ETag the answer gives (412 when it is not
   that), not by Swift against the MD5.
+- A request line in absolute form (GET http://HOST:PORT/BUCKET/KEY, as
+  the AWS CRT client in the Run:ai Model Streamer sends it) is taken as
+  its path, as HTTP/1.1 servers and AWS take it; Swift's own parser
+  would answer 500.
 """
 import base64
 import hashlib
@@ -150,6 +154,10 @@ class S3Extras:
         self.app = app
 
     def __call__(self, env, start_response):
+        for k in ("PATH_INFO", "RAW_PATH_INFO"):
+            m = re.match(r"https?://[^/]+(/.*)\Z", env.get(k, ""), re.S)
+            if m:
+                env[k] = m.group(1)
         if not_signed(env):
             start_response("403 Forbidden",
                            [("Content-Type", "application/xml"),
