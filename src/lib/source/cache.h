@@ -30,6 +30,8 @@ struct stfs_cache {
 	uint64_t writing;               /* bytes of blocks being written */
 	int scanned;
 	int told;                       /* a write that failed was logged */
+	int usage;                      /* usage, shared by the daemons
+					 * of the directory, or -1 */
 	pthread_mutex_t mu;
 };
 
@@ -132,6 +134,10 @@ int stfs_cache_put_doc(struct stfs_cache *c, const char *url,
  * why says how) or -ENOMEM. */
 int stfs_cache_get_doc(struct stfs_cache *c, const char *url, char **buf,
 		       size_t *len, char *why, size_t whysz);
+
+/* The text of usage (n bytes: a number as written, digits with no
+ * leading zero, and a newline) into *out: 0, or -EINVAL. */
+int stfs_cache_parse_usage(const char *text, size_t n, uint64_t *out);
 
 /* A block could not be written (rc): 1 the first time (the caller logs
  * it, with why), else 0. */
