@@ -151,6 +151,9 @@ struct stfs_cache_item {
 	uint64_t block;                 /* never STFS_CACHE_HEAD */
 	const void *buf;
 	size_t len;
+	int keep_pages;                 /* no reader has its bytes yet (a
+					 * warm's, a prefetch's): its pages
+					 * stay in the page cache, for them */
 	int rc;
 };
 /* Write n blocks (each rc set): all written, then all flushed, then all
@@ -177,6 +180,7 @@ int stfs_cachedir_open_file(int dir, const char *name, uint64_t size);
 struct stfs_cachedir_tmpf {
 	int dir, fd;                    /* dir is the caller's */
 	int flushed;                    /* set by whoever flushed fd */
+	int keep;                       /* its pages stay in the page cache */
 	char name[64];
 	char tmp[128];
 };
@@ -187,7 +191,8 @@ int stfs_cachedir_stage(int dir, const char *name, const void *hdr,
 			size_t hlen, const void *buf, size_t len,
 			struct stfs_cachedir_tmpf *t);
 /* A staged file renamed into place if rc is 0 (its pages dropped if it
- * was flushed), else removed; closed either way: 0, or -errno. */
+ * was flushed, unless keep), else removed; closed either way: 0, or
+ * -errno. */
 int stfs_cachedir_publish(struct stfs_cachedir_tmpf *t, int rc);
 /* len bytes of buf to name in dir: staged, flushed if durable, published:
  * 0, or -errno. */

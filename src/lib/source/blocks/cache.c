@@ -782,6 +782,7 @@ void stfs_cache_put_batch(struct stfs_cache *c, struct stfs_cache_item *it,
 			continue;
 		if (t[i].fd >= 0) {
 			t[i].flushed = !it[i].rc;
+			t[i].keep = it[i].keep_pages;
 			it[i].rc = stfs_cachedir_publish(&t[i], it[i].rc);
 		}
 		close(d[i]);
