@@ -91,6 +91,28 @@ static uint32_t crc_hw(uint32_t crc, const unsigned char *p, size_t len)
 	return crc;
 }
 
+/* Three streams at once: the instruction's latency is three times its
+ * throughput, so three independent CRCs cost about what one does. */
+__attribute__((target("sse4.2")))
+static void crc_hw3(const unsigned char *const p[3], size_t len,
+		    uint32_t out[3])
+{
+	uint64_t a = 0xffffffffu, b = a, c = a, wa, wb, wc;
+	size_t i = 0;
+
+	for (; i + 8 <= len; i += 8) {
+		memcpy(&wa, p[0] + i, 8);
+		memcpy(&wb, p[1] + i, 8);
+		memcpy(&wc, p[2] + i, 8);
+		a = __builtin_ia32_crc32di(a, wa);
+		b = __builtin_ia32_crc32di(b, wb);
+		c = __builtin_ia32_crc32di(c, wc);
+	}
+	out[0] = ~crc_hw((uint32_t)a, p[0] + i, len - i);
+	out[1] = ~crc_hw((uint32_t)b, p[1] + i, len - i);
+	out[2] = ~crc_hw((uint32_t)c, p[2] + i, len - i);
+}
+
 static int have_hw(void)
 {
 	return __builtin_cpu_supports("sse4.2");
@@ -116,6 +138,18 @@ static int have_hw(void)
 	return (getauxval(AT_HWCAP) & HWCAP_CRC32) != 0;
 }
 #endif
+
+void stfs_crc32c_3(const void *const p[3], size_t len, uint32_t out[3])
+{
+#if defined(HAVE_HW) && defined(__x86_64__)
+	if (have_hw()) {
+		crc_hw3((const unsigned char *const *)p, len, out);
+		return;
+	}
+#endif
+	for (int i = 0; i < 3; i++)
+		out[i] = stfs_crc32c(0, p[i], len);
+}
 
 uint32_t stfs_crc32c(uint32_t crc, const void *buf, size_t len)
 {
