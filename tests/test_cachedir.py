@@ -16,7 +16,8 @@ against nginx on 127.0.0.1 and real mounts.
   fetched again online (only they), never served, and the log says which;
 - a block the cache cannot take (cache_size under a block, a full disk)
   is held in memory for its readers: a cat fetches the model about once;
-- daemons sharing one cache directory share its cache_size;
+- daemons sharing one cache directory share its cache_size; two reading
+  the same block fetch it at most twice and leave it whole;
 - the temporary file of a killed writer is removed at the next start, a
   live writer's is kept and counted in cache_size;
 - eviction with symbolic links under the cache deletes nothing outside.
@@ -409,6 +410,62 @@ def test_shared_size(d, mnt):
         (peak[0], used)
 
 
+def test_two_daemons_one_block(d, mnt):
+    """Two daemons on one cache reading the same model at once: each
+    block fetched at most twice (once by each), every byte right, and
+    the cache's blocks whole (a third mount, offline, reads them all)."""
+    import threading
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    MiB = 1 << 20
+    tensors = [("layers.%d.w" % i, "U8", [8 * MiB], os.urandom(8 * MiB))
+               for i in range(3)]
+    T.write_st(os.path.join(data, "m.safetensors"), tensors)
+    ngx = Nginx(os.path.join(d, "ngx"), data)
+    url = ngx.url("m.safetensors")
+    cache = os.path.join(d, "cache")
+    mnts = [os.path.join(d, "mnt%d" % k) for k in range(2)]
+    errors, ps = [], []
+
+    def reader(k):
+        try:
+            read_all(mnts[k], tensors)
+        except Exception as e:         # noqa: BLE001 (reported below)
+            errors.append((k, e))
+
+    try:
+        for m in mnts:
+            os.mkdir(m)
+            ps.append(T.mount_fg(url, m, "-o", "cache=" + cache))
+        th = [threading.Thread(target=reader, args=(k,)) for k in range(2)]
+        for t in th:
+            t.start()
+        for t in th:
+            t.join(120)
+        for m in mnts:
+            wait_blocks(cache, 7)
+    finally:
+        for p, m in zip(ps, mnts):
+            T.stop_fg(p, m)
+    try:
+        assert not errors, errors
+        # bytes asked of each block (a fetch may be two requests: a
+        # reader's tail first, then the start)
+        per = {}
+        for a, z in ngx.ranges():
+            if (a, z) != (0, 65535):
+                per[a // (4 * MiB)] = per.get(a // (4 * MiB), 0) + \
+                    z - a + 1
+        assert per and max(per.values()) <= 2 * 4 * MiB, per
+        p = T.mount_fg(url, mnt, "-o", "offline,cache=" + cache)
+        try:
+            read_all(mnt, tensors)
+        finally:
+            T.stop_fg(p, mnt)
+    finally:
+        ngx.stop()
+
+
 def test_tmp_files(d, mnt):
     """A killed writer's temporary file is removed at the next start; a
     live writer's is kept, and counted in cache_size."""
@@ -493,6 +550,7 @@ def main():
             test_checked_blocks,
             test_cache_cannot_take,
             test_shared_size,
+            test_two_daemons_one_block,
             test_tmp_files,
             test_evict_links,
         ])
