@@ -98,6 +98,15 @@ START_TEST(t_crc32c)
 		ck_assert_uint_eq(stfs_crc32c(stfs_crc32c(0, buf, cut),
 					      buf + cut, sizeof(buf) - cut),
 				  stfs_crc32c(0, buf, sizeof(buf)));
+	/* three at once: as three calls, whatever the length */
+	for (size_t len = 0; len < 300; len += 7) {
+		const void *p[3] = { buf, buf + 300, buf + 600 };
+		uint32_t out[3];
+
+		stfs_crc32c_3(p, len, out);
+		for (int i = 0; i < 3; i++)
+			ck_assert_uint_eq(out[i], stfs_crc32c(0, p[i], len));
+	}
 }
 END_TEST
 

@@ -541,3 +541,15 @@ def stop_logged(p, mnt):
 def slurp(path):
     with open(path, errors="replace") as f:
         return f.read()
+
+
+def wait_blocks(cache, n):
+    """Wait (20 s at most) for n block files in cache: a reader is
+    answered as its bytes come, and a block still on the wire at unmount
+    is not kept."""
+    import time as _t
+    for _ in range(200):
+        if sum(1 for r, _, fs in os.walk(cache) for f in fs
+               if f.isdigit()) >= n:
+            return
+        _t.sleep(0.1)

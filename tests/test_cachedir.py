@@ -16,6 +16,8 @@ against nginx on 127.0.0.1 and real mounts.
   fetched again online (only they), never served, and the log says which;
 - a block the cache cannot take (cache_size under a block, a full disk)
   is held in memory for its readers: a cat fetches the model about once;
+- daemons sharing one cache directory share its cache_size; two reading
+  the same block fetch it at most twice and leave it whole;
 - the temporary file of a killed writer is removed at the next start, a
   live writer's is kept and counted in cache_size;
 - eviction with symbolic links under the cache deletes nothing outside.
@@ -30,7 +32,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
 from fixtures import (Nginx, big_file, cache_files, mount_logged,  # noqa: E402
-                      slurp, stop_logged)
+                      slurp, stop_logged, wait_blocks)
 
 NOBODY = 65534
 ROOT = os.geteuid() == 0
@@ -210,6 +212,7 @@ def test_checked_blocks(d, mnt):
         p = T.mount_fg(url, mnt, "-o", "cache=" + cache)
         try:
             read_all(mnt, tensors)
+            wait_blocks(cache, 8)
         finally:
             T.stop_fg(p, mnt)
         blocks = {block_of(f): f for f in cache_files(cache)
@@ -340,6 +343,129 @@ def test_cache_cannot_take(d, mnt):
             subprocess.run(["umount", full])
 
 
+def test_shared_size(d, mnt):
+    """4 daemons sharing one cache directory, each reading its own model,
+    with cache_size half their sum: the blocks on the disk never pass
+    cache_size by more than the blocks being written; every byte read is
+    right, no EIO (issue 42: 4 x 128 MiB into 256M left 512 MiB)."""
+    import threading
+    import time
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    MiB = 1 << 20
+    models = []
+    for k in range(4):
+        t = [("layers.%d.w" % i, "U8", [8 * MiB], os.urandom(8 * MiB))
+             for i in range(3)]
+        T.write_st(os.path.join(data, "m%d.safetensors" % k), t)
+        models.append(t)
+    ngx = Nginx(os.path.join(d, "ngx"), data)
+    cache = os.path.join(d, "cache")
+    size = 48 * MiB                     # half of 4 x 24 MiB
+    mnts = [os.path.join(d, "mnt%d" % k) for k in range(4)]
+    peak, stop, errors = [0], threading.Event(), []
+
+    def watch():
+        while not stop.is_set():
+            try:
+                used = sum(os.path.getsize(f) for f in cache_files(cache)
+                           if os.path.basename(f).isdigit())
+            except OSError:
+                continue
+            peak[0] = max(peak[0], used)
+            time.sleep(0.02)
+
+    def reader(k):
+        try:
+            read_all(mnts[k], models[k])
+        except Exception as e:         # noqa: BLE001 (reported below)
+            errors.append((k, e))
+
+    ps = []
+    try:
+        for m in mnts:
+            os.mkdir(m)
+            ps.append(T.mount_fg(ngx.url(os.path.basename(
+                "m%d.safetensors" % len(ps))), m, "-o",
+                "cache=%s,cache_size=%d" % (cache, size)))
+        w = threading.Thread(target=watch, daemon=True)
+        w.start()
+        th = [threading.Thread(target=reader, args=(k,)) for k in range(4)]
+        for t in th:
+            t.start()
+        for t in th:
+            t.join(120)
+    finally:
+        for p, m in zip(ps, mnts):
+            T.stop_fg(p, m)
+        stop.set()
+        ngx.stop()
+    used = sum(os.path.getsize(f) for f in cache_files(cache)
+               if os.path.basename(f).isdigit())
+    print("     4 daemons, cache_size=48M: at most %.1f MiB of blocks, "
+          "%.1f MiB at the end" % (peak[0] / MiB, used / MiB))
+    assert not errors, errors
+    # (in flight: a batch of each daemon's writer, published together)
+    assert used <= size and peak[0] <= size + 4 * (4 * MiB + 4096), \
+        (peak[0], used)
+
+
+def test_two_daemons_one_block(d, mnt):
+    """Two daemons on one cache reading the same model at once: each
+    block fetched at most twice (once by each), every byte right, and
+    the cache's blocks whole (a third mount, offline, reads them all)."""
+    import threading
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    MiB = 1 << 20
+    tensors = [("layers.%d.w" % i, "U8", [8 * MiB], os.urandom(8 * MiB))
+               for i in range(3)]
+    T.write_st(os.path.join(data, "m.safetensors"), tensors)
+    ngx = Nginx(os.path.join(d, "ngx"), data)
+    url = ngx.url("m.safetensors")
+    cache = os.path.join(d, "cache")
+    mnts = [os.path.join(d, "mnt%d" % k) for k in range(2)]
+    errors, ps = [], []
+
+    def reader(k):
+        try:
+            read_all(mnts[k], tensors)
+        except Exception as e:         # noqa: BLE001 (reported below)
+            errors.append((k, e))
+
+    try:
+        for m in mnts:
+            os.mkdir(m)
+            ps.append(T.mount_fg(url, m, "-o", "cache=" + cache))
+        th = [threading.Thread(target=reader, args=(k,)) for k in range(2)]
+        for t in th:
+            t.start()
+        for t in th:
+            t.join(120)
+        for m in mnts:
+            wait_blocks(cache, 7)
+    finally:
+        for p, m in zip(ps, mnts):
+            T.stop_fg(p, m)
+    try:
+        assert not errors, errors
+        # bytes asked of each block (a fetch may be two requests: a
+        # reader's tail first, then the start)
+        per = {}
+        for a, z in ngx.ranges():
+            if (a, z) != (0, 65535):
+                per[a // (4 * MiB)] = per.get(a // (4 * MiB), 0) + \
+                    z - a + 1
+        assert per and max(per.values()) <= 2 * 4 * MiB, per
+        p = T.mount_fg(url, mnt, "-o", "offline,cache=" + cache)
+        try:
+            read_all(mnt, tensors)
+        finally:
+            T.stop_fg(p, mnt)
+    finally:
+        ngx.stop()
+
+
 def test_tmp_files(d, mnt):
     """A killed writer's temporary file is removed at the next start; a
     live writer's is kept, and counted in cache_size."""
@@ -423,6 +549,8 @@ def main():
             test_planted_blocks,
             test_checked_blocks,
             test_cache_cannot_take,
+            test_shared_size,
+            test_two_daemons_one_block,
             test_tmp_files,
             test_evict_links,
         ])

@@ -35,7 +35,7 @@ import stfstest as T  # noqa: E402
 import hubemu  # noqa: E402
 from fixtures import (HUBJS, check_real_file, env, fake_cache,  # noqa: E402
                       free_port, read, refused, shard_files, stfs,
-                      world)
+                      wait_blocks, world)
 
 X = "user.safetensors."
 
@@ -425,6 +425,7 @@ def test_offline_own_cache(d, mnt):
                 assert read_direct(os.path.join(mnt, "layers/%d/w" % i)) \
                     == tensors[i][3], i
             assert read(os.path.join(mnt, "%repo/config.json")) == cfg
+            wait_blocks(cache, 1)           # block 0: tensors 0 and 1
         finally:
             T.stop_fg(p, mnt)
         hub_n, cdn = len(w.hub.seen), w.nginx_log()
@@ -503,6 +504,7 @@ def test_content_keys(d, mnt):
         p = T.mount_fg("hf://org/ck@" + s1, mnt, "-o", "cache=" + cache)
         try:
             read_all([t[0][3] for t, _ in shard.values()])
+            wait_blocks(cache, 12)          # 3 blocks of each shard
         finally:
             T.stop_fg(p, mnt)
         before = len(w.nginx_log().splitlines())

@@ -32,6 +32,7 @@ import stfstest as T  # noqa: E402
 import s3server  # noqa: E402
 from fixtures import check_real_file, env, Nginx, read, refused  # noqa: E402
 from fixtures import stfs as stfs_cmd  # noqa: E402
+from fixtures import wait_blocks  # noqa: E402
 
 X = "user.safetensors."
 creds = s3server.creds
@@ -365,6 +366,7 @@ def test_offline_own_cache(d, mnt):
                             == tensors[i][3]
                     assert read(os.path.join(mnt, "%repo/config.json")) \
                         == cfg
+                    wait_blocks(cache, 1)   # block 0: tensors 0 and 1
                 finally:
                     T.stop_fg(p, mnt)
                 n = proxy.n

@@ -12,6 +12,9 @@ nginx without a cap.  Each round, in turn:
   - `stfs prefetch` (--wait, -q) of a fresh mount with an empty cache
     (connections=8, the default);
   - a cold read: `cat` of every tensor file of a fresh mount, empty cache;
+  - the read right after the warm, in the same mount (the warm's blocks
+    still in the page cache), beside `cat` of a fresh local mount of the
+    shards, in the page cache too;
   - the same read after the warm (a new mount of the warm cache), beside
     `cat` of the tensor files of a local mount of the shards, both read
     from the disk (the cache's files and the shards evicted from the
@@ -213,6 +216,13 @@ def one_round(w, paced, ngx, paths, sizes, mnt, r):
     prime(srv)
     r["prefetch"].append(timed(lambda: subprocess.run(
         [T.STFS, "prefetch", "-q", mnt], check=True)))
+    # right after the warm, in the same mount: the warm's blocks are in
+    # the page cache, beside a fresh local mount of the shards in it
+    r["warm_mem"].append(timed(lambda: cat(mnt, paths)))
+    T.unmount(mnt)
+    mount(os.path.join(w, "srv", "model.safetensors.index.json"), mnt)
+    prime(srv)
+    r["local_mem"].append(timed(lambda: cat(mnt, paths)))
     T.unmount(mnt)
     mount(src, mnt, "cache=" + cache)           # after the warm
     evict(cache)
@@ -279,6 +289,7 @@ def main():
     paced = Paced(srv, RATE)
     ngx = Nginx(os.path.join(w, "ngx"), srv)
     keys = ["curl8", "prefetch", "cold_read", "warm_read", "local_read",
+            "warm_mem", "local_mem",
             "u_cache", "u_nocache", "u_curl_file", "u_curl_sync",
             "rank0", "rank1",
             "read_idle", "read_warming"]
@@ -306,6 +317,8 @@ def main():
         ("stfs prefetch --wait (25 MB/s x 8)", "prefetch", "8 curls",
          "curl8"),
         ("cold read, cat (25 MB/s x 8)", "cold_read", "8 curls", "curl8"),
+        ("read right after the warm, page cache", "warm_mem",
+         "local mount, page cache", "local_mem"),
         ("read after the warm, from the disk", "warm_read",
          "local mount, from the disk", "local_read"),
         ("uncapped cold read, cache", "u_cache", "nocache", "u_nocache"),

@@ -23,11 +23,13 @@
  * In modes 1 and 3 the rest of the input (raw) is also decoded as an
  * answer kept for offline mounts (http/kept.c): every field it gives is
  * NUL terminated within its size, its body within the input, and an
- * answer encoded again decodes to the same.
+ * answer encoded again decodes to the same; and as the shared use of the
+ * cache (usage): taken only if it is exactly what would be written.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <sys/stat.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -190,8 +192,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	text = piece(&p, end, 600);
 	mode = data[0] & 3;
 	len = (uint64_t)(data[0] >> 2) + 1;
-	if (mode & 1)
+	if (mode & 1) {
+		uint64_t u;
+		char back[32];
+
 		kept(rest, (size_t)(end - rest));
+		/* usage, shared by daemons: parsed only if it is exactly
+		 * what would be written */
+		if (stfs_cache_parse_usage((const char *)rest,
+					   (size_t)(end - rest), &u) == 0 &&
+		    ((size_t)snprintf(back, sizeof(back), "%" PRIu64 "\n", u) !=
+		     (size_t)(end - rest) || memcmp(back, rest, (size_t)(end -
+								 rest))))
+			abort();
+	}
 	if (stfs_cache_object(&cache, url, version, len, &o, NULL) == 0) {
 		check_dir(&o);
 		if (mode & 1) {

@@ -147,6 +147,7 @@ printf '\3https://h/../../x\0"../../etc"\0../../../../tmp/x' > "$out/seeds-cache
 printf '\376https://h/m.safetensors\0"e"\0\020\0\001\010\020\004' > "$out/seeds-cache/seed003"
 printf '\006https://h/m.safetensors\0"e"\0\050' > "$out/seeds-cache/seed004"
 { printf '\376https://h/m.safetensors\0"e"\0\0'; head -c 4200 /dev/zero; } > "$out/seeds-cache/seed005"
+printf '\3https://h/x\0v\00012345\n' > "$out/seeds-cache/seed007"
 # a kept answer (a Hub tree page with its next link)
 printf '\1https://h/api/models/o/n/tree/x\0\0stfs-kept 1\nstatus 200\nhas-total 0\ntotal 0\nhas-length 1\nlength 2\nsse-c 0\netag "e"\nlink-next https://h/api?cursor=x\n\n[]' > "$out/seeds-cache/seed006"
 mkdir -p "$out"/{corpus,seeds}-prefetch

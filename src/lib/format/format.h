@@ -253,6 +253,10 @@ uint64_t stfs_crc64nvme(uint64_t crc, const void *buf, size_t len);
 /* CRC-32C (crc32c.c) of len bytes, going on from crc (0 to start): the
  * checksum of the cache's blocks. */
 uint32_t stfs_crc32c(uint32_t crc, const void *buf, size_t len);
+/* The CRC-32C of each of three buffers of len bytes (from 0): as three
+ * calls, in about the time of one where the processor has the
+ * instruction. */
+void stfs_crc32c_3(const void *const p[3], size_t len, uint32_t out[3]);
 
 /* Standard base64 (RFC 4648's alphabet, padded with '=', no spaces) of
  * the n bytes at s into out (text.c): 0 with *outlen, or -EINVAL for text

@@ -30,6 +30,8 @@ struct stfs_cache {
 	uint64_t writing;               /* bytes of blocks being written */
 	int scanned;
 	int told;                       /* a write that failed was logged */
+	int usage;                      /* usage, shared by the daemons
+					 * of the directory, or -1 */
 	pthread_mutex_t mu;
 };
 
@@ -133,6 +135,10 @@ int stfs_cache_put_doc(struct stfs_cache *c, const char *url,
 int stfs_cache_get_doc(struct stfs_cache *c, const char *url, char **buf,
 		       size_t *len, char *why, size_t whysz);
 
+/* The text of usage (n bytes: a number as written, digits with no
+ * leading zero, and a newline) into *out: 0, or -EINVAL. */
+int stfs_cache_parse_usage(const char *text, size_t n, uint64_t *out);
+
 /* A block could not be written (rc): 1 the first time (the caller logs
  * it, with why), else 0. */
 int stfs_cache_failed_once(struct stfs_cache *c);
@@ -145,6 +151,9 @@ struct stfs_cache_item {
 	uint64_t block;                 /* never STFS_CACHE_HEAD */
 	const void *buf;
 	size_t len;
+	int keep_pages;                 /* no reader has its bytes yet (a
+					 * warm's, a prefetch's): its pages
+					 * stay in the page cache, for them */
 	int rc;
 };
 /* Write n blocks (each rc set): all written, then all flushed, then all
@@ -171,6 +180,7 @@ int stfs_cachedir_open_file(int dir, const char *name, uint64_t size);
 struct stfs_cachedir_tmpf {
 	int dir, fd;                    /* dir is the caller's */
 	int flushed;                    /* set by whoever flushed fd */
+	int keep;                       /* its pages stay in the page cache */
 	char name[64];
 	char tmp[128];
 };
@@ -181,7 +191,8 @@ int stfs_cachedir_stage(int dir, const char *name, const void *hdr,
 			size_t hlen, const void *buf, size_t len,
 			struct stfs_cachedir_tmpf *t);
 /* A staged file renamed into place if rc is 0 (its pages dropped if it
- * was flushed), else removed; closed either way: 0, or -errno. */
+ * was flushed, unless keep), else removed; closed either way: 0, or
+ * -errno. */
 int stfs_cachedir_publish(struct stfs_cachedir_tmpf *t, int rc);
 /* len bytes of buf to name in dir: staged, flushed if durable, published:
  * 0, or -errno. */

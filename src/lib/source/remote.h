@@ -613,9 +613,9 @@ void stfs_blocks_prefetch(struct stfs_fetcher *f, struct stfs_object *o,
  * read's): 0, or -errno (-EOPNOTSUPP: no cache). */
 int stfs_blocks_warm(struct stfs_fetcher *f, struct stfs_object *o,
 		     uint64_t b);
-/* The cache's view of block me (to write it). */
-void stfs_inflight_item(const struct stfs_inflight *me,
-			struct stfs_cache_item *it);
+/* The cache's view of block me (to write it): its pages kept if no
+ * reader has had its bytes. */
+void stfs_inflight_item(struct stfs_inflight *me, struct stfs_cache_item *it);
 /* Block me is written to the cache (rc 0: unlisted, freed), or could not
  * be (rc: held in memory for its readers, as without a cache). */
 void stfs_blocks_written(struct stfs_remote *r, struct stfs_inflight *me,

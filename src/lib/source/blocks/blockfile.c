@@ -185,7 +185,21 @@ static int read_chunks(const struct stfs_cache_blk *b, size_t i, size_t k,
 	}
 	for (size_t j = i; j < i + k; j++) {
 		size_t l = end - at - done < chunk ? end - at - done : chunk;
+		uint32_t sum[3];
 
+		/* three whole chunks at once where there are */
+		if (j + 3 <= i + k && done + 3 * chunk <= end - at) {
+			const void *p[3] = { buf + done, buf + done + chunk,
+					     buf + done + 2 * chunk };
+
+			stfs_crc32c_3(p, chunk, sum);
+			if (sum[0] == b->crc[j] && sum[1] == b->crc[j + 1] &&
+			    sum[2] == b->crc[j + 2]) {
+				done += 3 * chunk;
+				j += 2;
+				continue;
+			}
+		}
 		if (stfs_crc32c(0, buf + done, l) != b->crc[j]) {
 			snprintf(why, whysz, "bytes %zu-%zu of it fail their "
 				 "checksum", j << b->shift,

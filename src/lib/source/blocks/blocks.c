@@ -58,6 +58,8 @@ struct stfs_inflight {
 	unsigned waiters;           /* readers copying from it */
 	int held;                   /* no cache: kept for its readers */
 	size_t consumed;            /* bytes of it read, if held */
+	int unread;                 /* fetched for no reader (a warm, a
+				     * prefetch) */
 	struct stfs_inflight *next; /* newer blocks */
 	struct stfs_inflight *later; /* a thread's blocks still to write */
 };
@@ -378,11 +380,17 @@ int stfs_blocks_attach(struct stfs_object *s, void *buf, size_t len,
 	return 0;
 }
 
-void stfs_inflight_item(const struct stfs_inflight *me,
-			struct stfs_cache_item *it)
+void stfs_inflight_item(struct stfs_inflight *me, struct stfs_cache_item *it)
 {
+	struct stfs_blocks *bl = &me->s->r->blocks;
+	int keep;
+
+	pthread_mutex_lock(&bl->mu);
+	keep = me->unread && !me->consumed;
+	pthread_mutex_unlock(&bl->mu);
 	*it = (struct stfs_cache_item){ .o = &me->s->cobj, .block = me->block,
-					.buf = me->data, .len = me->len };
+					.buf = me->data, .len = me->len,
+					.keep_pages = keep };
 }
 
 void stfs_blocks_written(struct stfs_remote *r, struct stfs_inflight *me,
@@ -481,6 +489,7 @@ static int block_read(struct stfs_fetcher *f, struct stfs_object *s,
 	me->s = s;
 	me->block = b;
 	me->len = blen;
+	me->unread = !len;
 	/* A reader waiting in the middle of the block: fetch from its page
 	 * to the end first, so that it waits for its own bytes and not for
 	 * the block's earlier ones, then the start.  The block is complete

@@ -46,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -58,7 +59,7 @@ int stfs_cache_init(struct stfs_cache *c, const char *dir, uint64_t max,
 		    size_t block, int offline)
 {
 	*c = (struct stfs_cache){ .max_bytes = max, .block = block,
-				  .offline = offline, .root = -1 };
+				  .offline = offline, .root = -1, .usage = -1 };
 	if (strlen(dir) > STFS_CACHE_DIR_MAX)
 		return -ENAMETOOLONG;
 	if (!(c->dir = strdup(dir)))
@@ -70,6 +71,9 @@ int stfs_cache_init(struct stfs_cache *c, const char *dir, uint64_t max,
 void stfs_cache_fini(struct stfs_cache *c)
 {
 	pthread_mutex_destroy(&c->mu);
+	if (c->usage >= 0)
+		close(c->usage);
+	c->usage = -1;
 	if (c->root >= 0)
 		close(c->root);
 	c->root = -1;
@@ -540,14 +544,80 @@ static void evict(struct stfs_cache *c, uint64_t keep_free)
 	free(sc.list);
 }
 
+/* ---- the use shared by every daemon of the cache ---------------------------
+ *
+ * Daemons that share a cache directory share its size: the bytes of
+ * blocks (and blocks being written) are counted in DIR/usage, which each
+ * reads, changes and writes under an flock of it, so that each one's
+ * eviction sees every daemon's blocks.  A usage that does not parse (a
+ * crash while it was written, a hand that edited it) makes the next
+ * writer count the blocks on the disk again.
+ */
+
+int stfs_cache_parse_usage(const char *text, size_t n, uint64_t *out)
+{
+	char num[24], *end;
+	unsigned long long v;
+
+	if (n < 2 || n > 21 || text[n - 1] != '\n')
+		return -EINVAL;
+	memcpy(num, text, n - 1);
+	num[n - 1] = '\0';
+	/* digits, as written: no sign, no space, no leading zero */
+	if (strspn(num, "0123456789") != n - 1 || (num[0] == '0' && n > 2))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(num, &end, 10);
+	if (errno || *end)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* Lock the shared use and take it into c->used (under mu): no file (it
+ * cannot be made) leaves c's own count. */
+static void shared_begin(struct stfs_cache *c)
+{
+	char text[32];
+	ssize_t n;
+
+	if (c->usage < 0 && c->root >= 0)
+		c->usage = openat(c->root, "usage", O_RDWR | O_CREAT |
+				  O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (c->usage < 0)
+		return;
+	while (flock(c->usage, LOCK_EX) < 0 && errno == EINTR)
+		;
+	n = pread(c->usage, text, sizeof(text), 0);
+	if (n <= 0 || stfs_cache_parse_usage(text, (size_t)n, &c->used))
+		c->scanned = 0;         /* counted again from the disk */
+}
+
+/* Write c->used back and unlock (under mu). */
+static void shared_end(struct stfs_cache *c)
+{
+	char text[32];
+	int n;
+
+	if (c->usage < 0)
+		return;
+	n = snprintf(text, sizeof(text), "%" PRIu64 "\n", c->used);
+	if (pwrite(c->usage, text, (size_t)n, 0) != n ||
+	    ftruncate(c->usage, n) < 0)
+		(void)ftruncate(c->usage, 0);   /* counted again */
+	(void)flock(c->usage, LOCK_UN);
+}
+
 /* len bytes of c about to be written (a place made for them). */
 static void reserve(struct stfs_cache *c, size_t len)
 {
 	pthread_mutex_lock(&c->mu);
+	shared_begin(c);
 	if (!c->scanned || c->used + len > c->max_bytes)
 		evict(c, len);
 	c->used += len;
 	c->writing += len;
+	shared_end(c);
 	pthread_mutex_unlock(&c->mu);
 }
 
@@ -555,6 +625,7 @@ static void reserve(struct stfs_cache *c, size_t len)
 static void unreserve(struct stfs_cache *c, size_t len, int rc, int now)
 {
 	pthread_mutex_lock(&c->mu);
+	shared_begin(c);
 	c->writing -= len;
 	if (rc)
 		c->used = c->used > len ? c->used - len : 0;
@@ -562,8 +633,9 @@ static void unreserve(struct stfs_cache *c, size_t len, int rc, int now)
 	 * oldest go now that they are on the list (a batch's once all of
 	 * it is: one by one, each would go to make room for the others
 	 * still counted as being written) */
-	if (now && c->used > c->max_bytes)
+	if ((now && c->used > c->max_bytes) || !c->scanned)
 		evict(c, 0);
+	shared_end(c);
 	pthread_mutex_unlock(&c->mu);
 }
 
@@ -741,6 +813,7 @@ void stfs_cache_put_batch(struct stfs_cache *c, struct stfs_cache_item *it,
 			continue;
 		if (t[i].fd >= 0) {
 			t[i].flushed = !it[i].rc;
+			t[i].keep = it[i].keep_pages;
 			it[i].rc = stfs_cachedir_publish(&t[i], it[i].rc);
 		}
 		close(d[i]);

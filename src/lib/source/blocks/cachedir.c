@@ -329,8 +329,10 @@ int stfs_cachedir_publish(struct stfs_cachedir_tmpf *t, int rc)
 	if (t->fd < 0)
 		return rc ? rc : -EBADF;
 	/* flushed, so clean: its pages leave the page cache (the reader has
-	 * the bytes, and the mount's page cache keeps them) */
-	if (!rc && t->flushed)
+	 * the bytes, and the mount's page cache keeps them), unless no reader
+	 * has had them yet (a warm's block: read from memory when it is
+	 * read, and dropped then, blockfile.c) */
+	if (!rc && t->flushed && !t->keep)
 		(void)posix_fadvise(t->fd, 0, 0, POSIX_FADV_DONTNEED);
 	if (!rc && renameat(t->dir, t->tmp, t->dir, t->name) < 0)
 		rc = -errno;
