@@ -567,8 +567,9 @@ def test_include_mount(d, mnt):
 
 TESTS = [test_full_warm, test_warm_in_memory, test_include_ranks,
          test_next_shard, test_paths, test_status_background,
-         test_local_noop, test_refused, test_server_gone, test_mount_option, test_unmount_while_warming,
-         test_mount_progress_line, test_owner_only, test_include_mount]
+         test_local_noop, test_refused, test_server_gone, test_mount_option,
+         test_unmount_while_warming, test_mount_progress_line,
+         test_owner_only, test_include_mount]
 
 if __name__ == "__main__":
     sys.exit(T.run_tests(TESTS))
