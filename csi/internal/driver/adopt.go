@@ -27,10 +27,11 @@ type meta struct {
 	Options     []string `json:"options"`
 	ReadaheadKB int      `json:"readaheadKB"`
 	Secrets     bool     `json:"secrets"` // whether it had any: never what
+	Offline     bool     `json:"offline,omitempty"`
 }
 
 func writeMeta(d *daemon) error {
-	b, err := json.Marshal(meta{d.vol.Source, d.vol.Options, d.vol.ReadaheadKB, len(d.vol.Secrets) > 0})
+	b, err := json.Marshal(meta{d.vol.Source, d.vol.Options, d.vol.ReadaheadKB, len(d.vol.Secrets) > 0, d.vol.Offline})
 	if err != nil {
 		return err
 	}
@@ -109,8 +110,9 @@ func (drv *Driver) Adopt() (int, error) {
 			continue
 		}
 		d := &daemon{key: key, dir: path, live: true, targets: map[string]bool{},
-			vol:          &Volume{Source: m.Source, Options: m.Options, ReadaheadKB: m.ReadaheadKB, Secrets: map[string]string{}},
-			needsSecrets: m.Secrets}
+			vol: &Volume{Source: m.Source, Options: m.Options, ReadaheadKB: m.ReadaheadKB, Secrets: map[string]string{},
+				Offline: m.Offline},
+			needsSecrets: m.Secrets && !m.Offline} // offline: no request, no credential
 		drv.mu.Lock()
 		for _, t := range targets {
 			d.targets[t] = true

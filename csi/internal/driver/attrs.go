@@ -1,5 +1,5 @@
 // attrs.go: what a pod may ask for. The volume attributes (source,
-// options, allowBranch), the stfs -o options a pod may set, the secrets a
+// options, allowBranch, allowOfflineCache), the stfs -o options a pod may set, the secrets a
 // pod may hand over, and the key that names the daemon serving them.
 package driver
 
@@ -19,6 +19,9 @@ const (
 	AttrSource      = "source"
 	AttrOptions     = "options"
 	AttrAllowBranch = "allowBranch"
+	// AttrAllowOfflineCache: "true" lets a publish fall back to the node
+	// cache (stfs -o offline) when the origin cannot be reached
+	AttrAllowOfflineCache = "allowOfflineCache"
 )
 
 // Secret keys a nodePublishSecretRef may hold: each reaches the daemon's
@@ -34,7 +37,8 @@ var secretKeys = map[string]bool{
 // the remote tuning of its own source.  Left out on purpose: cache=,
 // cache_size= and nocache (the node's cache is the node's), offline (it
 // would read the node cache without asking the origin whether these
-// credentials may), log=, uid=, gid=, umask=, max_request= and libfuse's
+// credentials may: allowOfflineCache is the volume's way, and only when
+// the origin cannot be reached), log=, uid=, gid=, umask=, max_request= and libfuse's
 // own (the driver sets the mount's options), debug.
 var flagOptions = map[string]bool{
 	"flat": true, "repo": true, "show_virtual": true, "npy": true,
@@ -67,6 +71,12 @@ type Volume struct {
 	// ReadaheadKB is readahead=, which the driver applies (0: default)
 	ReadaheadKB int
 	Secrets     map[string]string
+	// AllowOfflineCache: the volume's allowOfflineCache (not in the key:
+	// an online daemon is the same with it or without)
+	AllowOfflineCache bool
+	// Offline: served with stfs's -o offline from the node cache.  Set
+	// by the driver only (offline.go), never by a pod; part of the key
+	Offline bool
 }
 
 // ParseVolume checks a volume's attributes and secrets.  Its errors name
@@ -85,11 +95,19 @@ func ParseVolume(attrs, secrets map[string]string) (*Volume, error) {
 				return nil, fmt.Errorf("allowBranch=%q: give \"true\" or \"false\"", val)
 			}
 			allowBranch = b
+		case k == AttrAllowOfflineCache:
+			switch val {
+			case "true":
+				v.AllowOfflineCache = true
+			case "false":
+			default:
+				return nil, fmt.Errorf("allowOfflineCache=%q: give \"true\" or \"false\"", val)
+			}
 		case strings.HasPrefix(k, "csi.storage.k8s.io/"):
 			// the pod's name, namespace, uid, service account and
 			// "ephemeral", which podInfoOnMount adds: not used
 		default:
-			return nil, fmt.Errorf("unknown volume attribute %q (known: source, options, allowBranch)", k)
+			return nil, fmt.Errorf("unknown volume attribute %q (known: source, options, allowBranch, allowOfflineCache)", k)
 		}
 	}
 	if v.Source == "" {
@@ -170,7 +188,9 @@ func checkOption(v *Volume, opt string) error {
 }
 
 // Key names the daemon that serves v: one per (source, options,
-// credentials), so pods with other credentials never share a daemon.
+// credentials, offline), so pods with other credentials never share a
+// daemon, and an offline daemon is never handed to a publish that the
+// origin could check.
 func (v *Volume) Key() string {
 	h := sha256.New()
 	fmt.Fprintf(h, "source\x00%s\x00", v.Source)
@@ -187,6 +207,9 @@ func (v *Volume) Key() string {
 	sort.Strings(keys)
 	for _, k := range keys {
 		fmt.Fprintf(h, "secret\x00%s\x00%s\x00", k, v.Secrets[k])
+	}
+	if v.Offline { // only then: the keys of online daemons stay as they were
+		fmt.Fprintf(h, "offline\x00")
 	}
 	return hex.EncodeToString(h.Sum(nil))[:20]
 }

@@ -14,6 +14,8 @@ func TestParseVolume(t *testing.T) {
 		{"source": "hf://org/m", "allowBranch": "true"},
 		{"source": "s3://bucket/prefix/", "options": "repo, files=*.json,include=model.*,readahead=8192,block_size=8M,s3_style=path"},
 		{"source": "/m", "csi.storage.k8s.io/pod.name": "p", "csi.storage.k8s.io/ephemeral": "true"},
+		{"source": commit, "allowOfflineCache": "true"},
+		{"source": commit, "allowOfflineCache": "false"},
 	}
 	for _, a := range ok {
 		if _, err := ParseVolume(a, nil); err != nil {
@@ -32,6 +34,11 @@ func TestParseVolume(t *testing.T) {
 		"unknown volume":        {"source": "/m", "mode": "rw"},
 		"is missing":            {},
 		"begins with -":         {"source": "-o"},
+		"allowOfflineCache":     {"source": "/m", "allowOfflineCache": "yes"},
+		"allowOfflineCache ":    {"source": "/m", "allowOfflineCache": "TRUE"},
+		"allowOfflineCache  ":   {"source": "/m", "allowOfflineCache": "1"},
+		"allowOfflineCache   ":  {"source": "/m", "allowOfflineCache": ""},
+		"allowOfflineCache    ": {"source": "/m", "allowofflinecache": "true"},
 	}
 	for want, a := range bad {
 		_, err := ParseVolume(a, nil)
@@ -42,6 +49,74 @@ func TestParseVolume(t *testing.T) {
 	_, err := ParseVolume(map[string]string{"source": "/m"}, map[string]string{"LD_PRELOAD": "secret-value"})
 	if err == nil || strings.Contains(err.Error(), "secret-value") {
 		t.Errorf("secret key: %v", err)
+	}
+}
+
+func TestAllowOfflineCache(t *testing.T) {
+	src := "hf://org/m@0123456789abcdef0123456789abcdef01234567"
+	for val, want := range map[string]bool{"true": true, "false": false} {
+		v, err := ParseVolume(map[string]string{"source": src, "allowOfflineCache": val}, nil)
+		if err != nil || v.AllowOfflineCache != want || v.Offline {
+			t.Errorf("%s: %+v %v", val, v, err)
+		}
+	}
+	v, _ := ParseVolume(map[string]string{"source": src}, map[string]string{"HF_TOKEN": "x"})
+	if v.AllowOfflineCache || v.Offline {
+		t.Errorf("the default: %+v", v)
+	}
+	// allowOfflineCache alone names the same daemon (an online one is the
+	// same either way); offline names another
+	a, _ := ParseVolume(map[string]string{"source": src, "allowOfflineCache": "true"}, map[string]string{"HF_TOKEN": "x"})
+	if a.Key() != v.Key() {
+		t.Error("allowOfflineCache changed the key")
+	}
+	o := a.offline()
+	if o.Key() == a.Key() || !o.Offline || a.Offline {
+		t.Error("an offline daemon shares the online one's key")
+	}
+	if o.Key() != v.offline().Key() {
+		t.Error("two keys for one offline daemon")
+	}
+	// a pod cannot ask for offline through its options
+	if _, err := ParseVolume(map[string]string{"source": src, "options": "offline"}, nil); err == nil {
+		t.Error("options: offline accepted")
+	}
+}
+
+func TestOriginUnreachable(t *testing.T) {
+	src := "hf://org/m@0123456789abcdef0123456789abcdef01234567"
+	yes := []string{
+		"stfs: " + src + ": Failed to connect to 127.0.0.1 port 4321 after 0 ms: Couldn't connect to server",
+		"stfs: " + src + ": Could not resolve host: huggingface.co",
+		"stfs: " + src + ": Connection timed out after 10001 milliseconds",
+		"stfs: " + src + ": Operation too slow. Less than 16384 bytes/sec transferred the last 30 seconds",
+		"stfs: " + src + ": HTTP 503 (Service Unavailable)",
+		"stfs: " + src + ": Recv failure: Connection reset by peer",
+	}
+	no := []string{
+		"stfs: " + src + ": HTTP 401 (Unauthorized): the repo is restricted",
+		"stfs: " + src + ": HTTP 403 (Forbidden): Couldn't connect",
+		"stfs: " + src + ": access to this model is restricted (gated)",
+		"stfs: " + src + ": HTTP 404 (Not Found)",
+		"stfs: " + src + ": rate-limited (HTTP 429) after 3 waits",
+		"stfs: " + src + ": SSL certificate problem: unable to get local issuer certificate",
+		"stfs: " + src + ": not a model",
+		"",
+	}
+	for _, m := range yes {
+		if !originUnreachable(m, src) {
+			t.Errorf("not unreachable: %s", m)
+		}
+	}
+	for _, m := range no {
+		if originUnreachable(m, src) {
+			t.Errorf("unreachable: %s", m)
+		}
+	}
+	// the source's own words do not count
+	s3 := "s3://b/Couldn't connect to server/"
+	if originUnreachable("stfs: "+s3+": HTTP 400 (Bad Request)", s3) {
+		t.Error("the source's name taken for the reason")
 	}
 }
 

@@ -98,7 +98,11 @@ func (drv *Driver) start(d *daemon) error {
 	if drv.cfg.CacheSize != "" {
 		opts = append(opts, "cache_size="+drv.cfg.CacheSize)
 	}
-	req := launch.Request{ID: d.key, Source: d.vol.Source, Options: opts, Env: d.vol.Secrets}
+	env := d.vol.Secrets
+	if d.vol.Offline { // not one request: no credential needed
+		opts, env = append(opts, "offline"), nil
+	}
+	req := launch.Request{ID: d.key, Source: d.vol.Source, Options: opts, Env: env}
 	err = launch.WriteMessage(conn, req, fd)
 	unix.Close(fd)
 	fail := func(e error) error {
@@ -191,7 +195,11 @@ func (drv *Driver) waitReady(d *daemon, gen int, done chan struct{}, exited chan
 			log.Printf("stfs-csi: %s: %v", d.key, err)
 		}
 	}
-	log.Printf("stfs-csi: %s: daemon pid %d serves %s on %s", d.key, d.pid, d.vol.Source, d.dir)
+	how := ""
+	if d.vol.Offline {
+		how = " offline, from the node cache,"
+	}
+	log.Printf("stfs-csi: %s: daemon pid %d serves %s%s on %s", d.key, d.pid, d.vol.Source, how, d.dir)
 	if len(d.targets) == 0 {
 		// its publisher may have given up (a deadline): the grace time
 		// runs until one binds it
@@ -300,7 +308,7 @@ func (drv *Driver) stopLocked(d *daemon) {
 	if d.conn != nil {
 		d.conn.Close()
 	}
-	d.vol = &Volume{Source: d.vol.Source} // the credentials go
+	d.vol = &Volume{Source: d.vol.Source, Offline: d.vol.Offline} // the credentials go
 	drv.mu.Lock()
 	if drv.daemons[d.key] == d {
 		delete(drv.daemons, d.key)

@@ -71,33 +71,64 @@ func (drv *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVo
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	key := v.Key()
-	// kubelet runs one operation at a time per volume and target; a
-	// slow start of one source holds only its own daemon's lock, never
-	// another pod's publish
 	drv.mu.Lock()
 	p, ok := drv.targets[target]
 	drv.mu.Unlock()
+	if ok && v.AllowOfflineCache && p.key == v.offline().Key() {
+		// published already, from the node cache: the same answer
+		v, key = v.offline(), p.key
+	}
 	if ok && (p.key != key || (p.volumeID != "" && p.volumeID != req.GetVolumeId())) {
 		return nil, status.Errorf(codes.AlreadyExists, "%s is published already, with another volume", target)
 	}
-	for {
-		d := drv.get(v)
-		d.mu.Lock()
-		if d.removed {
-			d.mu.Unlock()
-			continue
+	err = drv.publish(ctx, v, target)
+	var refused *stfsRefused
+	if err != nil && !v.Offline && v.AllowOfflineCache && errors.As(err, &refused) &&
+		originUnreachable(refused.msg, v.Source) {
+		log.Printf("stfs-csi: %s: the origin of %s cannot be reached: served offline from the node cache (allowOfflineCache)", key, v.Source)
+		v = v.offline()
+		key = v.Key()
+		err = drv.publish(ctx, v, target)
+		var off *stfsRefused
+		if errors.As(err, &off) { // both reasons
+			err = &stfsRefused{v.Source, refused.msg + "; and offline, from the node cache: " + off.msg}
 		}
-		err := drv.publishLocked(ctx, d, target, v)
-		d.mu.Unlock()
-		if err != nil {
-			return nil, err
-		}
-		break
+	}
+	if err != nil {
+		return nil, err
 	}
 	drv.mu.Lock()
 	drv.targets[target] = published{req.GetVolumeId(), key}
 	drv.mu.Unlock()
 	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+// publish binds the daemon of v (started if need be) onto target.
+func (drv *Driver) publish(ctx context.Context, v *Volume, target string) error {
+	// kubelet runs one operation at a time per volume and target; a
+	// slow start of one source holds only its own daemon's lock, never
+	// another pod's publish
+	d := drv.get(v)
+	d.mu.Lock()
+	for d.removed { // stopped meanwhile: its successor
+		d.mu.Unlock()
+		d = drv.get(v)
+		d.mu.Lock()
+	}
+	defer d.mu.Unlock()
+	return drv.publishLocked(ctx, d, target, v)
+}
+
+// stfsRefused: stfs did not serve source; msg is its own words.  The
+// gRPC answer is Internal with them.
+type stfsRefused struct{ source, msg string }
+
+func (e *stfsRefused) Error() string {
+	return "stfs could not serve " + e.source + ": " + e.msg
+}
+
+func (e *stfsRefused) GRPCStatus() *status.Status {
+	return status.New(codes.Internal, e.Error())
 }
 
 func (drv *Driver) publishLocked(ctx context.Context, d *daemon, target string, v *Volume) error {
@@ -138,7 +169,7 @@ func (drv *Driver) publishLocked(ctx context.Context, d *daemon, target string, 
 				err = errGone
 			}
 			if errors.As(err, &es) {
-				return status.Errorf(codes.Internal, "stfs could not serve %s: %s", d.vol.Source, es.msg)
+				return &stfsRefused{d.vol.Source, es.msg}
 			}
 			return status.Errorf(codes.Internal, "%s: %v", d.vol.Source, err)
 		}
