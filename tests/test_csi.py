@@ -30,7 +30,12 @@ a shared mount, as kubelet's is.
   a user without access are refused with S3's reasons;
 - a restart of the plugin: the daemons adopted, recovered, shared;
 - two sources on one node: one cache, each pod its own files; the
-  readiness check (stfs prefetch --wait on the volume).
+  readiness check (stfs prefetch --wait on the volume);
+- allowOfflineCache: a gated hf:// source read once online; with the Hub
+  stopped, a volume that allows it is served from the node cache by an
+  offline daemon of its own (the tensor read before, equal to the source;
+  one never read is EIO); without it, or with a source never cached, the
+  publish is refused; a token the Hub refuses is refused even with it.
 """
 import hashlib
 import json
@@ -466,6 +471,105 @@ def test_two_sources_one_cache(d):
                 assert node.unpublish(pod, pod)["code"] == "OK"
 
 
+PROBE = r"""
+import sys
+try:
+    open(sys.argv[1], "rb").read()
+    print(0)
+except OSError as e:
+    print(e.errno)
+"""
+
+
+def pod_errno(target, path):
+    """A pod reads path under target: 0, or the errno it got."""
+    r = subprocess.run(["unshare", "-m", "--propagation", "slave",
+                        sys.executable, "-c", PROBE,
+                        os.path.join(target, path)],
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr.decode()
+    return int(r.stdout)
+
+
+def test_offline_cache(d):
+    """allowOfflineCache: the Hub stopped, a gated source read once is
+    served from the node cache, to volumes that allow it only."""
+    os.chmod(os.path.dirname(d), 0o711)     # the daemons (nobody) get in
+    with World(d) as w:
+        read, never = os.urandom(65536), os.urandom(65536)
+        path = T.write_st(os.path.join(d, "m.safetensors"), [
+            ("a", "U8", [65536], read),
+            # far from "a": no readahead of "a" reaches "z"
+            ("pad", "U8", [4 << 20], os.urandom(4 << 20)),
+            ("z", "U8", [65536], never)])
+        with open(path, "rb") as f:
+            files = {"model.safetensors": f.read(),
+                     "config.json": b'{"model_type": "llama"}'}
+        src = "hf://org/gated@" + w.hub.push(
+            w.hub.repo("org/gated", gated=True), files)
+        # small blocks, and no retry of a connection refused: seconds
+        attrs = {"source": src, "options": "block_size=64K,retries=0"}
+        allow = dict(attrs, allowOfflineCache="true")
+        tok = {"HF_TOKEN": hubemu.TOKEN}
+        want = {"a": hashlib.sha256(read).hexdigest(),
+                "%repo/config.json": hashlib.sha256(
+                    files["config.json"]).hexdigest()}
+        with Node(os.path.join(d, "node"),
+                  env={"HF_ENDPOINT": w.hub.url}) as node:
+            # the Hub answers: an online daemon, allowOfflineCache or not
+            r = node.publish("pod-a", allow, tok)
+            assert r["code"] == "OK", r
+            assert len(node.daemons()) == 1 and not node.daemons("offline")
+            assert pod_read(node.target("pod-a"), list(want)) == want
+            # a token the Hub refuses: refused, whatever the volume says
+            r = node.publish("pod-w", allow, {"HF_TOKEN": "hf_wrong"},
+                             vid="vw")
+            assert r["code"] == "Internal" and "restricted" in r["message"] \
+                and "offline" not in r["message"], r
+            assert len(node.daemons()) == 1 and not node.daemons("offline")
+            assert node.unpublish("pod-a")["code"] == "OK"
+            end = time.time() + 10
+            while node.daemons() and time.time() < end:
+                time.sleep(0.05)
+            assert not node.daemons() and not mounts_under(node.state)
+            w.hub.stop()
+            # the Hub cannot be reached: refused without the attribute
+            for a in (attrs, dict(attrs, allowOfflineCache="false")):
+                r = node.publish("pod-b", a, tok, vid="v2")
+                assert r["code"] == "Internal" and \
+                    "Couldn't connect" in r["message"], r
+                assert not node.daemons() and not mounts_under(node.state)
+            # with it: an offline daemon on the node cache
+            r = node.publish("pod-b", allow, tok, vid="v2")
+            assert r["code"] == "OK", r
+            off = node.daemons("offline")
+            assert len(off) == 1 and node.daemons() == off, node.daemons()
+            assert pod_read(node.target("pod-b"), list(want)) == want
+            assert pod_errno(node.target("pod-b"), "z") == 5    # EIO
+            assert pod_read(node.target("pod-b"), ["a"]) == {"a": want["a"]}
+            # the same publish again: the same answer; a second pod of
+            # the volume shares the offline daemon
+            assert node.publish("pod-b", allow, tok, vid="v2")["code"] == "OK"
+            r = node.publish("pod-c", allow, tok, vid="v3")
+            assert r["code"] == "OK", r
+            assert node.daemons("offline") == off
+            assert pod_read(node.target("pod-c"), ["a"]) == {"a": want["a"]}
+            # a source never cached: refused, in stfs's words both ways
+            other = dict(allow, source="hf://org/gated@" + "0" * 40)
+            r = node.publish("pod-d", other, tok, vid="v4")
+            assert r["code"] == "Internal" and "Couldn't connect" in \
+                r["message"] and "offline" in r["message"], r
+            assert node.daemons("offline") == off
+            # the token went to no offline daemon, nor anywhere else
+            no_secret_anywhere(node, hubemu.TOKEN)
+            for pod, vid in (("pod-b", "v2"), ("pod-c", "v3")):
+                assert node.unpublish(pod, vid)["code"] == "OK"
+            end = time.time() + 10
+            while node.daemons() and time.time() < end:
+                time.sleep(0.05)
+            assert not node.daemons() and not mounts_under(node.state)
+
+
 def test_s3_keys(d):
     """s3:// (OpenStack Swift, which checks every signature) with the
     AWS keys from the secret: the pod reads the prefix's files; a wrong
@@ -507,7 +611,8 @@ def run():
         return T.run_tests([test_sanity, test_publish_two_pods,
                             test_recovery, test_plugin_restart, test_grace,
                             test_refusals, test_hub_token,
-                            test_two_sources_one_cache, test_s3_keys])
+                            test_two_sources_one_cache, test_offline_cache,
+                            test_s3_keys])
     finally:
         s3server.stop_shared()
 
