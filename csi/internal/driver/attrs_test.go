@@ -83,43 +83,6 @@ func TestAllowOfflineCache(t *testing.T) {
 	}
 }
 
-func TestOriginUnreachable(t *testing.T) {
-	src := "hf://org/m@0123456789abcdef0123456789abcdef01234567"
-	yes := []string{
-		"stfs: " + src + ": Failed to connect to 127.0.0.1 port 4321 after 0 ms: Couldn't connect to server",
-		"stfs: " + src + ": Could not resolve host: huggingface.co",
-		"stfs: " + src + ": Connection timed out after 10001 milliseconds",
-		"stfs: " + src + ": Operation too slow. Less than 16384 bytes/sec transferred the last 30 seconds",
-		"stfs: " + src + ": HTTP 503 (Service Unavailable)",
-		"stfs: " + src + ": Recv failure: Connection reset by peer",
-	}
-	no := []string{
-		"stfs: " + src + ": HTTP 401 (Unauthorized): the repo is restricted",
-		"stfs: " + src + ": HTTP 403 (Forbidden): Couldn't connect",
-		"stfs: " + src + ": access to this model is restricted (gated)",
-		"stfs: " + src + ": HTTP 404 (Not Found)",
-		"stfs: " + src + ": rate-limited (HTTP 429) after 3 waits",
-		"stfs: " + src + ": SSL certificate problem: unable to get local issuer certificate",
-		"stfs: " + src + ": not a model",
-		"",
-	}
-	for _, m := range yes {
-		if !originUnreachable(m, src) {
-			t.Errorf("not unreachable: %s", m)
-		}
-	}
-	for _, m := range no {
-		if originUnreachable(m, src) {
-			t.Errorf("unreachable: %s", m)
-		}
-	}
-	// the source's own words do not count
-	s3 := "s3://b/Couldn't connect to server/"
-	if originUnreachable("stfs: "+s3+": HTTP 400 (Bad Request)", s3) {
-		t.Error("the source's name taken for the reason")
-	}
-}
-
 func TestKey(t *testing.T) {
 	a, _ := ParseVolume(map[string]string{"source": "/m", "options": "npy,flat"}, map[string]string{"HF_TOKEN": "x"})
 	b, _ := ParseVolume(map[string]string{"source": "/m", "options": "flat,npy", "csi.storage.k8s.io/pod.name": "p"}, map[string]string{"HF_TOKEN": "x"})

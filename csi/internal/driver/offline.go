@@ -30,7 +30,7 @@ var (
 	httpServerError = regexp.MustCompile(`\bHTTP 5[0-9][0-9]\b`)
 	// an answer from the origin about the credentials, or a refusal
 	// that is not about reaching it
-	refusedSigns = regexp.MustCompile(`(?i)\bHTTP (401|403|404|410|429)\b|restricted|forbidden|unauthori[sz]ed|access ?denied|signaturedoesnotmatch|invalidaccesskeyid|expiredtoken`)
+	refusedSigns = regexp.MustCompile(`(?i)HTTP (401|403|404|410|429)|restricted|forbidden|unauthori[sz]ed|access ?denied|signaturedoesnotmatch|invalidaccesskeyid|expiredtoken`)
 )
 
 // originUnreachable: whether stfs's message msg, about source, says that
