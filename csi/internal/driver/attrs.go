@@ -4,6 +4,7 @@
 package driver
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -190,9 +191,11 @@ func checkOption(v *Volume, opt string) error {
 // Key names the daemon that serves v: one per (source, options,
 // credentials, offline), so pods with other credentials never share a
 // daemon, and an offline daemon is never handed to a publish that the
-// origin could check.
-func (v *Volume) Key() string {
-	h := sha256.New()
+// origin could check.  It is an HMAC-SHA-256 with nodeKey, the node's
+// own random key (accepted.go): the credentials cannot be guessed back
+// from it without that key.
+func (v *Volume) Key(nodeKey []byte) string {
+	h := hmac.New(sha256.New, nodeKey)
 	fmt.Fprintf(h, "source\x00%s\x00", v.Source)
 	opts := append([]string(nil), v.Options...)
 	sort.Strings(opts)

@@ -67,14 +67,14 @@ func TestAllowOfflineCache(t *testing.T) {
 	// allowOfflineCache alone names the same daemon (an online one is the
 	// same either way); offline names another
 	a, _ := ParseVolume(map[string]string{"source": src, "allowOfflineCache": "true"}, map[string]string{"HF_TOKEN": "x"})
-	if a.Key() != v.Key() {
+	if a.Key(testKey) != v.Key(testKey) {
 		t.Error("allowOfflineCache changed the key")
 	}
 	o := a.offline()
-	if o.Key() == a.Key() || !o.Offline || a.Offline {
+	if o.Key(testKey) == a.Key(testKey) || !o.Offline || a.Offline {
 		t.Error("an offline daemon shares the online one's key")
 	}
-	if o.Key() != v.offline().Key() {
+	if o.Key(testKey) != v.offline().Key(testKey) {
 		t.Error("two keys for one offline daemon")
 	}
 	// a pod cannot ask for offline through its options
@@ -88,14 +88,14 @@ func TestKey(t *testing.T) {
 	b, _ := ParseVolume(map[string]string{"source": "/m", "options": "flat,npy", "csi.storage.k8s.io/pod.name": "p"}, map[string]string{"HF_TOKEN": "x"})
 	c, _ := ParseVolume(map[string]string{"source": "/m", "options": "flat,npy"}, map[string]string{"HF_TOKEN": "y"})
 	d, _ := ParseVolume(map[string]string{"source": "/m", "options": "flat"}, map[string]string{"HF_TOKEN": "x"})
-	if a.Key() != b.Key() {
+	if a.Key(testKey) != b.Key(testKey) {
 		t.Error("the same volume, two keys")
 	}
-	if a.Key() == c.Key() || a.Key() == d.Key() {
+	if a.Key(testKey) == c.Key(testKey) || a.Key(testKey) == d.Key(testKey) {
 		t.Error("other credentials or options, one key")
 	}
-	if len(a.Key()) != 20 {
-		t.Error(a.Key())
+	if len(a.Key(testKey)) != 20 {
+		t.Error(a.Key(testKey))
 	}
 }
 
@@ -115,7 +115,7 @@ func FuzzParseVolume(f *testing.F) {
 			}
 			return
 		}
-		if v.Source != src || len(v.Key()) != 20 {
+		if v.Source != src || len(v.Key(testKey)) != 20 {
 			t.Fatalf("%+v", v)
 		}
 		for _, o := range v.Options {
@@ -125,3 +125,5 @@ func FuzzParseVolume(f *testing.F) {
 		}
 	})
 }
+
+var testKey = []byte("0123456789abcdef0123456789abcdef")

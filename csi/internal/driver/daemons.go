@@ -53,7 +53,7 @@ func (e *errStarting) Error() string { return e.msg }
 
 // get finds or makes the daemon for v (not started).
 func (drv *Driver) get(v *Volume) *daemon {
-	key := v.Key()
+	key := drv.key(v)
 	drv.mu.Lock()
 	defer drv.mu.Unlock()
 	d := drv.daemons[key]
@@ -182,6 +182,11 @@ func (drv *Driver) waitReady(d *daemon, gen int, done chan struct{}, exited chan
 	d.live = true
 	if err := writeMeta(d); err != nil {
 		log.Printf("stfs-csi: %s: %v", d.key, err)
+	}
+	if !d.vol.Offline { // the origin accepted these credentials
+		if err := markAccepted(drv.cfg.StateDir, d.key, d.vol.Source); err != nil {
+			log.Printf("stfs-csi: %s: the marker of accepted credentials: %v", d.key, err)
+		}
 	}
 	ra := d.vol.ReadaheadKB
 	if ra == 0 {

@@ -45,6 +45,7 @@ type Driver struct {
 	daemons map[string]*daemon
 	targets map[string]published
 	stop    chan struct{}
+	nodeKey []byte // keys the daemons' keys (accepted.go)
 }
 
 // New checks cfg and prepares the node's directories.
@@ -65,9 +66,17 @@ func New(cfg Config) (*Driver, error) {
 	if err := os.Chmod(cfg.CacheDir, 0o700); err != nil {
 		return nil, err
 	}
+	nk, err := loadNodeKey(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	pruneAccepted(cfg.StateDir, time.Now())
 	return &Driver{cfg: cfg, daemons: map[string]*daemon{},
-		targets: map[string]published{}, stop: make(chan struct{})}, nil
+		targets: map[string]published{}, stop: make(chan struct{}), nodeKey: nk}, nil
 }
+
+// key names v's daemon on this node.
+func (drv *Driver) key(v *Volume) string { return v.Key(drv.nodeKey) }
 
 // Listen opens the endpoint (unix:///PATH or /PATH).
 func Listen(endpoint string) (net.Listener, error) {

@@ -8,6 +8,8 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -70,11 +72,11 @@ func (drv *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVo
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	key := v.Key()
+	key := drv.key(v)
 	drv.mu.Lock()
 	p, ok := drv.targets[target]
 	drv.mu.Unlock()
-	if ok && v.AllowOfflineCache && p.key == v.offline().Key() {
+	if ok && v.AllowOfflineCache && p.key == drv.key(v.offline()) {
 		// published already, from the node cache: the same answer
 		v, key = v.offline(), p.key
 	}
@@ -83,11 +85,22 @@ func (drv *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVo
 	}
 	err = drv.publish(ctx, v, target)
 	var refused *stfsRefused
-	if err != nil && !v.Offline && v.AllowOfflineCache && errors.As(err, &refused) &&
+	if err != nil && !v.Offline && errors.As(err, &refused) &&
+		credentialRefused.MatchString(strings.ReplaceAll(refused.msg, v.Source, "")) {
+		// the origin refuses these credentials now: no offline
+		// service for them either
+		forgetAccepted(drv.cfg.StateDir, key)
+	}
+	if err != nil && !v.Offline && v.AllowOfflineCache && refused != nil &&
 		originUnreachable(refused.msg, v.Source) {
+		if !wasAccepted(drv.cfg.StateDir, key, time.Now()) {
+			return nil, status.Errorf(codes.FailedPrecondition,
+				"%s: the origin cannot be reached (%s) and these credentials were never accepted for this source on this node: not served from the node cache (allowOfflineCache)",
+				v.Source, refused.msg)
+		}
 		log.Printf("stfs-csi: %s: the origin of %s cannot be reached: served offline from the node cache (allowOfflineCache)", key, v.Source)
 		v = v.offline()
-		key = v.Key()
+		key = drv.key(v)
 		err = drv.publish(ctx, v, target)
 		var off *stfsRefused
 		if errors.As(err, &off) { // both reasons
