@@ -493,7 +493,9 @@ def pod_errno(target, path):
 
 def test_offline_cache(d):
     """allowOfflineCache: the Hub stopped, a gated source read once is
-    served from the node cache, to volumes that allow it only."""
+    served from the node cache, to volumes that allow it only, and only
+    with the token the Hub accepted for it on this node (after a restart
+    of the plugin too); another token, or none, is refused."""
     os.chmod(os.path.dirname(d), 0o711)     # the daemons (nobody) get in
     with World(d) as w:
         read, never = os.urandom(65536), os.urandom(65536)
@@ -532,13 +534,32 @@ def test_offline_cache(d):
             while node.daemons() and time.time() < end:
                 time.sleep(0.05)
             assert not node.daemons() and not mounts_under(node.state)
+            # the Hub's acceptance of the token, on record: a marker
+            # named by the daemon's key, the token nowhere in it
+            (mark,) = os.listdir(os.path.join(node.state, "accepted"))
+            st = os.stat(os.path.join(node.state, "node.key"))
+            assert st.st_mode & 0o777 == 0o600 and st.st_size == 32
             w.hub.stop()
+            # the markers outlive the plugin
+            node.restart_plugin()
             # the Hub cannot be reached: refused without the attribute
             for a in (attrs, dict(attrs, allowOfflineCache="false")):
                 r = node.publish("pod-b", a, tok, vid="v2")
                 assert r["code"] == "Internal" and \
                     "Couldn't connect" in r["message"], r
                 assert not node.daemons() and not mounts_under(node.state)
+            # with it, a token the Hub never accepted here, or none:
+            # refused, no daemon, nothing to read
+            for bad in ({"HF_TOKEN": "hf_never_seen"}, {}):
+                r = node.publish("pod-x", allow, bad, vid="vx")
+                assert r["code"] == "FailedPrecondition" and \
+                    "never accepted for this source on this node" in \
+                    r["message"] and "Couldn't connect" in r["message"], r
+                assert not node.daemons() and not mounts_under(node.state)
+                assert not os.path.ismount(node.target("pod-x"))
+                assert not os.path.exists(node.target("pod-x")) or \
+                    not os.listdir(node.target("pod-x"))
+            assert os.listdir(os.path.join(node.state, "accepted")) == [mark]
             # with it: an offline daemon on the node cache
             r = node.publish("pod-b", allow, tok, vid="v2")
             assert r["code"] == "OK", r
@@ -554,11 +575,12 @@ def test_offline_cache(d):
             assert r["code"] == "OK", r
             assert node.daemons("offline") == off
             assert pod_read(node.target("pod-c"), ["a"]) == {"a": want["a"]}
-            # a source never cached: refused, in stfs's words both ways
+            # a source never opened here: its token was never accepted
+            # for it
             other = dict(allow, source="hf://org/gated@" + "0" * 40)
             r = node.publish("pod-d", other, tok, vid="v4")
-            assert r["code"] == "Internal" and "Couldn't connect" in \
-                r["message"] and "offline" in r["message"], r
+            assert r["code"] == "FailedPrecondition" and "Couldn't connect" \
+                in r["message"] and "never accepted" in r["message"], r
             assert node.daemons("offline") == off
             # the token went to no offline daemon, nor anywhere else
             no_secret_anywhere(node, hubemu.TOKEN)

@@ -6,7 +6,9 @@
 // source kept there (its listing, %repo/ files, the blocks read), with not
 // one request; a block never fetched is EIO.  An origin that answers and
 // refuses the credentials (401, 403) is never "unreachable": that publish
-// is refused, whatever the volume says.  The offline flag is part of the
+// is refused, whatever the volume says; and the fallback is given only
+// to credentials the origin accepted for the source on this node
+// (accepted.go).  The offline flag is part of the
 // daemon's key, so an offline daemon is shared only by publishes that
 // found the origin unreachable themselves.
 package driver
