@@ -438,8 +438,8 @@ def mount_on_tty(url, mnt, tty):
 
 
 def test_mount_progress_line(d, mnt):
-    """Headers that take seconds to arrive (3 shards of ~250 KB headers,
-    100 KB/s a connection): on a terminal, `stfs mount` draws the line
+    """Headers that take seconds to arrive (3 shards of ~120 KB headers,
+    50 KB/s a connection): on a terminal, `stfs mount` draws the line
     (files read of 3, bytes, rate, time) and erases it before it returns;
     with stderr not a terminal, it prints nothing."""
     srv = os.path.join(d, "srv")
@@ -453,7 +453,7 @@ def test_mount_progress_line(d, mnt):
         wm.update({t[0]: name for t in ts})
     with open(os.path.join(srv, "model.safetensors.index.json"), "w") as f:
         json.dump({"metadata": {}, "weight_map": wm}, f)
-    paced, port = paced_server(srv, 100 * 1000)
+    paced, port = paced_server(srv, 50 * 1000)
     url = "http://127.0.0.1:%d/" % port
     try:
         t = time.time()
