@@ -318,8 +318,20 @@ def test_refusals(d):
             ({}, {}, None, "InvalidArgument", "source"),
             ({}, {"source": src}, {"PATH": SECRET}, "InvalidArgument",
              "secret key \"PATH\""),
-            ({}, {"source": os.path.join(d, "nothing.safetensors")}, None,
+            ({}, {"source": os.path.join(src, "nothing.safetensors")}, None,
              "Internal", "No such file"),
+            # a path on the node: only under --local-dir, never the node
+            # cache (every tenant's blocks: %repo/ shows a folder's every
+            # file) nor a folder holding it, nor by "..", nor HF:// for
+            # hf:// to get past the commit rule
+            ({}, {"source": node.cache}, None, "InvalidArgument",
+             "not under"),
+            ({}, {"source": d}, None, "InvalidArgument", "not under"),
+            ({}, {"source": src + "/../cache"}, None, "InvalidArgument",
+             "no \"..\""),
+            ({}, {"source": "/etc"}, None, "InvalidArgument", "not under"),
+            ({}, {"source": "HF://org/m@main"}, None, "InvalidArgument",
+             "names a commit"),
         ]
         for kw, attrs, secrets, code, says in cases:
             r = node.publish("pod-x", attrs, secrets, **kw)
@@ -499,6 +511,12 @@ def test_s3_keys(d):
             "%repo/model.safetensors": hashlib.sha256(a).hexdigest(),
             "%repo/config.json": hashlib.sha256(conf).hexdigest()}
         no_secret_anywhere(node, s3server.SECRET, node.daemons())
+        # a volume's daemon never falls back on the node's own role
+        # (instance metadata): only its secret's keys
+        for pid in node.daemons():
+            with open("/proc/%d/environ" % pid, "rb") as f:
+                env = f.read().split(b"\0")
+            assert b"AWS_EC2_METADATA_DISABLED=true" in env, env
         assert node.unpublish("pod-a")["code"] == "OK"
 
 

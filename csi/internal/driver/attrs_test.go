@@ -1,6 +1,8 @@
 package driver
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -32,6 +34,8 @@ func TestParseVolume(t *testing.T) {
 		"unknown volume":        {"source": "/m", "mode": "rw"},
 		"is missing":            {},
 		"begins with -":         {"source": "-o"},
+		// stfs reads HF:// as hf://: the commit rule holds for it too
+		"names a commit   ": {"source": "HF://org/m@main"},
 	}
 	for want, a := range bad {
 		_, err := ParseVolume(a, nil)
@@ -86,4 +90,47 @@ func FuzzParseVolume(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCheckLocal: a path on the node only under --local-dir, never the
+// node cache (every tenant's blocks, readable by the daemons' user) or a
+// folder above it, nor through "..", nor through a symbolic link.
+func TestCheckLocal(t *testing.T) {
+	d := t.TempDir()
+	local, cache := filepath.Join(d, "models"), filepath.Join(d, "models", "cache")
+	for _, p := range []string{local, cache, filepath.Join(d, "state"), filepath.Join(local, "m")} {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(cache, filepath.Join(local, "link")); err != nil {
+		t.Fatal(err)
+	}
+	private := []string{cache, filepath.Join(d, "state")}
+	for _, src := range []string{filepath.Join(local, "m"), filepath.Join(local, "m") + "/",
+		filepath.Join(local, "none.safetensors"), "s3://b/k", "HTTPS://h/x.safetensors"} {
+		if err := CheckLocal(src, local, private...); err != nil {
+			t.Errorf("%s: %v", src, err)
+		}
+	}
+	bad := map[string]string{
+		cache:                               "driver's own folder",
+		cache + "/x":                        "driver's own folder",
+		local:                               "driver's own folder", // holds the cache
+		filepath.Join(local, "link"):        "driver's own folder",
+		filepath.Join(d, "state"):           "not under",
+		"/etc":                              "not under",
+		local + "/m/../cache":               "no \"..\"",
+		"models/m":                          "absolute",
+		filepath.Join(local, "link") + "/x": "driver's own folder",
+	}
+	for src, want := range bad {
+		err := CheckLocal(src, local, private...)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", src, err, want)
+		}
+	}
+	if err := CheckLocal(filepath.Join(local, "m"), "", private...); err == nil || !strings.Contains(err.Error(), "--local-dir") {
+		t.Errorf("no --local-dir: %v", err)
+	}
 }

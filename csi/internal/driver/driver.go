@@ -28,6 +28,7 @@ type Config struct {
 	StateDir      string        // the daemons' mounts: STATE/mounts/KEY
 	CacheDir      string        // the node's cache, for every daemon
 	CacheSize     string        // cache_size= of every daemon ("": stfs's)
+	LocalDir      string        // local sources only under it ("": none)
 	DaemonUID     int           // the daemons' user: owns the cache
 	DaemonGID     int           //
 	Grace         time.Duration // a daemon with no target lives so long
