@@ -389,6 +389,17 @@ def test_hostile(d, mnt):
     refused("no role", AWS_WEB_IDENTITY_TOKEN_FILE=tok)
     refused("No such file", AWS_ROLE_ARN=w["sts"].ROLE,
             AWS_WEB_IDENTITY_TOKEN_FILE=os.path.join(d, "none"))
+    # a token file that is a FIFO (no writer: its open would wait for
+    # one forever) or a device: refused at once, for both token files
+    fifo = os.path.join(d, "fifo")
+    os.mkfifo(fifo)
+    refused("the web identity token file %s: not a regular file" % fifo,
+            AWS_ROLE_ARN=w["sts"].ROLE, AWS_WEB_IDENTITY_TOKEN_FILE=fifo)
+    refused("not a regular file", AWS_ROLE_ARN=w["sts"].ROLE,
+            AWS_WEB_IDENTITY_TOKEN_FILE="/dev/zero")
+    refused("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE %s: not a regular file"
+            % fifo, AWS_CONTAINER_CREDENTIALS_FULL_URI=full,
+            AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE=fifo)
     refused("not an AssumeRoleWithWebIdentityResponse",
             AWS_ROLE_ARN=w["sts"].ROLE, AWS_WEB_IDENTITY_TOKEN_FILE=tok,
             AWS_ENDPOINT_URL_STS=w["sts"].url + "/garbage")

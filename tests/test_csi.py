@@ -375,6 +375,30 @@ def test_hub_token(d):
                 "%repo/config.json": hashlib.sha256(
                     b'{"model_type": "llama"}').hexdigest()}
             no_secret_anywhere(node, hubemu.TOKEN, node.daemons())
+            # a user of the node (not root) reads the gated files through
+            # no daemon's mount under the state directory
+            mounts = os.path.join(node.state, "mounts")
+            for p in (d, os.path.dirname(d)):   # the way there is open
+                os.chmod(p, 0o711)
+            r = subprocess.run(
+                ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY,
+                 "--clear-groups", sys.executable, "-c",
+                 "import os, sys\n"
+                 "for k in os.listdir(sys.argv[1]):\n"
+                 "    p = os.path.join(sys.argv[1], k, '%repo/config.json')\n"
+                 "    print(open(p).read())\n", mounts],
+                capture_output=True, text=True, timeout=30)
+            assert r.returncode != 0 and "PermissionError" in r.stderr, r
+            assert "llama" not in r.stdout
+            # nor does another daemon of the node (the same user: another
+            # tenant's, were it taken over) read this one's environment
+            for pid in node.daemons():
+                r = subprocess.run(
+                    ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY,
+                     "--clear-groups", "cat", "/proc/%d/environ" % pid],
+                    capture_output=True, timeout=30)
+                assert r.returncode != 0 and \
+                    hubemu.TOKEN.encode() not in r.stdout, r
             # a branch is refused, unless the volume allows it
             r = node.publish("pod-b", {"source": "hf://org/gated"},
                              {"HF_TOKEN": hubemu.TOKEN}, vid="v2")

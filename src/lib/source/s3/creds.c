@@ -33,12 +33,14 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -77,6 +79,26 @@ static const char *kind_name(enum stfs_creds_kind k)
 	case STFS_CREDS_CONTAINER: return "the container endpoint";
 	default: return "the instance metadata service (IMDSv2)";
 	}
+}
+
+int stfs_creds_open_file(const char *path)
+{
+	/* O_NONBLOCK: a FIFO with no writer opens at once, to be refused */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	struct stat st;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	return fd;
+}
+
+const char *stfs_creds_open_why(int rc)
+{
+	return rc == -EINVAL ? "not a regular file" : strerror(-rc);
 }
 
 void stfs_creds_keys_drop(struct stfs_creds_keys *k)
