@@ -124,7 +124,9 @@ func ParseVolume(attrs, secrets map[string]string) (*Volume, error) {
 		if !secretKeys[k] {
 			return nil, fmt.Errorf("secret key %q is not one stfs takes (HF_TOKEN, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN)", k)
 		}
-		if strings.ContainsAny(val, "\x00\n") {
+		// any control (a CR too): each goes into a header or a
+		// signature, where a CR would start another header
+		if strings.IndexFunc(val, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
 			return nil, fmt.Errorf("secret %s: a control character", k)
 		}
 		v.Secrets[k] = val

@@ -47,6 +47,13 @@ func TestParseVolume(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "secret-value") {
 		t.Errorf("secret key: %v", err)
 	}
+	// a CR (or any control) would start another header after the token
+	for _, v := range []string{"tok\rX-Evil: 1", "tok\tx", "tok\x7f"} {
+		_, err = ParseVolume(map[string]string{"source": "/m"}, map[string]string{"AWS_SESSION_TOKEN": v})
+		if err == nil || !strings.Contains(err.Error(), "control character") || strings.Contains(err.Error(), v) {
+			t.Errorf("secret %q: %v", v, err)
+		}
+	}
 }
 
 func TestKey(t *testing.T) {
