@@ -28,8 +28,10 @@ key each request was signed with).
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -420,6 +422,40 @@ def test_hostile(d, mnt):
         conf = write(os.path.join(d, "config"),
                      "[default]\ncredential_process = %s\n" % script)
         refused(want, AWS_CONFIG_FILE=conf)
+    # an endpoint that trickles its answer (4 bytes a second, above a
+    # stall's 1 byte/s, of a Content-Length of 4,000: 17 minutes): a
+    # stall all the same, refused within seconds
+    trickle = socket.socket()
+    trickle.bind(("127.0.0.1", 0))
+    trickle.listen(8)
+
+    def drip():
+        while True:
+            try:
+                c, _ = trickle.accept()
+            except OSError:
+                return
+            try:
+                c.settimeout(60)
+                got = b""
+                while b"\r\n\r\n" not in got:
+                    got += c.recv(4096) or b"\r\n\r\n"
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                          b"Content-Length: 4000\r\n\r\n")
+                for _ in range(400):
+                    c.sendall(b"a")
+                    time.sleep(0.25)
+            except OSError:
+                pass
+            c.close()
+    threading.Thread(target=drip, daemon=True).start()
+    t = time.time()
+    refused("the instance metadata service",
+            AWS_EC2_METADATA_DISABLED=None,
+            AWS_EC2_METADATA_SERVICE_ENDPOINT="http://127.0.0.1:%d" %
+            trickle.getsockname()[1])
+    assert time.time() - t < 30, time.time() - t
+    trickle.close()
     # IMDS: no role there means unsigned requests (refused by this
     # server), with a line saying why; a disabled IMDS is not asked
     n = len(w["imds"].requests)

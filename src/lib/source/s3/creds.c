@@ -538,6 +538,9 @@ int stfs_creds_try(const struct stfs_aws_conf *a, const char *region,
 	/* short timeouts: these services are near, or not there at all */
 	c->ho.connect_timeout_ms = 2000;
 	c->ho.stall_timeout_ms = 5000;
+	/* a trickle is a stall: their answers are a few KiB, and at the
+	 * 1 byte/s of the default 64 KiB would take a day */
+	c->ho.min_speed = 4096;
 	c->ho.retries = 2;
 	c->ho.connections = 1;
 	if (stfs_httpc_init(&c->http, &c->ho, &c->count)) {
