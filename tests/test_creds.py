@@ -633,6 +633,52 @@ def test_refresh(d, mnt):
     no_secret(slurp(log))
 
 
+def test_unmount_refreshing(d, mnt):
+    """An unmount while a refresh runs a credential_process that takes
+    25 s: the daemon exits at once, the process killed with it."""
+    w = world()
+    keys = proc_keys(w["iss"].issue("process", life=600))
+    keys["Expiration"] = time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                       time.gmtime(time.time() + 8))
+    runs = os.path.join(d, "runs")
+    # the first run answers at once; a refresh sleeps 25 s first
+    script = process_script(d, keys, "slow.py", (
+        "import os, time\nagain = os.path.exists(%r)\n"
+        "open(%r, 'a').write('x')\nif again:\n    time.sleep(25)\n")
+        % (runs, runs))
+    conf = write(os.path.join(d, "config"),
+                 "[default]\ncredential_process = %s\n" % script)
+    blob = os.urandom(4 << 20)
+    path = T.write_st(os.path.join(d, "model.safetensors"),
+                      [("t", "U8", [len(blob)], blob)])
+    with open(path, "rb") as f:
+        w["sw"].put("models", "slow/model.safetensors", f.read())
+    log = os.path.join(d, "log")
+    with env(**base(d, AWS_CONFIG_FILE=conf)):
+        p = mount_logged("s3://models/slow/", mnt, log, "-o", "nocache")
+        # a request starts the refresher (due 2 s before the expiry)
+        with open(os.path.join(mnt, "t"), "rb") as f:
+            f.seek(1 << 20)
+            assert f.read(4096) == blob[1 << 20:(1 << 20) + 4096]
+        end = time.time() + 20
+        while len(read(runs)) < 2:
+            assert time.time() < end, slurp(log)
+            time.sleep(0.1)
+        time.sleep(0.5)
+        t = time.time()
+        stop_logged(p, mnt)
+        took = time.time() - t
+    assert took < 5, "the daemon exited %.1f s after the unmount" % took
+    assert "was still running when stopped; killed" in slurp(log), \
+        slurp(log)
+    for pid in os.listdir("/proc"):     # the process went with it
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                assert script.encode() not in f.read(), pid
+        except OSError:
+            pass
+
+
 def run():
     try:
         # (the redirect test's 302 comes from the STS emulator)
@@ -644,6 +690,7 @@ def run():
             test_sts_endpoints,
             test_hostile,
             test_refresh,
+            test_unmount_refreshing,
         ])
     finally:
         stop_world()

@@ -69,6 +69,9 @@ struct stfs_creds {
 	pthread_t thread;
 	pid_t pid;                      /* the process it runs in */
 	int running, stopping;
+	/* atomic (read unlocked by a fetch under way): a park's word that
+	 * a credential_process still running is killed */
+	int cancel;
 };
 
 static const char *kind_name(enum stfs_creds_kind k)
@@ -137,7 +140,7 @@ static int fetch(struct stfs_creds *c, struct stfs_creds_keys *k,
 	case STFS_CREDS_WEB_IDENTITY:
 		return stfs_sts_fetch(&c->http, &c->src, k, err);
 	case STFS_CREDS_PROCESS:
-		return stfs_process_fetch(&c->src, k, err);
+		return stfs_process_fetch(&c->src, &c->cancel, k, err);
 	case STFS_CREDS_CONTAINER:
 		return stfs_container_fetch(&c->http, &c->src, k, err);
 	default:
@@ -259,6 +262,7 @@ static void ensure_thread(struct stfs_creds *c)
 	if (c->running && c->pid == getpid())
 		return;
 	c->stopping = 0;
+	__atomic_store_n(&c->cancel, 0, __ATOMIC_RELEASE);
 	c->pid = getpid();
 	c->running = !pthread_create(&c->thread, NULL, refresher, c);
 }
@@ -311,6 +315,9 @@ void stfs_creds_park(struct stfs_creds *c)
 	c->stopping = 1;
 	c->running = 0;
 	th = c->thread;
+	/* a refresh running a credential_process ends now, not in 30 s */
+	if (join)
+		__atomic_store_n(&c->cancel, 1, __ATOMIC_RELEASE);
 	pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->mu);
 	if (join)

@@ -182,7 +182,9 @@ struct stfs_creds_src {
 int stfs_sts_fetch(struct stfs_http_client *h,
 		   const struct stfs_creds_src *src, struct stfs_creds_keys *k,
 		   struct stfs_error *err);
-int stfs_process_fetch(const struct stfs_creds_src *src,
+/* cancel (may be NULL): once it reads nonzero (an atomic load), the
+ * process is killed with its group and the fetch fails at once. */
+int stfs_process_fetch(const struct stfs_creds_src *src, const int *cancel,
 		       struct stfs_creds_keys *k, struct stfs_error *err);
 int stfs_container_fetch(struct stfs_http_client *h,
 			 const struct stfs_creds_src *src,
