@@ -86,11 +86,12 @@ class Node:
     the plugin, and their logs."""
 
     def __init__(self, d, grace="1s", env=None, launcher=None,
-                 stfs_argv0=None):
+                 stfs_argv0=None, local_dir=None):
         """launcher: a function of the launcher's socket that returns
         its command (default: stfs-csi daemon, here, as root dropping to
         nobody); stfs_argv0: the daemons' argv[0] (default: this run's
-        copy of STFS)."""
+        copy of STFS); local_dir: the plugin's --local-dir (default:
+        D/model, where test_csi's model() writes)."""
         bins()      # first: a failed build leaves nothing mounted
         self.d = d
         self.procs = []
@@ -104,6 +105,7 @@ class Node:
         os.chown(os.path.join(d, "launcher"), NOBODY, NOBODY)
         self.launcher_sock = os.path.join(d, "launcher", "launcher.sock")
         self.launcher_cmd = launcher
+        self.local_dir = local_dir or os.path.join(d, "model")
         self.stfs_argv0 = (stfs_argv0 or T.stfs_for_others()).encode()
         self.logs = []
         self.kubelet = os.path.join(d, "kubelet")
@@ -134,7 +136,7 @@ class Node:
             bins()["stfs-csi"], "--endpoint", self.sock, "--node-id",
             "node-1", "--launcher", self.launcher_sock, "--state-dir",
             self.state, "--cache-dir", self.cache, "--grace", grace,
-            "--check-interval", "500ms"]
+            "--check-interval", "500ms", "--local-dir", self.local_dir]
         self.start_plugin()
 
     def start_plugin(self):

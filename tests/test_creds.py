@@ -28,8 +28,10 @@ key each request was signed with).
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -389,6 +391,17 @@ def test_hostile(d, mnt):
     refused("no role", AWS_WEB_IDENTITY_TOKEN_FILE=tok)
     refused("No such file", AWS_ROLE_ARN=w["sts"].ROLE,
             AWS_WEB_IDENTITY_TOKEN_FILE=os.path.join(d, "none"))
+    # a token file that is a FIFO (no writer: its open would wait for
+    # one forever) or a device: refused at once, for both token files
+    fifo = os.path.join(d, "fifo")
+    os.mkfifo(fifo)
+    refused("the web identity token file %s: not a regular file" % fifo,
+            AWS_ROLE_ARN=w["sts"].ROLE, AWS_WEB_IDENTITY_TOKEN_FILE=fifo)
+    refused("not a regular file", AWS_ROLE_ARN=w["sts"].ROLE,
+            AWS_WEB_IDENTITY_TOKEN_FILE="/dev/zero")
+    refused("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE %s: not a regular file"
+            % fifo, AWS_CONTAINER_CREDENTIALS_FULL_URI=full,
+            AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE=fifo)
     refused("not an AssumeRoleWithWebIdentityResponse",
             AWS_ROLE_ARN=w["sts"].ROLE, AWS_WEB_IDENTITY_TOKEN_FILE=tok,
             AWS_ENDPOINT_URL_STS=w["sts"].url + "/garbage")
@@ -409,6 +422,40 @@ def test_hostile(d, mnt):
         conf = write(os.path.join(d, "config"),
                      "[default]\ncredential_process = %s\n" % script)
         refused(want, AWS_CONFIG_FILE=conf)
+    # an endpoint that trickles its answer (4 bytes a second, above a
+    # stall's 1 byte/s, of a Content-Length of 4,000: 17 minutes): a
+    # stall all the same, refused within seconds
+    trickle = socket.socket()
+    trickle.bind(("127.0.0.1", 0))
+    trickle.listen(8)
+
+    def drip():
+        while True:
+            try:
+                c, _ = trickle.accept()
+            except OSError:
+                return
+            try:
+                c.settimeout(60)
+                got = b""
+                while b"\r\n\r\n" not in got:
+                    got += c.recv(4096) or b"\r\n\r\n"
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                          b"Content-Length: 4000\r\n\r\n")
+                for _ in range(400):
+                    c.sendall(b"a")
+                    time.sleep(0.25)
+            except OSError:
+                pass
+            c.close()
+    threading.Thread(target=drip, daemon=True).start()
+    t = time.time()
+    refused("the instance metadata service",
+            AWS_EC2_METADATA_DISABLED=None,
+            AWS_EC2_METADATA_SERVICE_ENDPOINT="http://127.0.0.1:%d" %
+            trickle.getsockname()[1])
+    assert time.time() - t < 30, time.time() - t
+    trickle.close()
     # IMDS: no role there means unsigned requests (refused by this
     # server), with a line saying why; a disabled IMDS is not asked
     n = len(w["imds"].requests)
@@ -586,6 +633,52 @@ def test_refresh(d, mnt):
     no_secret(slurp(log))
 
 
+def test_unmount_refreshing(d, mnt):
+    """An unmount while a refresh runs a credential_process that takes
+    25 s: the daemon exits at once, the process killed with it."""
+    w = world()
+    keys = proc_keys(w["iss"].issue("process", life=600))
+    keys["Expiration"] = time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                       time.gmtime(time.time() + 8))
+    runs = os.path.join(d, "runs")
+    # the first run answers at once; a refresh sleeps 25 s first
+    script = process_script(d, keys, "slow.py", (
+        "import os, time\nagain = os.path.exists(%r)\n"
+        "open(%r, 'a').write('x')\nif again:\n    time.sleep(25)\n")
+        % (runs, runs))
+    conf = write(os.path.join(d, "config"),
+                 "[default]\ncredential_process = %s\n" % script)
+    blob = os.urandom(4 << 20)
+    path = T.write_st(os.path.join(d, "model.safetensors"),
+                      [("t", "U8", [len(blob)], blob)])
+    with open(path, "rb") as f:
+        w["sw"].put("models", "slow/model.safetensors", f.read())
+    log = os.path.join(d, "log")
+    with env(**base(d, AWS_CONFIG_FILE=conf)):
+        p = mount_logged("s3://models/slow/", mnt, log, "-o", "nocache")
+        # a request starts the refresher (due 2 s before the expiry)
+        with open(os.path.join(mnt, "t"), "rb") as f:
+            f.seek(1 << 20)
+            assert f.read(4096) == blob[1 << 20:(1 << 20) + 4096]
+        end = time.time() + 20
+        while len(read(runs)) < 2:
+            assert time.time() < end, slurp(log)
+            time.sleep(0.1)
+        time.sleep(0.5)
+        t = time.time()
+        stop_logged(p, mnt)
+        took = time.time() - t
+    assert took < 5, "the daemon exited %.1f s after the unmount" % took
+    assert "was still running when stopped; killed" in slurp(log), \
+        slurp(log)
+    for pid in os.listdir("/proc"):     # the process went with it
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                assert script.encode() not in f.read(), pid
+        except OSError:
+            pass
+
+
 def run():
     try:
         # (the redirect test's 302 comes from the STS emulator)
@@ -597,6 +690,7 @@ def run():
             test_sts_endpoints,
             test_hostile,
             test_refresh,
+            test_unmount_refreshing,
         ])
     finally:
         stop_world()

@@ -323,8 +323,20 @@ def test_refusals(d):
             ({}, {}, None, "InvalidArgument", "source"),
             ({}, {"source": src}, {"PATH": SECRET}, "InvalidArgument",
              "secret key \"PATH\""),
-            ({}, {"source": os.path.join(d, "nothing.safetensors")}, None,
+            ({}, {"source": os.path.join(src, "nothing.safetensors")}, None,
              "Internal", "No such file"),
+            # a path on the node: only under --local-dir, never the node
+            # cache (every tenant's blocks: %repo/ shows a folder's every
+            # file) nor a folder holding it, nor by "..", nor HF:// for
+            # hf:// to get past the commit rule
+            ({}, {"source": node.cache}, None, "InvalidArgument",
+             "not under"),
+            ({}, {"source": d}, None, "InvalidArgument", "not under"),
+            ({}, {"source": src + "/../cache"}, None, "InvalidArgument",
+             "no \"..\""),
+            ({}, {"source": "/etc"}, None, "InvalidArgument", "not under"),
+            ({}, {"source": "HF://org/m@main"}, None, "InvalidArgument",
+             "names a commit"),
         ]
         for kw, attrs, secrets, code, says in cases:
             r = node.publish("pod-x", attrs, secrets, **kw)
@@ -368,6 +380,30 @@ def test_hub_token(d):
                 "%repo/config.json": hashlib.sha256(
                     b'{"model_type": "llama"}').hexdigest()}
             no_secret_anywhere(node, hubemu.TOKEN, node.daemons())
+            # a user of the node (not root) reads the gated files through
+            # no daemon's mount under the state directory
+            mounts = os.path.join(node.state, "mounts")
+            for p in (d, os.path.dirname(d)):   # the way there is open
+                os.chmod(p, 0o711)
+            r = subprocess.run(
+                ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY,
+                 "--clear-groups", sys.executable, "-c",
+                 "import os, sys\n"
+                 "for k in os.listdir(sys.argv[1]):\n"
+                 "    p = os.path.join(sys.argv[1], k, '%repo/config.json')\n"
+                 "    print(open(p).read())\n", mounts],
+                capture_output=True, text=True, timeout=30)
+            assert r.returncode != 0 and "PermissionError" in r.stderr, r
+            assert "llama" not in r.stdout
+            # nor does another daemon of the node (the same user: another
+            # tenant's, were it taken over) read this one's environment
+            for pid in node.daemons():
+                r = subprocess.run(
+                    ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY,
+                     "--clear-groups", "cat", "/proc/%d/environ" % pid],
+                    capture_output=True, timeout=30)
+                assert r.returncode != 0 and \
+                    hubemu.TOKEN.encode() not in r.stdout, r
             # a branch is refused, unless the volume allows it
             r = node.publish("pod-b", {"source": "hf://org/gated"},
                              {"HF_TOKEN": hubemu.TOKEN}, vid="v2")
@@ -625,6 +661,12 @@ def test_s3_keys(d):
             "%repo/model.safetensors": hashlib.sha256(a).hexdigest(),
             "%repo/config.json": hashlib.sha256(conf).hexdigest()}
         no_secret_anywhere(node, s3server.SECRET, node.daemons())
+        # a volume's daemon never falls back on the node's own role
+        # (instance metadata): only its secret's keys
+        for pid in node.daemons():
+            with open("/proc/%d/environ" % pid, "rb") as f:
+                env = f.read().split(b"\0")
+            assert b"AWS_EC2_METADATA_DISABLED=true" in env, env
         assert node.unpublish("pod-a")["code"] == "OK"
 
 

@@ -155,7 +155,7 @@ def test_image_under_runc(d):
     os.makedirs(os.path.join(nd, "cache"))
     try:
         with Node(nd, grace="1s", launcher=launcher,
-                  stfs_argv0="/usr/bin/stfs") as node:
+                  stfs_argv0="/usr/bin/stfs", local_dir=src) as node:
             assert node.publish("pod-a", {"source": src})["code"] == "OK"
             pids = node.daemons()
             assert len(pids) == 1, pids

@@ -18,7 +18,9 @@
  * user), tunes its readahead and unmounts it; stfs checks that N is an
  * open /dev/fuse, serves until the mount goes away and, when it stops
  * first, leaves a dead mount ("Transport endpoint is not connected") for
- * the mounter to unmount or mount again.
+ * the mounter to unmount or mount again.  Such a daemon makes itself not
+ * dumpable: other processes of its user (other mounters' daemons, other
+ * tenants') cannot read its environment's credentials or trace it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -694,6 +697,12 @@ int stfs_mount_main(int argc, char **argv)
 	/* ...then the mountpoint, then the whole source. */
 	ret = 1;
 	raise_nofile();
+	/* a daemon handed /dev/fd/N shares its user with other mounters'
+	 * daemons (a node's, each with its own tenant's credentials in its
+	 * environment): none of them may read its /proc/PID/environ or
+	 * memory, or trace it.  No core dump either. */
+	if (fd_mountpoint(o.mountpoint) >= 0)
+		(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if (check_mountpoint(src, o.mountpoint) == 0 &&
 	    open_model(&o, src, &fs) == 0)
 		ret = serve_model(&args, &o, src, &fs, threads);

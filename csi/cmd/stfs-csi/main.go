@@ -71,6 +71,7 @@ func main() {
 	flag.StringVar(&cfg.Launcher, "launcher", "/run/stfs-csi/launcher.sock", "the launcher's socket (stfs-csi daemon --socket)")
 	flag.StringVar(&cfg.StateDir, "state-dir", "/run/stfs-csi", "where the daemons' mounts are made")
 	flag.StringVar(&cfg.CacheDir, "cache-dir", "/var/cache/stfs-csi", "the node's cache, shared by every daemon")
+	flag.StringVar(&cfg.LocalDir, "local-dir", "", "a folder on the node whose models volumes may name as a path (default: none; never one holding the cache)")
 	flag.StringVar(&cfg.CacheSize, "cache-size", "", "cache_size= of each daemon (default: stfs's)")
 	flag.StringVar(&user, "daemon-user", "65534:65534", "UID:GID the daemons run as (owner of the cache and the mounts' files)")
 	flag.DurationVar(&cfg.Grace, "grace", 5*time.Minute, "how long a daemon with no pod left stays mounted")

@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -117,7 +118,8 @@ func ParseVolume(attrs, secrets map[string]string) (*Volume, error) {
 	if strings.ContainsAny(v.Source, "\x00\n") {
 		return nil, fmt.Errorf("source: a control character")
 	}
-	if strings.HasPrefix(v.Source, "hf://") && !allowBranch {
+	// stfs reads a scheme in any case (HF://... is hf://)
+	if strings.HasPrefix(strings.ToLower(v.Source), "hf://") && !allowBranch {
 		rev := hfRevision(v.Source)
 		if !commit.MatchString(rev) {
 			return nil, fmt.Errorf("source %s: an hf:// source names a commit (hf://ORG/NAME@<40 hex digits>), so that every node serves the same bytes; or set allowBranch: \"true\"", v.Source)
@@ -141,7 +143,9 @@ func ParseVolume(attrs, secrets map[string]string) (*Volume, error) {
 		if !secretKeys[k] {
 			return nil, fmt.Errorf("secret key %q is not one stfs takes (HF_TOKEN, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN)", k)
 		}
-		if strings.ContainsAny(val, "\x00\n") {
+		// any control (a CR too): each goes into a header or a
+		// signature, where a CR would start another header
+		if strings.IndexFunc(val, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
 			return nil, fmt.Errorf("secret %s: a control character", k)
 		}
 		v.Secrets[k] = val
@@ -152,7 +156,7 @@ func ParseVolume(attrs, secrets map[string]string) (*Volume, error) {
 // hfRevision: the REVISION of hf://[KIND/]ORG/NAME@REVISION[/FOLDER], or
 // "" (a revision with a slash, refs/pr/1, is never a commit).
 func hfRevision(src string) string {
-	segs := strings.Split(strings.TrimPrefix(src, "hf://"), "/")
+	segs := strings.Split(src[len("hf://"):], "/")
 	if len(segs) > 0 && (segs[0] == "datasets" || segs[0] == "spaces" || segs[0] == "models") {
 		segs = segs[1:]
 	}
@@ -185,6 +189,86 @@ func checkOption(v *Volume, opt string) error {
 		return nil
 	}
 	v.Options = append(v.Options, opt)
+	return nil
+}
+
+// IsURL: src names one of stfs's URL schemes, in any case, as stfs reads
+// them (src/lib/source/scheme.c); anything else is a path on the node.
+func IsURL(src string) bool {
+	l := strings.ToLower(src)
+	for _, p := range []string{"http://", "https://", "hf://", "s3://"} {
+		if strings.HasPrefix(l, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// within: path is dir or under it.
+func within(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
+}
+
+// resolve: p with the symbolic links of its longest existing part
+// resolved (what stfs will open, if it exists by then).
+func resolve(p string) string {
+	rest := ""
+	for q := p; ; q = filepath.Dir(q) {
+		if r, err := filepath.EvalSymlinks(q); err == nil {
+			return filepath.Join(r, rest)
+		}
+		if q == filepath.Dir(q) {
+			return p
+		}
+		rest = filepath.Join(filepath.Base(q), rest)
+	}
+}
+
+// CheckLocal: a source that is a path on the node is served only from
+// under localDir ("": from nowhere), as written (absolute, no "..") and
+// with its symbolic links resolved, and never from a folder that holds,
+// or is inside, one of private (the node cache, the state and the
+// launcher's folders): the daemons' user reads every tenant's cached
+// blocks there, and a folder's %repo/ shows every file in it.
+func CheckLocal(src, localDir string, private ...string) error {
+	if IsURL(src) {
+		return nil
+	}
+	if localDir == "" {
+		return fmt.Errorf("source %q: a path on the node, and this node serves none (the plugin's --local-dir)", src)
+	}
+	p := strings.TrimSuffix(src, "/")
+	if !filepath.IsAbs(p) || filepath.Clean(p) != p {
+		return fmt.Errorf("source %q: a path on the node is absolute, with no \"..\" or \".\" or \"//\"", src)
+	}
+	paths := []string{p, resolve(p)}
+	roots := []string{filepath.Clean(localDir)}
+	if r, err := filepath.EvalSymlinks(localDir); err == nil {
+		roots = append(roots, r)
+	}
+	for _, q := range paths {
+		in := false
+		for _, root := range roots {
+			in = in || within(q, root)
+		}
+		if !in {
+			return fmt.Errorf("source %q: not under this node's --local-dir %s", src, localDir)
+		}
+		for _, dir := range private {
+			if dir == "" {
+				continue
+			}
+			dirs := []string{filepath.Clean(dir)}
+			if r, err := filepath.EvalSymlinks(dir); err == nil {
+				dirs = append(dirs, r)
+			}
+			for _, pd := range dirs {
+				if within(q, pd) || within(pd, q) {
+					return fmt.Errorf("source %q: holds or is inside the driver's own folder %s", src, dir)
+				}
+			}
+		}
+	}
 	return nil
 }
 

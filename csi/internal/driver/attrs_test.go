@@ -1,6 +1,8 @@
 package driver
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -39,6 +41,8 @@ func TestParseVolume(t *testing.T) {
 		"allowOfflineCache  ":   {"source": "/m", "allowOfflineCache": "1"},
 		"allowOfflineCache   ":  {"source": "/m", "allowOfflineCache": ""},
 		"allowOfflineCache    ": {"source": "/m", "allowofflinecache": "true"},
+		// stfs reads HF:// as hf://: the commit rule holds for it too
+		"names a commit   ": {"source": "HF://org/m@main"},
 	}
 	for want, a := range bad {
 		_, err := ParseVolume(a, nil)
@@ -49,6 +53,13 @@ func TestParseVolume(t *testing.T) {
 	_, err := ParseVolume(map[string]string{"source": "/m"}, map[string]string{"LD_PRELOAD": "secret-value"})
 	if err == nil || strings.Contains(err.Error(), "secret-value") {
 		t.Errorf("secret key: %v", err)
+	}
+	// a CR (or any control) would start another header after the token
+	for _, v := range []string{"tok\rX-Evil: 1", "tok\tx", "tok\x7f"} {
+		_, err = ParseVolume(map[string]string{"source": "/m"}, map[string]string{"AWS_SESSION_TOKEN": v})
+		if err == nil || !strings.Contains(err.Error(), "control character") || strings.Contains(err.Error(), v) {
+			t.Errorf("secret %q: %v", v, err)
+		}
 	}
 }
 
@@ -127,3 +138,46 @@ func FuzzParseVolume(f *testing.F) {
 }
 
 var testKey = []byte("0123456789abcdef0123456789abcdef")
+
+// TestCheckLocal: a path on the node only under --local-dir, never the
+// node cache (every tenant's blocks, readable by the daemons' user) or a
+// folder above it, nor through "..", nor through a symbolic link.
+func TestCheckLocal(t *testing.T) {
+	d := t.TempDir()
+	local, cache := filepath.Join(d, "models"), filepath.Join(d, "models", "cache")
+	for _, p := range []string{local, cache, filepath.Join(d, "state"), filepath.Join(local, "m")} {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(cache, filepath.Join(local, "link")); err != nil {
+		t.Fatal(err)
+	}
+	private := []string{cache, filepath.Join(d, "state")}
+	for _, src := range []string{filepath.Join(local, "m"), filepath.Join(local, "m") + "/",
+		filepath.Join(local, "none.safetensors"), "s3://b/k", "HTTPS://h/x.safetensors"} {
+		if err := CheckLocal(src, local, private...); err != nil {
+			t.Errorf("%s: %v", src, err)
+		}
+	}
+	bad := map[string]string{
+		cache:                               "driver's own folder",
+		cache + "/x":                        "driver's own folder",
+		local:                               "driver's own folder", // holds the cache
+		filepath.Join(local, "link"):        "driver's own folder",
+		filepath.Join(d, "state"):           "not under",
+		"/etc":                              "not under",
+		local + "/m/../cache":               "no \"..\"",
+		"models/m":                          "absolute",
+		filepath.Join(local, "link") + "/x": "driver's own folder",
+	}
+	for src, want := range bad {
+		err := CheckLocal(src, local, private...)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", src, err, want)
+		}
+	}
+	if err := CheckLocal(filepath.Join(local, "m"), "", private...); err == nil || !strings.Contains(err.Error(), "--local-dir") {
+		t.Errorf("no --local-dir: %v", err)
+	}
+}

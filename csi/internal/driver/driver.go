@@ -28,6 +28,7 @@ type Config struct {
 	StateDir      string        // the daemons' mounts: STATE/mounts/KEY
 	CacheDir      string        // the node's cache, for every daemon
 	CacheSize     string        // cache_size= of every daemon ("": stfs's)
+	LocalDir      string        // local sources only under it ("": none)
 	DaemonUID     int           // the daemons' user: owns the cache
 	DaemonGID     int           //
 	Grace         time.Duration // a daemon with no target lives so long
@@ -53,7 +54,14 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.NodeID == "" {
 		return nil, fmt.Errorf("--node-id is missing")
 	}
-	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "mounts"), 0o755); err != nil {
+	// the daemons' mounts: root's alone.  Each serves its volume to
+	// anyone who reaches it (allow_other), and a gated model is only its
+	// pods' (through their binds): a user of the node must not walk in
+	mounts := filepath.Join(cfg.StateDir, "mounts")
+	if err := os.MkdirAll(mounts, 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(mounts, 0o700); err != nil {
 		return nil, err
 	}
 	// the cache: the daemons' user's alone (stfs refuses any other)

@@ -72,7 +72,13 @@ func (drv *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVo
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
+	if err := CheckLocal(v.Source, drv.cfg.LocalDir, drv.cfg.CacheDir, drv.cfg.StateDir, filepath.Dir(drv.cfg.Launcher)); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
 	key := drv.key(v)
+	// kubelet runs one operation at a time per volume and target; a
+	// slow start of one source holds only its own daemon's lock, never
+	// another pod's publish
 	drv.mu.Lock()
 	p, ok := drv.targets[target]
 	drv.mu.Unlock()

@@ -135,7 +135,11 @@ func handle(cfg Config, c *net.UnixConn) {
 		fail("bad source")
 		return
 	}
-	env := []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/nonexistent"}
+	// AWS_EC2_METADATA_DISABLED: a volume with no AWS keys in its secret
+	// must not fall back on the node's instance role (every pod could
+	// read whatever buckets the node may)
+	env := []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/nonexistent",
+		"AWS_EC2_METADATA_DISABLED=true"}
 	for _, k := range passEnv {
 		if v, ok := os.LookupEnv(k); ok {
 			env = append(env, k+"="+v)

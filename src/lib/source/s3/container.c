@@ -78,14 +78,14 @@ static int auth_token(const struct stfs_creds_src *src, char **out,
 
 	*out = NULL;
 	if (src->auth_file) {
-		int fd = open(src->auth_file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+		int fd = stfs_creds_open_file(src->auth_file);
 		ssize_t got = 0;
 
 		if (fd < 0)
-			return stfs_fail(err, -errno, NULL, STFS_NO_OFFSET,
+			return stfs_fail(err, fd, NULL, STFS_NO_OFFSET,
 					 "AWS_CONTAINER_AUTHORIZATION_TOKEN_"
 					 "FILE %s: %s", src->auth_file,
-					 strerror(errno));
+					 stfs_creds_open_why(fd));
 		if (!(t = malloc(AUTH_MAX + 1))) {
 			close(fd);
 			return stfs_nomem(err);

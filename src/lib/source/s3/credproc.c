@@ -4,7 +4,9 @@
  * backslashes, no expansion, no shell), the first word looked up in PATH,
  * stdin /dev/null, the environment inherited.  What it prints is bounded
  * (64 KiB of stdout, 4 KiB of stderr kept) and so is its time (30 s, then
- * it is killed, with the process group it leads); a status other than 0 is an error quoting the start of
+ * it is killed, with the process group it leads, or at once when its
+ * caller cancels: an unmount never waits for it); a status other than 0
+ * is an error quoting the start of
  * its stderr.  Its stdout is one JSON object read strictly by credjson.c:
  * Version 1 (a number), AccessKeyId, SecretAccessKey, and optionally
  * SessionToken and Expiration (without one the keys never expire).  The
@@ -139,9 +141,15 @@ static long long now_ms(void)
 }
 
 /* Run argv; its stdout (at most OUT_MAX) into out, the start of its
- * stderr into errs.  0 with *status, or -errno with err. */
-static int run(char **argv, char *out, size_t *outlen, char *errs,
-	       int *status, struct stfs_error *err)
+ * stderr into errs; killed when *cancel turns nonzero.  0 with *status,
+ * or -errno with err. */
+static int cancelled(const int *cancel)
+{
+	return cancel && __atomic_load_n(cancel, __ATOMIC_ACQUIRE);
+}
+
+static int run(char **argv, const int *cancel, char *out, size_t *outlen,
+	       char *errs, int *status, struct stfs_error *err)
 {
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
@@ -182,9 +190,11 @@ static int run(char **argv, char *out, size_t *outlen, char *errs,
 		long long left = end - now_ms();
 		char buf[4096];
 
-		if (left <= 0 || over)
+		if (left <= 0 || over || cancelled(cancel))
 			break;
-		if (poll(p, 2, (int)left) < 0 && errno != EINTR)
+		/* a tenth of a second at most: a cancel is seen soon */
+		if (poll(p, 2, left < 100 ? (int)left : 100) < 0 &&
+		    errno != EINTR)
 			break;
 		for (int i = 0; i < 2; i++) {
 			int *fd = i ? &pe[0] : &po[0];
@@ -225,7 +235,8 @@ static int run(char **argv, char *out, size_t *outlen, char *errs,
 			;
 		rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "%s %s; "
 			       "killed", argv[0], over ? "printed over 64 KiB" :
-			       "ran over 30 s");
+			       cancelled(cancel) ? "was still running when "
+			       "stopped" : "ran over 30 s");
 		goto out;
 	}
 	/* both pipes closed: it is ending (bounded by the time left) */
@@ -239,7 +250,7 @@ static int run(char **argv, char *out, size_t *outlen, char *errs,
 				       "waitpid: %s", strerror(errno));
 			break;
 		}
-		if (now_ms() > end) {
+		if (now_ms() > end || cancelled(cancel)) {
 			kill(-pid, SIGKILL);
 			while (waitpid(pid, status, 0) < 0 && errno == EINTR)
 				;
@@ -259,7 +270,7 @@ out:
 	return rc;
 }
 
-int stfs_process_fetch(const struct stfs_creds_src *src,
+int stfs_process_fetch(const struct stfs_creds_src *src, const int *cancel,
 		       struct stfs_creds_keys *k, struct stfs_error *err)
 {
 	char *out = malloc(OUT_MAX + 1), errs[ERR_KEEP + 1], q[300];
@@ -277,7 +288,7 @@ int stfs_process_fetch(const struct stfs_creds_src *src,
 		return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "the "
 				 "profile's credential_process: %s", why);
 	}
-	rc = run(argv, out, &len, errs, &status, err);
+	rc = run(argv, cancel, out, &len, errs, &status, err);
 	if (!rc && (!WIFEXITED(status) || WEXITSTATUS(status))) {
 		size_t n = strcspn(errs, "\n");
 

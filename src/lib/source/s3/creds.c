@@ -33,12 +33,14 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -67,6 +69,9 @@ struct stfs_creds {
 	pthread_t thread;
 	pid_t pid;                      /* the process it runs in */
 	int running, stopping;
+	/* atomic (read unlocked by a fetch under way): a park's word that
+	 * a credential_process still running is killed */
+	int cancel;
 };
 
 static const char *kind_name(enum stfs_creds_kind k)
@@ -77,6 +82,26 @@ static const char *kind_name(enum stfs_creds_kind k)
 	case STFS_CREDS_CONTAINER: return "the container endpoint";
 	default: return "the instance metadata service (IMDSv2)";
 	}
+}
+
+int stfs_creds_open_file(const char *path)
+{
+	/* O_NONBLOCK: a FIFO with no writer opens at once, to be refused */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	struct stat st;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	return fd;
+}
+
+const char *stfs_creds_open_why(int rc)
+{
+	return rc == -EINVAL ? "not a regular file" : strerror(-rc);
 }
 
 void stfs_creds_keys_drop(struct stfs_creds_keys *k)
@@ -115,7 +140,7 @@ static int fetch(struct stfs_creds *c, struct stfs_creds_keys *k,
 	case STFS_CREDS_WEB_IDENTITY:
 		return stfs_sts_fetch(&c->http, &c->src, k, err);
 	case STFS_CREDS_PROCESS:
-		return stfs_process_fetch(&c->src, k, err);
+		return stfs_process_fetch(&c->src, &c->cancel, k, err);
 	case STFS_CREDS_CONTAINER:
 		return stfs_container_fetch(&c->http, &c->src, k, err);
 	default:
@@ -237,6 +262,7 @@ static void ensure_thread(struct stfs_creds *c)
 	if (c->running && c->pid == getpid())
 		return;
 	c->stopping = 0;
+	__atomic_store_n(&c->cancel, 0, __ATOMIC_RELEASE);
 	c->pid = getpid();
 	c->running = !pthread_create(&c->thread, NULL, refresher, c);
 }
@@ -289,6 +315,9 @@ void stfs_creds_park(struct stfs_creds *c)
 	c->stopping = 1;
 	c->running = 0;
 	th = c->thread;
+	/* a refresh running a credential_process ends now, not in 30 s */
+	if (join)
+		__atomic_store_n(&c->cancel, 1, __ATOMIC_RELEASE);
 	pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->mu);
 	if (join)
@@ -516,6 +545,9 @@ int stfs_creds_try(const struct stfs_aws_conf *a, const char *region,
 	/* short timeouts: these services are near, or not there at all */
 	c->ho.connect_timeout_ms = 2000;
 	c->ho.stall_timeout_ms = 5000;
+	/* a trickle is a stall: their answers are a few KiB, and at the
+	 * 1 byte/s of the default 64 KiB would take a day */
+	c->ho.min_speed = 4096;
 	c->ho.retries = 2;
 	c->ho.connections = 1;
 	if (stfs_httpc_init(&c->http, &c->ho, &c->count)) {

@@ -182,7 +182,9 @@ struct stfs_creds_src {
 int stfs_sts_fetch(struct stfs_http_client *h,
 		   const struct stfs_creds_src *src, struct stfs_creds_keys *k,
 		   struct stfs_error *err);
-int stfs_process_fetch(const struct stfs_creds_src *src,
+/* cancel (may be NULL): once it reads nonzero (an atomic load), the
+ * process is killed with its group and the fetch fails at once. */
+int stfs_process_fetch(const struct stfs_creds_src *src, const int *cancel,
 		       struct stfs_creds_keys *k, struct stfs_error *err);
 int stfs_container_fetch(struct stfs_http_client *h,
 			 const struct stfs_creds_src *src,
@@ -197,6 +199,13 @@ char *stfs_sts_url(const struct stfs_aws_conf *a, const char *region);
 /* The container endpoint's URL allowed (https anywhere; http to a
  * loopback address or ECS's and EKS's link-local hosts): 1 or 0. */
 int stfs_container_url_ok(const char *url);
+/* Open a credential file (a web identity or authorization token file) to
+ * read: a descriptor, or -errno; -EINVAL when it is not a regular file (a
+ * FIFO or a device could keep a read, or the open itself, waiting
+ * forever).  creds.c. */
+int stfs_creds_open_file(const char *path);
+/* Why stfs_creds_open_file() failed, for a message. */
+const char *stfs_creds_open_why(int rc);
 /* A command line split into words as a POSIX shell would, with no
  * expansion (credproc.c): a NULL-terminated array (free with
  * stfs_words_free()), or NULL with *why (unbalanced quotes, empty). */

@@ -72,16 +72,16 @@ char *stfs_sts_url(const struct stfs_aws_conf *a, const char *region)
  * *out, or -errno with err. */
 static int read_token(const char *path, char **out, struct stfs_error *err)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	int fd = stfs_creds_open_file(path);
 	char *buf = NULL;
 	size_t n = 0;
 	ssize_t got;
 
 	*out = NULL;
 	if (fd < 0)
-		return stfs_fail(err, -errno, NULL, STFS_NO_OFFSET, "the web "
+		return stfs_fail(err, fd, NULL, STFS_NO_OFFSET, "the web "
 				 "identity token file %s: %s", path,
-				 strerror(errno));
+				 stfs_creds_open_why(fd));
 	if (!(buf = malloc(TOKEN_FILE_MAX + 1))) {
 		close(fd);
 		return stfs_nomem(err);
