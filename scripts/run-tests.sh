@@ -32,11 +32,16 @@ stage() {
 # Add up test cases, not suites: Check's checks of the unit suite, and
 # each test function of a mount test file (from its own closing line); a
 # suite that crashed or failed with no such line counts one failure more.
+# Each failed case is also remembered (its FAIL line and the error under
+# it) and printed again at the end, where a truncated log still shows it.
+failures=$(mktemp)
+trap 'rm -f "$failures"' EXIT
 count() {   # meson's testlog.json
 	local p f
-	read -r p f < <(/usr/bin/python3 - "$1" <<'PY' || echo "0 1"
+	read -r p f < <(/usr/bin/python3 - "$1" "$failures" <<'PY' || echo "0 1"
 import json, re, sys
 p = f = 0
+why = open(sys.argv[2], "a")
 for line in open(sys.argv[1]):
     t = json.loads(line)
     out = t.get("stdout") or ""
@@ -51,6 +56,19 @@ for line in open(sys.argv[1]):
         tp, tf = (1, 0) if t["result"] == "OK" else (0, 1)
     if t["result"] not in ("OK", "SKIP") and tf == 0:
         tf = 1
+    if tf:
+        lines = (out + (t.get("stderr") or "")).splitlines()
+        said = 0
+        for i, l in enumerate(lines):
+            if l.startswith("FAIL ") or re.match(r"^\S.*:\d+:[EF]:", l):
+                errs = [x for x in lines[i + 1:i + 40]
+                        if re.match(r"^[A-Za-z]*(Error|Exception)\b", x)]
+                print("%s (%s): %s%s" % (t["name"], sys.argv[1], l[:300],
+                      (" | " + errs[0][:300]) if errs else ""), file=why)
+                said += 1
+        if not said:
+            print("%s (%s): %s, %s" % (t["name"], sys.argv[1], t["result"],
+                  (lines[-1][:300] if lines else "no output")), file=why)
     p += tp
     f += tf
     print("time: %-28s %7.1f s  %d passed, %d failed" % (
@@ -145,6 +163,10 @@ if [ -x tests/fuzz/run-fuzz.sh ]; then   # one case per harness
 fi
 
 stage ""
+if [ -s "$failures" ]; then
+	echo "=== failed cases"
+	cat "$failures"
+fi
 echo "=== stage times"
 printf "%s\n" "${stages[@]}"
 printf "%-22s %6d s\n" "all" "$SECONDS"

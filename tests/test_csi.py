@@ -84,7 +84,9 @@ def no_secret_anywhere(node, secret, daemon_pids=()):
             continue
         try:
             with open("/proc/%s/cmdline" % pid, "rb") as f:
-                assert secret.encode() not in f.read(), "argv of %s" % pid
+                argv = f.read()
+            assert secret.encode() not in argv, "argv of %s: %r" % (
+                pid, argv.replace(secret.encode(), b"<SECRET>")[:300])
         except OSError:
             pass
     for p in (node.plugin.pid, node.launcher.pid):
