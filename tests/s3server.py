@@ -42,7 +42,7 @@ import stfstest as T
 from fixtures import env, free_port, wait_port
 
 CONF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "swift")
-ACCESS, SECRET = "test:tester", "tester-7QfZ-secret"
+ACCESS, SECRET = "test:tester", "tester-7QfZ-s3key"
 READER, READER_SECRET = "test:reader", "secret2"
 SHARED = []         # the one Swift of this run (it takes seconds to start)
 

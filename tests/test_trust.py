@@ -695,7 +695,7 @@ def test_names_escaped(d, mnt):
 # ---- AWS credentials as the AWS CLI reads them ------------------------------
 
 TESTER = ("[%s]\naws_access_key_id = test:tester\n"
-          "aws_secret_access_key = tester-7QfZ-secret\n")
+          "aws_secret_access_key = tester-7QfZ-s3key\n")
 READER = ("[%s]\naws_access_key_id = test:reader\n"
           "aws_secret_access_key = secret2\n")
 WRONG = "[%s]\naws_access_key_id = AKwrongone\naws_secret_access_key = nope\n"
@@ -722,10 +722,10 @@ AWS_CASES = [
      {"AWS_DEFAULT_PROFILE": "gone"}),
     ("key names in any case, spaces, ':'",
      "[default]\nAWS_Access_Key_ID   =   test:tester\n"
-     "aws_secret_access_key:tester-7QfZ-secret\n", None, {}),
+     "aws_secret_access_key:tester-7QfZ-s3key\n", None, {}),
     ("an indented line continues the value before it",
      "[default]\naws_access_key_id = test:tester\n"
-     "  aws_secret_access_key = tester-7QfZ-secret\n", None, {}),
+     "  aws_secret_access_key = tester-7QfZ-s3key\n", None, {}),
     ("a key id without its secret in credentials",
      "[default]\naws_access_key_id = test:tester\n", TESTER % "default",
      {}),
@@ -736,11 +736,11 @@ AWS_CASES = [
     ("[profile   spaced  ]", None, TESTER % "profile   spaced  ",
      {"AWS_PROFILE": "spaced"}),
     ("[DEFAULT] gives every section its keys",
-     "[DEFAULT]\naws_secret_access_key = tester-7QfZ-secret\n[default]\n"
+     "[DEFAULT]\naws_secret_access_key = tester-7QfZ-s3key\n[default]\n"
      "aws_access_key_id = test:tester\n", None, {}),
     ("a '#' after a value is part of it",
      "[default]\naws_access_key_id = test:tester\n"
-     "aws_secret_access_key = tester-7QfZ-secret # the tester\n", None, {}),
+     "aws_secret_access_key = tester-7QfZ-s3key # the tester\n", None, {}),
     ("the credentials file's region over the config's",
      TESTER % "default" + "region = eu-west-7\n",
      "[default]\nregion = us-east-1\n", {}),
@@ -749,7 +749,7 @@ AWS_CASES = [
     ("a section given twice", TESTER % "default" + TESTER % "default", None,
      {}),
     ("the environment's keys first", WRONG % "default", None,
-     {"AWS_ACCESS_KEY_ID": "test:tester", "AWS_SECRET_ACCESS_KEY": "tester-7QfZ-secret"}),
+     {"AWS_ACCESS_KEY_ID": "test:tester", "AWS_SECRET_ACCESS_KEY": "tester-7QfZ-s3key"}),
     ("AWS_ACCESS_KEY_ID without AWS_SECRET_ACCESS_KEY", TESTER % "default",
      None, {"AWS_ACCESS_KEY_ID": "test:tester"}),
     ("~/.aws/ when the variables are unset", "HOME:" + TESTER % "default",
@@ -787,7 +787,7 @@ def aws_cli_says(environ):
     key, secret = rows["access_key"][0], rows["secret_key"][0]
     region = rows["region"][0]
     who = None if key == "<not" else {
-        ("ster", "ting"): "tester", ("ader", "ret2"): "reader"}.get(
+        ("ster", "3key"): "tester", ("ader", "ret2"): "reader"}.get(
             (key[-4:], secret[-4:]), "wrong")
     return ("ok", who, None if region == "<not" else region)
 
@@ -802,7 +802,7 @@ def test_aws_profiles(d, mnt):
                              "awscli)")
     sw = s3server.shared()
     with env(AWS_ENDPOINT_URL=sw.endpoint, AWS_ACCESS_KEY_ID="test:tester",
-             AWS_SECRET_ACCESS_KEY="tester-7QfZ-secret", AWS_PROFILE=None,
+             AWS_SECRET_ACCESS_KEY="tester-7QfZ-s3key", AWS_PROFILE=None,
              AWS_CONFIG_FILE=os.path.join(d, "no"),
              AWS_SHARED_CREDENTIALS_FILE=os.path.join(d, "no")):
         small_model(os.path.join(d, "m.safetensors"))

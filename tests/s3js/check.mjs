@@ -10,7 +10,7 @@ const client = new S3Client({
   endpoint,
   region: "us-east-1",
   forcePathStyle: true,
-  credentials: { accessKeyId: "test:tester", secretAccessKey: "tester-7QfZ-secret" },
+  credentials: { accessKeyId: "test:tester", secretAccessKey: "tester-7QfZ-s3key" },
   responseChecksumValidation: "WHEN_SUPPORTED",
 });
 for (const key of keys) {

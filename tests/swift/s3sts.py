@@ -25,7 +25,7 @@ import re
 import time
 from urllib.parse import quote, unquote
 
-TESTER, TESTER_SECRET = "test:tester", "tester-7QfZ-secret"
+TESTER, TESTER_SECRET = "test:tester", "tester-7QfZ-s3key"
 
 
 def _err(start_response, code, msg):
