@@ -85,7 +85,13 @@ class Handler(BaseHTTPRequestHandler):
 def main():
     Handler.root = os.path.abspath(sys.argv[1])
     Handler.rate = int(sys.argv[3])
-    srv = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), Handler)
+    class Server(ThreadingHTTPServer):
+        # a CDN takes a burst of connections at once: with the default
+        # backlog of 5, the 6th of 8 simultaneous connects is dropped and
+        # its SYN sent again a second later
+        request_queue_size = 512
+
+    srv = Server(("127.0.0.1", int(sys.argv[2])), Handler)
     srv.daemon_threads = True
     srv.serve_forever()
 
