@@ -676,6 +676,23 @@ def test_prefetch(d, mnt):
             ahead = [r for r in got if r[0] >= start[1] + block]
             assert len(ahead) >= 4, got
             assert all(r[0] < start[2] for r in got), got
+            # 32 MiB ahead: not the tensor's last block (40 MiB on)
+            last = (start[2] - 1) // block
+            assert all(r[1] // block < last for r in got), got
+        finally:
+            T.stop_fg(p, mnt)
+        shutil.rmtree(cache)
+        # connections=16: a block a connection ahead (64 MiB), so all of
+        # layers.1 to its end, and still nothing past it
+        p = T.mount_fg(url, mnt, "-o", "cache=%s,connections=16" % cache)
+        try:
+            k = len(ngx.ranges())
+            fd = os.open(os.path.join(mnt, "layers/1/w"), os.O_RDONLY)
+            assert os.pread(fd, 1 << 20, 0) == tensors[1][3][:1 << 20]
+            os.close(fd)
+            got = fetched(k)
+            assert any(r[1] // block == last for r in got), got
+            assert all(r[0] < start[2] for r in got), got
         finally:
             T.stop_fg(p, mnt)
         shutil.rmtree(cache)

@@ -68,10 +68,18 @@ struct stfs_inflight {
  * starts in, when that is not the block's start (see fetch_block()). */
 #define TAIL_FIRST (64u << 10)
 
+/* The prefetch window, in blocks: 32 MiB (2 blocks of 16 MiB or more),
+ * or one block a connection when connections= asks for more, as long as
+ * that stays within 256 MiB: each connection then has a block of the
+ * reader's to fetch. */
 unsigned stfs_prefetch_blocks(const struct stfs_remote *r)
 {
-	return r->o.block >= (16u << 20) ? 2u :
-	       (unsigned)((32u << 20) / r->o.block);
+	unsigned base = r->o.block >= (16u << 20) ? 2u :
+			(unsigned)((32u << 20) / r->o.block);
+	unsigned most = (unsigned)((256u << 20) / r->o.block);
+	unsigned want = r->o.connections < most ? r->o.connections : most;
+
+	return want > base ? want : base;
 }
 
 size_t stfs_block_len(const struct stfs_object *o, uint64_t b)
