@@ -50,7 +50,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
 from csifix import (GO, NOBODY, POD, Node, bins, mounts_under,  # noqa: E402
                     pod_read, sha, status, wait_dead)
-from fixtures import World, faulty_server  # noqa: E402
+from fixtures import Nginx, World, free_port  # noqa: E402
 import hubemu  # noqa: E402
 import s3server  # noqa: E402
 
@@ -367,12 +367,21 @@ def test_host_policy(d):
     loopback (link-local, private, ...) host is refused before anything
     asks it, with no daemon started; a numeric host that is not a dotted
     quad is refused; an explicit entry lets that address in, and no
-    other."""
+    other; the daemon holds every connection to the rule itself (stfs -o
+    public_net,allow_net=), so a redirect from the allowed server to
+    another loopback address is refused by stfs."""
+    os.chmod(os.path.dirname(d), 0o711)     # the daemons (nobody) get in
     src, want = model(d)
-    srv = faulty_server(src)
-    port = srv.server_address[1]
-    url = "http://%s:" + str(port) + "/ok/model.safetensors"
+    port = free_port()
+    ngx = Nginx(os.path.join(d, "ngx"), src, port=port, also=("127.0.0.2",),
+                extra="    location /to2/ { return 302 "
+                "http://127.0.0.2:%d/model.safetensors; }" % port)
+    url = "http://%s:" + str(port) + "/model.safetensors"
     tensor = "model/layers/1/w"
+
+    def asked():
+        with open(os.path.join(d, "ngx", "access.log")) as f:
+            return sum(1 for x in f if x.startswith("/model.safetensors "))
     try:
         with Node(os.path.join(d, "default"), plugin_args=[]) as node:
             for host, code, says in (
@@ -392,20 +401,29 @@ def test_host_policy(d):
                 assert r["code"] == code and says in r["message"], (host, r)
                 assert not node.daemons() and not mounts_under(node.state)
                 assert not mounts_under(node.kubelet + "/pods"), r
-            assert not srv.counts, srv.counts      # never asked
+            assert asked() == 0                 # never asked
         with Node(os.path.join(d, "allow")) as node:  # --allow-hosts=127.0.0.1
             r = node.publish("pod-a", {"source": url % "127.0.0.1"})
             assert r["code"] == "OK", r
             got = pod_read(node.target("pod-a"), [tensor])
             assert got == {tensor: want[tensor]}, got
-            assert srv.counts, "the server was not asked"
+            assert asked() > 0
+            assert node.daemons("public_net") == node.daemons() and \
+                node.daemons("allow_net=127.0.0.1/32") == node.daemons()
             for host in ("[::1]", "127.0.0.2", "localhost"):
                 r = node.publish("pod-b", {"source": url % host}, vid="v2")
                 assert r["code"] == "PermissionDenied", (host, r)
-            assert len(node.daemons()) == 1
+            # the allowed server redirects to 127.0.0.2: stfs refuses the
+            # connection (Internal, with its words), nothing asked there
+            n = asked()
+            r = node.publish("pod-b", {"source": "http://127.0.0.1:%d/to2/"
+                                       "model.safetensors" % port}, vid="v2")
+            assert r["code"] == "Internal" and "a connection to 127.0.0.2 " \
+                "refused: a loopback address (public_net)" in r["message"], r
+            assert asked() == n and len(node.daemons()) == 1
             assert node.unpublish("pod-a")["code"] == "OK"
     finally:
-        srv.shutdown()
+        ngx.stop()
 
 
 def test_max_daemons(d):

@@ -134,6 +134,9 @@ func (drv *Driver) start(d *daemon) error {
 	if drv.cfg.CacheSize != "" {
 		opts = append(opts, "cache_size="+drv.cfg.CacheSize)
 	}
+	// every connection of a URL the volume named is checked by stfs
+	// itself, on the address it goes to (redirects, DNS rebinding)
+	opts = append(opts, drv.cfg.Policy.StfsOptions(d.vol.Source)...)
 	env := d.vol.Secrets
 	if d.vol.Offline { // not one request: no credential needed
 		opts, env = append(opts, "offline"), nil

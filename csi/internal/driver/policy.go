@@ -90,7 +90,31 @@ func ParsePolicy(list string) (*Policy, error) {
 			}
 		}
 	}
+	if len(p.nets) > maxNets {
+		return nil, fmt.Errorf("--allow-hosts: at most %d addresses and CIDRs (stfs's allow_net=)", maxNets)
+	}
 	return p, nil
+}
+
+// maxNets: stfs takes at most so many -o allow_net=
+const maxNets = 16
+
+// StfsOptions: the stfs -o options that make a daemon hold every
+// connection (the source's host, each redirect's, each retry's) to the
+// same rule as Check does for the URL: public_net (an address that is not
+// public is refused when connected to, so a redirect or a name that
+// resolves otherwise later cannot reach one), and allow_net= for each
+// ADDRESS or CIDR entry.  For http(s):// sources only: hf:// and s3://
+// go to the node's own endpoints.
+func (p *Policy) StfsOptions(src string) []string {
+	if h, _, err := HostOf(src); err != nil || h == "" {
+		return nil
+	}
+	opts := []string{"public_net"}
+	for _, n := range p.nets {
+		opts = append(opts, "allow_net="+n.String())
+	}
+	return opts
 }
 
 func lookupHost(ctx context.Context, host string) ([]netip.Addr, error) {

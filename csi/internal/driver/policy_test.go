@@ -243,3 +243,27 @@ func TestLimits(t *testing.T) {
 		t.Errorf("no limit: %v", err)
 	}
 }
+
+func TestStfsOptions(t *testing.T) {
+	p, err := ParsePolicy("*,models.example.com,127.0.0.1,10.0.0.0/8,::1,fd00::/8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(p.StfsOptions("https://models.example.com/m.safetensors"), ",")
+	want := "public_net,allow_net=127.0.0.1/32,allow_net=10.0.0.0/8,allow_net=::1/128,allow_net=fd00::/8"
+	if got != want {
+		t.Errorf("%s, want %s", got, want)
+	}
+	for _, src := range []string{"hf://org/m@0123456789abcdef0123456789abcdef01234567", "s3://b/k", "/models/m"} {
+		if o := p.StfsOptions(src); o != nil {
+			t.Errorf("%s: %v", src, o)
+		}
+	}
+	if o, _ := ParsePolicy(""); strings.Join(o.StfsOptions("http://x.example/m"), ",") != "public_net" {
+		t.Errorf("the default: %v", o.StfsOptions("http://x.example/m"))
+	}
+	many := strings.Repeat("10.0.0.1,", 17)
+	if _, err := ParsePolicy(many); err == nil || !strings.Contains(err.Error(), "at most 16") {
+		t.Errorf("17 addresses: %v", err)
+	}
+}
