@@ -22,7 +22,14 @@ a shared mount, as kubelet's is.
   the grace time; the daemon exits;
 - refusals with the spec's codes: writer modes, block, an hf:// branch,
   options a pod may not set, secrets that are not stfs's, a source that
-  stfs refuses (its own words), and nothing left mounted or running;
+  stfs refuses (its own words), threads=/connections= over the node's
+  caps, and nothing left mounted or running;
+- --allow-hosts: loopback hosts (by address, name, IPv4-mapped) refused
+  by default, numeric forms that are not a dotted quad refused, nothing
+  asked of the server; an explicit address served, its daemon run with
+  stfs's -o public_net, which refuses a redirect to 127.0.0.2;
+- --max-daemons=1: ResourceExhausted while the daemon has a pod, an idle
+  one stopped to make room;
 - hf:// (the Hub emulator) with a token from the secret: the pod reads
   the gated repository's files; a wrong token is refused; the token is in
   no process's argv, no file and no log, only in the daemon's environment;
