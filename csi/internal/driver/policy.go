@@ -56,7 +56,7 @@ func ParsePolicy(list string) (*Policy, error) {
 		return p, nil
 	}
 	for _, e := range strings.Split(list, ",") {
-		e = strings.ToLower(strings.TrimSpace(e))
+		e = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(e)), ".")
 		switch {
 		case e == "":
 		case e == "*":
@@ -65,6 +65,10 @@ func ParsePolicy(list string) (*Policy, error) {
 			pfx, err := netip.ParsePrefix(e)
 			if err != nil {
 				return nil, fmt.Errorf("--allow-hosts %q: not a CIDR (%v)", e, err)
+			}
+			if a := pfx.Addr(); a.Is4In6() && pfx.Bits() >= 96 {
+				// ::ffff:a.b.c.d/N: addresses are checked unmapped
+				pfx = netip.PrefixFrom(a.Unmap(), pfx.Bits()-96)
 			}
 			p.nets = append(p.nets, pfx.Masked())
 		case strings.Contains(e, ":") || isDottedQuad(e):
@@ -79,7 +83,6 @@ func ParsePolicy(list string) (*Policy, error) {
 			if !hostName.MatchString(sub) || numericHost(sub) {
 				return nil, fmt.Errorf("--allow-hosts %q: not a host name, a .DOMAIN, an address or a CIDR", e)
 			}
-			sub = strings.TrimSuffix(sub, ".")
 			if sub != e && "."+sub != e && "*."+sub != e {
 				return nil, fmt.Errorf("--allow-hosts %q: not a host name, a .DOMAIN, an address or a CIDR", e)
 			}

@@ -211,6 +211,9 @@ func TestPolicyCheck(t *testing.T) {
 		{"*.cdn.example", "https://metadata.google.internal/x", codes.PermissionDenied, "metadata"},
 		{"rebind.example.com", "http://rebind.example.com/x", codes.PermissionDenied, "loopback"},
 		{"169.254.0.0/16", "http://169.254.169.254/", codes.OK, ""},
+		{"::ffff:127.0.0.0/104", "http://127.0.0.2/", codes.OK, ""},
+		{"::ffff:127.0.0.0/104", "http://[::1]/", codes.PermissionDenied, "loopback"},
+		{"models.example.com.", "https://models.example.com./x", codes.OK, ""},
 	}
 	for _, x := range cases {
 		err := policyCheck(t, x.list, x.src)
