@@ -6,6 +6,7 @@
  * headers.  S3's XML is check_s3xml.c's; answers to range requests
  * check_answers.c's.
  */
+#include <arpa/inet.h>
 #include <check.h>
 #include <curl/curl.h>
 #include <errno.h>
@@ -552,6 +553,87 @@ START_TEST(t_url_credentials)
 }
 END_TEST
 
+/* -o public_net: which addresses are refused, and allow_net='s ranges. */
+static const char *refused_class(const struct stfs_net_policy *p,
+				 const char *addr, char *shown, size_t n)
+{
+	struct sockaddr_in s4 = { .sin_family = AF_INET };
+	struct sockaddr_in6 s6 = { .sin6_family = AF_INET6 };
+
+	if (inet_pton(AF_INET, addr, &s4.sin_addr) == 1)
+		return stfs_net_refused(p, (struct sockaddr *)&s4, shown, n);
+	ck_assert_int_eq(inet_pton(AF_INET6, addr, &s6.sin6_addr), 1);
+	return stfs_net_refused(p, (struct sockaddr *)&s6, shown, n);
+}
+
+START_TEST(t_public_net)
+{
+	static const struct {
+		const char *addr, *want;        /* NULL: public */
+	} cases[] = {
+		{ "8.8.8.8", NULL }, { "151.101.1.1", NULL },
+		{ "2606:4700::1111", NULL }, { "172.32.0.1", NULL },
+		{ "::ffff:8.8.8.8", NULL }, { "64:ff9b::808:808", NULL },
+		{ "127.0.0.1", "a loopback" }, { "127.255.0.9", "a loopback" },
+		{ "::1", "a loopback" }, { "::ffff:127.0.0.1", "a loopback" },
+		{ "169.254.169.254", "the cloud metadata service's" },
+		{ "fd00:ec2::254", "the cloud metadata service's" },
+		{ "::ffff:169.254.169.254", "the cloud metadata service's" },
+		{ "64:ff9b::a9fe:a9fe", "the cloud metadata service's" },
+		{ "2002:a9fe:a9fe::1", "the cloud metadata service's" },
+		{ "169.254.1.1", "a link-local" }, { "fe80::1", "a link-local" },
+		{ "10.1.2.3", "a private" }, { "172.16.0.1", "a private" },
+		{ "172.31.255.255", "a private" }, { "192.168.0.1", "a private" },
+		{ "fc00::1", "a private" }, { "100.64.0.1", "a private (shared)" },
+		{ "0.0.0.0", "an unspecified (this host)" },
+		{ "::", "an unspecified" }, { "224.0.0.1", "a multicast" },
+		{ "ff02::1", "a multicast" },
+		{ "255.255.255.255", "a reserved (class E, broadcast)" },
+		{ "::7f00:1", "a reserved (IPv4-compatible)" },
+		{ "2001:db8::1", "a reserved (documentation)" },
+		{ "2001:0:4136::1", "a reserved (IETF protocol, Teredo)" },
+	};
+	struct stfs_net_policy p = { .on = 1 };
+	char shown[64];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *got = refused_class(&p, cases[i].addr, shown,
+						sizeof(shown));
+
+		if (!cases[i].want)
+			ck_assert_msg(!got, "%s: %s", cases[i].addr, got);
+		else
+			ck_assert_msg(got && !strcmp(got, cases[i].want),
+				      "%s: %s", cases[i].addr,
+				      got ? got : "(public)");
+	}
+	/* shown as the address connected to, an IPv4 one without ::ffff: */
+	ck_assert_ptr_nonnull(refused_class(&p, "::ffff:127.0.0.2", shown,
+					    sizeof(shown)));
+	ck_assert_str_eq(shown, "127.0.0.2");
+	/* allow_net= */
+	ck_assert_int_eq(stfs_net_allow(&p, "127.0.0.1"), 0);
+	ck_assert_int_eq(stfs_net_allow(&p, "10.0.0.0/8"), 0);
+	ck_assert_int_eq(stfs_net_allow(&p, "fd00::/8"), 0);
+	ck_assert_ptr_null(refused_class(&p, "127.0.0.1", shown, 64));
+	ck_assert_ptr_null(refused_class(&p, "::ffff:127.0.0.1", shown, 64));
+	ck_assert_ptr_nonnull(refused_class(&p, "127.0.0.2", shown, 64));
+	ck_assert_ptr_null(refused_class(&p, "10.200.0.1", shown, 64));
+	ck_assert_ptr_null(refused_class(&p, "11.0.0.1", shown, 64));
+	ck_assert_ptr_null(refused_class(&p, "fd00:ec2::254", shown, 64));
+	ck_assert_ptr_nonnull(refused_class(&p, "fc00::1", shown, 64));
+	ck_assert_ptr_nonnull(refused_class(&p, "169.254.169.254", shown, 64));
+	for (const char *const *b = (const char *const[]){ "", "/8",
+		"127.0.0.1/33", "::1/129", "10.0.0.0/", "10.0.0.0/8x",
+		"10.0.0.0/-1", "localhost", "1.2.3", "0x7f.0.0.1",
+		"2130706433", NULL }; *b; b++)
+		ck_assert_msg(stfs_net_allow(&p, *b) == -EINVAL, "%s", *b);
+	while (p.n < STFS_NET_ALLOW_MAX)
+		ck_assert_int_eq(stfs_net_allow(&p, "192.0.2.1"), 0);
+	ck_assert_int_eq(stfs_net_allow(&p, "192.0.2.1"), -E2BIG);
+}
+END_TEST
+
 Suite *remote_suite(void)
 {
 	Suite *s = suite_create("remote");
@@ -568,6 +650,7 @@ Suite *remote_suite(void)
 	tcase_add_test(tc, t_remote_opts);
 	tcase_add_test(tc, t_remote_objects);
 	tcase_add_test(tc, t_url_credentials);
+	tcase_add_test(tc, t_public_net);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -86,12 +86,15 @@ class Node:
     the plugin, and their logs."""
 
     def __init__(self, d, grace="1s", env=None, launcher=None,
-                 stfs_argv0=None, local_dir=None):
+                 stfs_argv0=None, local_dir=None, plugin_args=None):
         """launcher: a function of the launcher's socket that returns
         its command (default: stfs-csi daemon, here, as root dropping to
         nobody); stfs_argv0: the daemons' argv[0] (default: this run's
         copy of STFS); local_dir: the plugin's --local-dir (default:
-        D/model, where test_csi's model() writes)."""
+        D/model, where test_csi's model() writes); plugin_args: more
+        of the plugin's flags (default: --allow-hosts=127.0.0.1, so that
+        http:// sources may name the tests' loopback servers, which the
+        plugin refuses by default)."""
         bins()      # first: a failed build leaves nothing mounted
         self.d = d
         self.procs = []
@@ -106,6 +109,8 @@ class Node:
         self.launcher_sock = os.path.join(d, "launcher", "launcher.sock")
         self.launcher_cmd = launcher
         self.local_dir = local_dir or os.path.join(d, "model")
+        self.plugin_args = ["--allow-hosts=127.0.0.1"] \
+            if plugin_args is None else list(plugin_args)
         self.stfs_argv0 = (stfs_argv0 or T.stfs_for_others()).encode()
         self.logs = []
         self.kubelet = os.path.join(d, "kubelet")
@@ -136,7 +141,8 @@ class Node:
             bins()["stfs-csi"], "--endpoint", self.sock, "--node-id",
             "node-1", "--launcher", self.launcher_sock, "--state-dir",
             self.state, "--cache-dir", self.cache, "--grace", grace,
-            "--check-interval", "500ms", "--local-dir", self.local_dir]
+            "--check-interval", "500ms", "--local-dir", self.local_dir] \
+            + self.plugin_args
         self.start_plugin()
 
     def start_plugin(self):

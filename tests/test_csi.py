@@ -22,7 +22,14 @@ a shared mount, as kubelet's is.
   the grace time; the daemon exits;
 - refusals with the spec's codes: writer modes, block, an hf:// branch,
   options a pod may not set, secrets that are not stfs's, a source that
-  stfs refuses (its own words), and nothing left mounted or running;
+  stfs refuses (its own words), threads=/connections= over the node's
+  caps, and nothing left mounted or running;
+- --allow-hosts: loopback hosts (by address, name, IPv4-mapped) refused
+  by default, numeric forms that are not a dotted quad refused, nothing
+  asked of the server; an explicit address served, its daemon run with
+  stfs's -o public_net, which refuses a redirect to 127.0.0.2;
+- --max-daemons=1: ResourceExhausted while the daemon has a pod, an idle
+  one stopped to make room;
 - hf:// (the Hub emulator) with a token from the secret: the pod reads
   the gated repository's files; a wrong token is refused; the token is in
   no process's argv, no file and no log, only in the daemon's environment;
@@ -50,7 +57,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
 from csifix import (GO, NOBODY, POD, Node, bins, mounts_under,  # noqa: E402
                     pod_read, sha, status, wait_dead)
-from fixtures import World  # noqa: E402
+from fixtures import Nginx, World, free_port  # noqa: E402
 import hubemu  # noqa: E402
 import s3server  # noqa: E402
 
@@ -339,6 +346,13 @@ def test_refusals(d):
             ({}, {"source": "/etc"}, None, "InvalidArgument", "not under"),
             ({}, {"source": "HF://org/m@main"}, None, "InvalidArgument",
              "names a commit"),
+            # what a volume may ask of the node: --max-threads and
+            # --max-connections (16 by default)
+            ({}, {"source": src, "options": "threads=17"}, None,
+             "InvalidArgument", "at most threads=16 (the plugin's "
+             "--max-threads)"),
+            ({}, {"source": src, "options": "connections=64"}, None,
+             "InvalidArgument", "--max-connections"),
         ]
         for kw, attrs, secrets, code, says in cases:
             r = node.publish("pod-x", attrs, secrets, **kw)
@@ -355,6 +369,102 @@ def test_refusals(d):
             r = node.call("NodeUnpublishVolume", bad)
             assert r["code"] == "InvalidArgument", r
         assert SECRET not in node.log("plugin") + node.log("launcher")
+
+
+def test_host_policy(d):
+    """The plugin's --allow-hosts: by default an http(s):// source on a
+    loopback (link-local, private, ...) host is refused before anything
+    asks it, with no daemon started; a numeric host that is not a dotted
+    quad is refused; an explicit entry lets that address in, and no
+    other; the daemon holds every connection to the rule itself (stfs -o
+    public_net,allow_net=), so a redirect from the allowed server to
+    another loopback address is refused by stfs."""
+    os.chmod(os.path.dirname(d), 0o711)     # the daemons (nobody) get in
+    src, want = model(d)
+    port = free_port()
+    ngx = Nginx(os.path.join(d, "ngx"), src, port=port, also=("127.0.0.2",),
+                extra="    location /to2/ { return 302 "
+                "http://127.0.0.2:%d/model.safetensors; }" % port)
+    url = "http://%s:" + str(port) + "/model.safetensors"
+    tensor = "model/layers/1/w"
+
+    def asked():
+        with open(os.path.join(d, "ngx", "access.log")) as f:
+            return sum(1 for x in f if x.startswith("/model.safetensors "))
+    try:
+        with Node(os.path.join(d, "default"), plugin_args=[]) as node:
+            for host, code, says in (
+                    ("127.0.0.1", "PermissionDenied",
+                     "127.0.0.1, a loopback address: refused by this node"),
+                    ("127.0.0.2", "PermissionDenied", "a loopback address"),
+                    ("localhost", "PermissionDenied", "a loopback address"),
+                    ("[::1]", "PermissionDenied", "a loopback address"),
+                    ("[::ffff:127.0.0.1]", "PermissionDenied", "loopback"),
+                    ("0.0.0.0", "PermissionDenied", "an unspecified"),
+                    ("2130706433", "InvalidArgument", "not a dotted quad"),
+                    ("0177.0.0.1", "InvalidArgument", "not a dotted quad"),
+                    ("0x7f.0.0.1", "InvalidArgument", "not a dotted quad"),
+                    ("127.1", "InvalidArgument", "not a dotted quad"),
+                    ("x@127.0.0.1", "InvalidArgument", "user info")):
+                r = node.publish("pod-x", {"source": url % host})
+                assert r["code"] == code and says in r["message"], (host, r)
+                assert not node.daemons() and not mounts_under(node.state)
+                assert not mounts_under(node.kubelet + "/pods"), r
+            assert asked() == 0                 # never asked
+        with Node(os.path.join(d, "allow")) as node:  # --allow-hosts=127.0.0.1
+            r = node.publish("pod-a", {"source": url % "127.0.0.1"})
+            assert r["code"] == "OK", r
+            got = pod_read(node.target("pod-a"), [tensor])
+            assert got == {tensor: want[tensor]}, got
+            assert asked() > 0
+            assert node.daemons("public_net") == node.daemons() and \
+                node.daemons("allow_net=127.0.0.1/32") == node.daemons()
+            for host in ("[::1]", "127.0.0.2", "localhost"):
+                r = node.publish("pod-b", {"source": url % host}, vid="v2")
+                assert r["code"] == "PermissionDenied", (host, r)
+            # the allowed server redirects to 127.0.0.2: stfs refuses the
+            # connection (Internal, with its words), nothing asked there
+            n = asked()
+            r = node.publish("pod-b", {"source": "http://127.0.0.1:%d/to2/"
+                                       "model.safetensors" % port}, vid="v2")
+            assert r["code"] == "Internal" and "a connection to 127.0.0.2 " \
+                "refused: a loopback address (public_net)" in r["message"], r
+            assert asked() == n and len(node.daemons()) == 1
+            assert node.unpublish("pod-a")["code"] == "OK"
+    finally:
+        ngx.stop()
+
+
+def test_max_daemons(d):
+    """--max-daemons=1: a publish that needs a second daemon is
+    ResourceExhausted while the first has a pod (nothing started); a
+    publish of the same volume shares the daemon; once the first is idle
+    (its grace time), it is stopped to make room."""
+    src, want = model(d)
+    with Node(d, grace="60s", plugin_args=["--max-daemons=1"]) as node:
+        assert node.publish("pod-a", {"source": src})["code"] == "OK"
+        pids = node.daemons()
+        assert len(pids) == 1, pids
+        r = node.publish("pod-b", {"source": src, "options": "npy"},
+                         vid="vol-2")
+        assert r["code"] == "ResourceExhausted" and \
+            "--max-daemons" in r["message"], r
+        assert node.daemons() == pids
+        assert not os.path.exists(node.target("pod-b"))
+        r = node.publish("pod-c", {"source": src}, vid="vol-3")
+        assert r["code"] == "OK" and node.daemons() == pids, r
+        for pod, vid in (("pod-a", "vol-1"), ("pod-c", "vol-3")):
+            assert node.unpublish(pod, vid)["code"] == "OK"
+        # idle, in its 60 s of grace: stopped for the new one
+        r = node.publish("pod-b", {"source": src, "options": "npy"},
+                         vid="vol-2")
+        assert r["code"] == "OK", r
+        wait_dead(pids[0])
+        now = node.daemons()
+        assert len(now) == 1 and now != pids, (pids, now)
+        assert pod_read(node.target("pod-b"), list(want)) == want
+        assert "to make room (--max-daemons)" in node.log("plugin")
+        assert node.unpublish("pod-b", "vol-2")["code"] == "OK"
 
 
 def test_hub_token(d):
@@ -676,7 +786,8 @@ def run():
     try:
         return T.run_tests([test_sanity, test_publish_two_pods,
                             test_recovery, test_plugin_restart, test_grace,
-                            test_refusals, test_hub_token,
+                            test_refusals, test_host_policy,
+                            test_max_daemons, test_hub_token,
                             test_two_sources_one_cache, test_offline_cache,
                             test_s3_keys])
     finally:

@@ -212,6 +212,67 @@ def test_refused_at_mount(d, mnt):
         ngx.stop()
 
 
+def test_public_net(d, mnt):
+    """-o public_net: a connection to a loopback address is refused
+    before it is made (no retry, a clear message, nothing mounted), the
+    server's own address passes with -o allow_net=, and a redirect from
+    it to another loopback address (127.0.0.2) is refused all the same;
+    without public_net that redirect is followed (the control)."""
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    w = os.urandom(1 << 16)
+    T.write_st(os.path.join(data, "big.safetensors"),
+               [("layers.0.w", "U8", [len(w)], w)])
+    port = free_port()
+    ngx = Nginx(os.path.join(d, "ngx"), data, port=port, also=("127.0.0.2",),
+                extra="    location /to2/ { return 302 "
+                "http://127.0.0.2:%d/big.safetensors; }" % port)
+    direct = ngx.url("big.safetensors")
+    via = ngx.url("to2/big.safetensors")
+    log = os.path.join(d, "ngx", "access.log")
+
+    def asked():
+        with open(log) as f:
+            return sum(1 for x in f if x.startswith("/big.safetensors "))
+    try:
+        for url, opts, says in (
+                (direct, "public_net",
+                 "a connection to 127.0.0.1 refused: a loopback address "
+                 "(public_net)"),
+                (via, "public_net,allow_net=127.0.0.1",
+                 "a connection to 127.0.0.2 refused: a loopback address "
+                 "(public_net)"),
+                (via, "public_net,allow_net=127.0.0.1/32,"
+                 "allow_net=::1",
+                 "a connection to 127.0.0.2 refused"),
+                (direct, "public_net,allow_net=127.0.0.1/33",
+                 "allow_net=127.0.0.1/33: give an address or a CIDR"),
+                (direct, "public_net,allow_net=localhost",
+                 "allow_net=localhost: give an address or a CIDR")):
+            before = asked()
+            t = time.time()
+            r = subprocess.run([T.STFS, "mount", "-o", opts, url, mnt],
+                               capture_output=True, timeout=60)
+            err = r.stderr.decode()
+            assert r.returncode in (1, 2) and says in err, (url, opts, err)
+            assert time.time() - t < 5, "retried"
+            assert not T.is_mount(mnt) and not T.daemons_for(mnt)
+            assert asked() == before, "the refused address was asked"
+        # allowed: the server's address, and 127.0.0.0/8 for the redirect
+        for url, opts in ((direct, "public_net,allow_net=127.0.0.1"),
+                          (via, "public_net,allow_net=127.0.0.0/8"),
+                          (via, "retries=0")):
+            before = asked()
+            p = T.mount_fg(url, mnt, "-o", opts)
+            try:
+                assert read(os.path.join(mnt, "layers/0/w")) == w, opts
+            finally:
+                T.stop_fg(p, mnt)
+            assert asked() > before
+    finally:
+        ngx.stop()
+
+
 def test_changed_and_down(d, mnt):
     data = os.path.join(d, "data")
     os.mkdir(data)
@@ -1021,6 +1082,7 @@ def run():
         test_many_shards,
         test_large_reads,
         test_refused_at_mount,
+        test_public_net,
         test_changed_and_down,
         test_retries,
         test_cache,

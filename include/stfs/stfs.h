@@ -236,7 +236,8 @@ void stfs_remote_opts_free(struct stfs_remote_opts *o);
  * block_size=SIZE, cache=DIR (relative to the working directory now),
  * cache_size=SIZE, nocache, offline, unvalidated (open objects whose
  * server sends neither a strong ETag nor Last-Modified, uncached),
- * s3_style=path|virtual.  0; 1 if it
+ * s3_style=path|virtual, public_net (connect to public addresses only),
+ * allow_net=CIDR (with public_net, that range too; at most 16).  0; 1 if it
  * is not one of them (o unchanged); or -EINVAL (-ENAMETOOLONG, -ENOMEM)
  * with why saying what is wrong ("retries=x: give 0 to 100"). */
 int stfs_remote_opts_set(struct stfs_remote_opts *o, const char *opt,

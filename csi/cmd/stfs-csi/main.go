@@ -78,6 +78,10 @@ func main() {
 	flag.DurationVar(&cfg.CheckInterval, "check-interval", 2*time.Second, "how often each mount is checked for a dead daemon")
 	flag.DurationVar(&cfg.StartTimeout, "start-timeout", 5*time.Minute, "how long a daemon may take to open its source")
 	flag.IntVar(&cfg.ReadaheadKB, "readahead-kb", 4096, "readahead of each mount in KiB (a volume's readahead= overrides)")
+	allow := flag.String("allow-hosts", "*", "comma-separated hosts an http(s):// source may name: * (any public host), NAME, .DOMAIN (its subdomains), ADDRESS or CIDR (that range, even loopback, link-local or private); a host that is or resolves to a non-public address is refused unless an ADDRESS or CIDR covers it")
+	flag.IntVar(&cfg.MaxDaemons, "max-daemons", 64, "at most so many stfs daemons on the node (0: no limit); beyond, a publish needing a new one is ResourceExhausted")
+	flag.IntVar(&cfg.Limits.Threads, "max-threads", 16, "the most threads= a volume may ask (0: stfs's 256)")
+	flag.IntVar(&cfg.Limits.Connections, "max-connections", 16, "the most connections= a volume may ask (0: stfs's 256)")
 	flag.Parse()
 	if *showVersion {
 		fmt.Println("stfs-csi", version)
@@ -92,6 +96,12 @@ func main() {
 		log.Fatal(err)
 	}
 	cfg.Version = version
+	if cfg.Policy, err = driver.ParsePolicy(*allow); err != nil {
+		log.Fatalf("stfs-csi: %v", err)
+	}
+	if cfg.MaxDaemons < 0 || cfg.Limits.Threads < 0 || cfg.Limits.Connections < 0 {
+		log.Fatalf("stfs-csi: --max-daemons, --max-threads and --max-connections are 0 or more")
+	}
 	drv, err := driver.New(cfg)
 	if err != nil {
 		log.Fatalf("stfs-csi: %v", err)

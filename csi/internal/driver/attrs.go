@@ -153,6 +153,37 @@ func ParseVolume(attrs, secrets map[string]string) (*Volume, error) {
 	return v, nil
 }
 
+// Limits: the most a volume may ask of the node's resources through
+// its stfs options (the plugin's --max-threads, --max-connections; 0:
+// stfs's own maximum).
+type Limits struct {
+	Threads     int
+	Connections int
+}
+
+// Check: v's threads= and connections= within l; beyond is an error
+// naming the node's maximum (refused, not clamped: the volume's author
+// sees why).
+func (l Limits) Check(v *Volume) error {
+	for _, o := range v.Options {
+		name, val, _ := strings.Cut(o, "=")
+		most, flag := 0, ""
+		switch name {
+		case "threads":
+			most, flag = l.Threads, "--max-threads"
+		case "connections":
+			most, flag = l.Connections, "--max-connections"
+		default:
+			continue
+		}
+		n, _ := strconv.Atoi(val)
+		if most > 0 && n > most {
+			return fmt.Errorf("option %q: this node allows at most %s=%d (the plugin's %s)", o, name, most, flag)
+		}
+	}
+	return nil
+}
+
 // hfRevision: the REVISION of hf://[KIND/]ORG/NAME@REVISION[/FOLDER], or
 // "" (a revision with a slash, refs/pr/1, is never a commit).
 func hfRevision(src string) string {

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"stfs/csi/internal/launch"
 )
@@ -51,18 +53,52 @@ type errStarting struct{ msg string }
 
 func (e *errStarting) Error() string { return e.msg }
 
-// get finds or makes the daemon for v (not started).
-func (drv *Driver) get(v *Volume) *daemon {
+// get finds or makes the daemon for v (not started).  A new one beyond
+// --max-daemons first stops a daemon in its grace time (no pod left); if
+// there is none, the answer is ResourceExhausted.
+func (drv *Driver) get(v *Volume) (*daemon, error) {
 	key := drv.key(v)
-	drv.mu.Lock()
-	defer drv.mu.Unlock()
-	d := drv.daemons[key]
-	if d == nil {
-		d = &daemon{key: key, vol: v, dir: filepath.Join(drv.cfg.StateDir, "mounts", key),
-			targets: map[string]bool{}}
-		drv.daemons[key] = d
+	for {
+		drv.mu.Lock()
+		d := drv.daemons[key]
+		max := drv.cfg.MaxDaemons
+		if d == nil && (max <= 0 || len(drv.daemons) < max) {
+			d = &daemon{key: key, vol: v, dir: filepath.Join(drv.cfg.StateDir, "mounts", key),
+				targets: map[string]bool{}}
+			drv.daemons[key] = d
+		}
+		if d != nil {
+			drv.mu.Unlock()
+			return d, nil
+		}
+		idle := make([]*daemon, 0, len(drv.daemons))
+		for _, o := range drv.daemons {
+			idle = append(idle, o)
+		}
+		drv.mu.Unlock()
+		if !drv.stopIdle(idle) {
+			return nil, status.Errorf(codes.ResourceExhausted,
+				"%s: this node runs %d stfs daemons already, each with a pod (the plugin's --max-daemons)", v.Source, max)
+		}
 	}
-	return d
+}
+
+// stopIdle stops one of ds that has no target and waits out its grace
+// time, to make room; false if none does.
+func (drv *Driver) stopIdle(ds []*daemon) bool {
+	for _, d := range ds {
+		d.mu.Lock()
+		idle := !d.removed && len(d.targets) == 0 && d.grace != nil && d.starting == nil
+		if idle {
+			log.Printf("stfs-csi: %s: stopped before its grace time ends, to make room (--max-daemons)", d.key)
+			drv.stopLocked(d)
+		}
+		d.mu.Unlock()
+		if idle {
+			return true
+		}
+	}
+	return false
 }
 
 // Daemons: the number of daemons the driver holds (for tests and logs).
@@ -98,6 +134,9 @@ func (drv *Driver) start(d *daemon) error {
 	if drv.cfg.CacheSize != "" {
 		opts = append(opts, "cache_size="+drv.cfg.CacheSize)
 	}
+	// every connection of a URL the volume named is checked by stfs
+	// itself, on the address it goes to (redirects, DNS rebinding)
+	opts = append(opts, drv.cfg.Policy.StfsOptions(d.vol.Source)...)
 	env := d.vol.Secrets
 	if d.vol.Offline { // not one request: no credential needed
 		opts, env = append(opts, "offline"), nil

@@ -35,6 +35,13 @@ type Config struct {
 	CheckInterval time.Duration // how often mounts are checked
 	StartTimeout  time.Duration // a daemon may take so long to open its source
 	ReadaheadKB   int           // of each mount, unless readahead= says
+	// Policy: the hosts a volume's http(s):// source may name
+	// (--allow-hosts; nil: any public host)
+	Policy *Policy
+	// MaxDaemons: at most so many daemons on the node (0: no limit)
+	MaxDaemons int
+	// Limits: the most a volume's threads= and connections= may ask
+	Limits Limits
 }
 
 // Driver serves both services.
@@ -73,6 +80,9 @@ func New(cfg Config) (*Driver, error) {
 	}
 	if err := os.Chmod(cfg.CacheDir, 0o700); err != nil {
 		return nil, err
+	}
+	if cfg.Policy == nil {
+		cfg.Policy, _ = ParsePolicy("")
 	}
 	nk, err := loadNodeKey(cfg.StateDir)
 	if err != nil {

@@ -75,6 +75,12 @@ func (drv *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVo
 	if err := CheckLocal(v.Source, drv.cfg.LocalDir, drv.cfg.CacheDir, drv.cfg.StateDir, filepath.Dir(drv.cfg.Launcher)); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
+	if err := drv.cfg.Limits.Check(v); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := drv.cfg.Policy.Check(ctx, v.Source); err != nil {
+		return nil, err
+	}
 	key := drv.key(v)
 	// kubelet runs one operation at a time per volume and target; a
 	// slow start of one source holds only its own daemon's lock, never
@@ -127,11 +133,16 @@ func (drv *Driver) publish(ctx context.Context, v *Volume, target string) error 
 	// kubelet runs one operation at a time per volume and target; a
 	// slow start of one source holds only its own daemon's lock, never
 	// another pod's publish
-	d := drv.get(v)
+	d, err := drv.get(v)
+	if err != nil {
+		return err
+	}
 	d.mu.Lock()
 	for d.removed { // stopped meanwhile: its successor
 		d.mu.Unlock()
-		d = drv.get(v)
+		if d, err = drv.get(v); err != nil {
+			return err
+		}
 		d.mu.Lock()
 	}
 	defer d.mu.Unlock()

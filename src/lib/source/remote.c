@@ -233,6 +233,16 @@ static int set_other(struct stfs_remote_opts *o, const char *opt,
 		o->offline = 1;
 	} else if (IS("unvalidated") && !v) {
 		o->unvalidated = 1;
+	} else if (IS("public_net") && !v) {
+		o->net.on = 1;
+	} else if (IS("allow_net") && v) {
+		int rc = stfs_net_allow(&o->net, v);
+
+		if (rc == -E2BIG)
+			return bad(why, whysz, opt, "at most 16 of them");
+		if (rc)
+			return bad(why, whysz, opt, "an address or a CIDR "
+				   "(127.0.0.1, 10.0.0.0/8, fd00::/8)");
 	} else {
 		return 1;
 	}

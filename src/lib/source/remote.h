@@ -253,6 +253,41 @@ void stfs_rfile_unfetched(struct stfs_rfile *f, int rc,
 			  const struct stfs_error *e);
 /* ---- the options (remote.c) ------------------------------------------- */
 
+/* ---- which addresses a connection may go to (netpolicy.c) -------------- */
+
+#define STFS_NET_ALLOW_MAX 16
+
+/* -o public_net and its -o allow_net=CIDR exceptions (IPv4 as
+ * ::ffff:a.b.c.d/96+N). */
+struct stfs_net_policy {
+	int on;                         /* public_net given */
+	unsigned n;
+	struct {
+		unsigned char a[16];
+		unsigned bits;
+	} nets[STFS_NET_ALLOW_MAX];
+};
+
+/* One attempt's check: the policy, and why a connection was refused. */
+struct stfs_net_check {
+	const struct stfs_net_policy *p;
+	char why[160];
+};
+
+struct sockaddr;
+/* Add CIDR (an address, IPv4 or IPv6, with /BITS or alone) to p's
+ * exceptions: 0, -EINVAL, or -E2BIG past STFS_NET_ALLOW_MAX. */
+int stfs_net_allow(struct stfs_net_policy *p, const char *cidr);
+/* NULL if p lets a connection go to sa, else what sa is ("a loopback"),
+ * with the address in shown. */
+const char *stfs_net_refused(const struct stfs_net_policy *p,
+			     const struct sockaddr *sa, char *shown,
+			     size_t shownsz);
+/* libcurl's CURLOPT_OPENSOCKETFUNCTION with a struct stfs_net_check: the
+ * socket, or CURL_SOCKET_BAD with why set. */
+curl_socket_t stfs_net_opensocket(void *clientp, curlsocktype purpose,
+				  struct curl_sockaddr *address);
+
 struct stfs_remote_opts {
 	unsigned connect_timeout_ms;    /* per attempt */
 	unsigned stall_timeout_ms;      /* under min_speed for this long */
@@ -267,6 +302,7 @@ struct stfs_remote_opts {
 	int unvalidated;                /* objects with no validator opened
 					 * (uncached) rather than refused */
 	enum stfs_s3_style s3_style;
+	struct stfs_net_policy net;     /* public_net, allow_net= */
 	void (*log)(void *ctx, const char *line);
 	void *log_ctx;
 	void (*progress)(void *ctx, const struct stfs_open_progress *p);

@@ -66,6 +66,7 @@ struct xfer {
 	int overflow;
 	int not_partial;            /* a body that is not a 206's: dropped */
 	int unsigned_;              /* not sent: it could not be signed */
+	struct stfs_net_check net;  /* public_net: why a connection was not */
 	char why[4096];             /* the start of an error's body */
 	size_t why_len;
 	struct stfs_http_resp r;
@@ -429,6 +430,14 @@ static CURLcode perform(struct stfs_http_client *c, CURL *h, struct xfer *x,
 	curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	/* public_net: each address checked as it is connected to (the
+	 * host's, a redirect's, every retry's: netpolicy.c) */
+	x->net.p = &c->o->net;
+	x->net.why[0] = '\0';
+	curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION,
+			 c->o->net.on ? stfs_net_opensocket : NULL);
+	curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA,
+			 c->o->net.on ? (void *)&x->net : NULL);
 	curl_easy_setopt(h, CURLOPT_USERAGENT, "stfs/" STFS_VERSION);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
@@ -509,6 +518,9 @@ static int judge(const struct xfer *x, CURLcode rc, long status,
 		return stfs_fail(err, q->whole ? -EFBIG : -EIO, NULL,
 				 STFS_NO_OFFSET, "the server sent more than "
 				 "the %zu bytes asked for", x->len);
+	if (rc != CURLE_OK && x->net.why[0])    /* not to be tried again */
+		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "%s",
+				 x->net.why);
 	if (rc != CURLE_OK) {
 		*again = rc != CURLE_UNSUPPORTED_PROTOCOL &&
 			 rc != CURLE_URL_MALFORMAT &&
