@@ -19,13 +19,17 @@ cloned: its buffer is reused).
   SO_MAX_PACING_RATE on a relay in front of Swift: tests/bench/
   pacedtcp.py) and uncapped: the streamer's S3 client at its default
   concurrency and at 8; safe_open on a cold s3:// mount (an empty cache,
-  8 connections, stfs's default); the same mount after `stfs prefetch`
+  8 connections, stfs's default, and with connections=32); the same
+  mount after `stfs prefetch`
   (the load alone, and the prefetch); boto3's download_file with 8
   threads, then safe_open of the files;
 - the Hub emulator (its CDN tests/pacedhttp.py, 25 MB/s a connection):
   snapshot_download(max_workers=8), then safe_open, against safe_open on
   a cold hf:// mount; and the time to the first tensor of each (mount
   and open included).
+Each case's most connections open to its server at once is printed
+beside its time (the streamer's concurrency counts client instances,
+each with connections of its own).
 """
 import hashlib
 import json
@@ -254,8 +258,9 @@ def main():
                                           for n in NAMES]))
         return run
 
-    def stfs_cold():
-        mount("s3://bench/m/", mnt, cache)
+    def stfs_cold(conns=None):
+        mount("s3://bench/m/", mnt, cache,
+              *(["-o", "connections=%d" % conns] if conns else []))
         try:
             clock.done(load_safe_open(os.path.join(mnt, "%repo")))
         finally:
@@ -339,6 +344,8 @@ def main():
              s3_case(where, streamer_s3(None))),
             ("%s streamer 8" % where, s3_case(where, streamer_s3("8"))),
             ("%s stfs cold" % where, s3_case(where, stfs_cold)),
+            ("%s stfs cold 32" % where,
+             s3_case(where, lambda: stfs_cold(32))),
             ("%s stfs prefetch+load" % where,
              s3_case(where, stfs_prefetched(where))),
             ("%s boto3 8 + safe_open" % where, s3_case(where, boto8)),
@@ -350,6 +357,27 @@ def main():
     if only:
         cases = [c for c in cases if any(w in c[0] for w in only.split(","))]
     res = {name: [] for name, _ in cases}
+    # the most connections each case had open to its server at once
+    # (ss, every 50 ms): the streamer's "concurrency" is client instances,
+    # each with connections of its own
+    ports = {"paced": relay_url.rsplit(":", 1)[1],
+             "uncapped": str(sw.ports["proxy"]), "hub": str(cdn_port)}
+    peak, now = {}, [None]
+
+    def sample():
+        while True:
+            name = now[0]
+            port = name and ports.get(name.split()[0])
+            if port:
+                out = subprocess.run(
+                    ["ss", "-tnH", "state", "established",
+                     "( dport = :%s )" % port],
+                    capture_output=True, text=True).stdout
+                n = sum(1 for ln in out.splitlines() if ln.strip())
+                peak[name] = max(peak.get(name, 0), n)
+            time.sleep(0.05)
+    import threading
+    threading.Thread(target=sample, daemon=True).start()
     try:
         for r in range(rounds):
             order = cases if r % 2 == 0 else cases[::-1]
@@ -358,7 +386,9 @@ def main():
                 prime(files)
                 evict(src)      # the local cases read from the disk
                 clock.start(name)
+                now[0] = name
                 fn()
+                now[0] = None
                 el = clock.el
                 assert el is not None, name
                 res[name].append(el)
@@ -380,7 +410,9 @@ def main():
     print("\n%d MiB, %d rounds, load average at the end %s" % (
         mib, rounds, os.getloadavg()))
     for k, v in med.items():
-        print("%-30s %6.2f s  %6.0f MB/s" % (k, v, gb * 1000 / v))
+        print("%-30s %6.2f s  %6.0f MB/s  %s" % (
+            k, v, gb * 1000 / v, "%d connections at most" % peak[k]
+            if k in peak else ""))
     for where in ("paced", "uncapped"):
         for k in (where + " load",):
             if k in prefetched:
@@ -394,9 +426,12 @@ def main():
             ("local streamer", "local mount safe_open"),
             ("paced streamer 8", "paced stfs cold"),
             ("paced streamer default", "paced stfs cold"),
+            ("paced streamer 8", "paced stfs cold 32"),
+            ("paced streamer default", "paced stfs cold 32"),
             ("paced boto3 8 + safe_open", "paced stfs cold"),
             ("uncapped streamer 8", "uncapped stfs cold"),
             ("uncapped streamer default", "uncapped stfs cold"),
+            ("uncapped streamer 8", "uncapped stfs cold 32"),
             ("uncapped boto3 8 + safe_open", "uncapped stfs cold"),
             ("hub snapshot_download+load", "hub mount cold")]:
         if res.get(a) and res.get(b):
