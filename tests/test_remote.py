@@ -273,6 +273,51 @@ def test_public_net(d, mnt):
         ngx.stop()
 
 
+def test_public_net_proxy(d, mnt):
+    """-o public_net connects straight to the source's address: a proxy
+    variable is not used, since the proxy would connect on to whatever
+    address it is asked for (here the "proxy" at 127.0.0.2, which
+    allow_net= lets in, would hand over 127.0.0.1's bytes).  Without
+    public_net the same environment goes through the proxy (the control:
+    the variable is in effect)."""
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    w = os.urandom(1 << 12)
+    T.write_st(os.path.join(data, "big.safetensors"),
+               [("layers.0.w", "U8", [len(w)], w)])
+    ngx = Nginx(os.path.join(d, "ngx"), data)
+    proxy = Nginx(os.path.join(d, "proxy"), data, host="127.0.0.2")
+    url = ngx.url("big.safetensors")
+    env = {k: v for k, v in os.environ.items()
+           if not k.lower().endswith("_proxy")}
+    env["http_proxy"] = "http://127.0.0.2:%d" % proxy.port
+
+    def asked(who):
+        with open(os.path.join(d, who, "access.log")) as f:
+            return sum(1 for x in f if x.startswith("/big.safetensors "))
+    try:
+        r = subprocess.run([T.STFS, "mount", "-o",
+                            "public_net,allow_net=127.0.0.2", url, mnt],
+                           capture_output=True, timeout=60, env=env)
+        if r.returncode == 0:
+            T._mounts.append(mnt)
+        err = r.stderr.decode()
+        assert r.returncode == 1 and "a connection to 127.0.0.1 refused: " \
+            "a loopback address (public_net)" in err, err
+        assert asked("ngx") == 0 and asked("proxy") == 0
+        # the control: the proxy variable is in effect without public_net
+        r = subprocess.run([T.STFS, "mount", "-o", "retries=0", url, mnt],
+                           capture_output=True, timeout=60, env=env)
+        assert r.returncode == 0, r.stderr
+        T._mounts.append(mnt)
+        assert read(os.path.join(mnt, "layers/0/w")) == w
+        T.unmount(mnt)
+        assert asked("proxy") > 0 and asked("ngx") == 0
+    finally:
+        ngx.stop()
+        proxy.stop()
+
+
 def test_changed_and_down(d, mnt):
     data = os.path.join(d, "data")
     os.mkdir(data)
@@ -1083,6 +1128,7 @@ def run():
         test_large_reads,
         test_refused_at_mount,
         test_public_net,
+        test_public_net_proxy,
         test_changed_and_down,
         test_retries,
         test_cache,

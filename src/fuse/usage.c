@@ -83,7 +83,7 @@ void stfs_usage(FILE *out)
 "  -o public_net     for URL sources: connect to public addresses only:\n"
 "                     a loopback, link-local (the cloud metadata service),\n"
 "                     private or reserved one is refused when connected to\n"
-"                     (a redirect's too), not retried\n"
+"                     (a redirect's too), not retried; no proxy is used\n"
 "  -o allow_net=CIDR  with public_net: allow this range too (an address\n"
 "                     or ADDR/BITS; repeatable, at most 16)\n"
 "  -o s3_style=path|virtual\n"

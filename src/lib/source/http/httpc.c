@@ -26,7 +26,7 @@
  * longer in all).  Credentials are never sent to another host on a redirect
  * (libcurl's default, kept), TLS is verified (libcurl's default; trust()
  * reads the usual CA variables), and the usual proxy variables apply
- * (libcurl reads them).  The bytes move on the transfer threads
+ * (libcurl reads them), except with public_net.  The bytes move on the transfer threads
  * (transfer.c); synchronous requests (opening, headers, API calls) take
  * a handle from a small pool of idle ones, kept with their connections.
  * stfs_http_call() is the one other kind of request: a call of a
@@ -438,6 +438,9 @@ static CURLcode perform(struct stfs_http_client *c, CURL *h, struct xfer *x,
 			 c->o->net.on ? stfs_net_opensocket : NULL);
 	curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA,
 			 c->o->net.on ? (void *)&x->net : NULL);
+	/* and straight to it: a proxy would connect on to any address it
+	 * is asked for, past the check ("": no proxy variable applies) */
+	curl_easy_setopt(h, CURLOPT_PROXY, c->o->net.on ? "" : NULL);
 	curl_easy_setopt(h, CURLOPT_USERAGENT, "stfs/" STFS_VERSION);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
