@@ -304,12 +304,13 @@ func CheckLocal(src, localDir string, private ...string) error {
 }
 
 // Key names the daemon that serves v: one per (source, options,
-// credentials, offline), so pods with other credentials never share a
-// daemon, and an offline daemon is never handed to a publish that the
-// origin could check.  It is an HMAC-SHA-256 with nodeKey, the node's
+// credentials, offline, and policy: the stfs options the node's policy
+// adds), so pods with other credentials never share a daemon, an offline
+// daemon is never handed to a publish that the origin could check, and
+// a daemon started under another policy is never handed to a new one.  It is an HMAC-SHA-256 with nodeKey, the node's
 // own random key (accepted.go): the credentials cannot be guessed back
 // from it without that key.
-func (v *Volume) Key(nodeKey []byte) string {
+func (v *Volume) Key(nodeKey []byte, policy ...string) string {
 	h := hmac.New(sha256.New, nodeKey)
 	fmt.Fprintf(h, "source\x00%s\x00", v.Source)
 	opts := append([]string(nil), v.Options...)
@@ -328,6 +329,9 @@ func (v *Volume) Key(nodeKey []byte) string {
 	}
 	if v.Offline { // only then: the keys of online daemons stay as they were
 		fmt.Fprintf(h, "offline\x00")
+	}
+	for _, o := range policy { // none for hf:// and s3://: as they were
+		fmt.Fprintf(h, "policy\x00%s\x00", o)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:20]
 }

@@ -93,8 +93,14 @@ func New(cfg Config) (*Driver, error) {
 		targets: map[string]published{}, stop: make(chan struct{}), nodeKey: nk}, nil
 }
 
-// key names v's daemon on this node.
-func (drv *Driver) key(v *Volume) string { return v.Key(drv.nodeKey) }
+// key names v's daemon on this node, under this node's policy: the stfs
+// options the policy gives it (public_net, allow_net=) are part of the
+// key, so that a daemon started under another policy (by a plugin with
+// none, or with another --allow-hosts, adopted after a restart) serves
+// only the targets it had, and a new publish starts one under this one.
+func (drv *Driver) key(v *Volume) string {
+	return v.Key(drv.nodeKey, drv.cfg.Policy.StfsOptions(v.Source)...)
+}
 
 // Listen opens the endpoint (unix:///PATH or /PATH).
 func Listen(endpoint string) (net.Listener, error) {

@@ -270,3 +270,29 @@ func TestStfsOptions(t *testing.T) {
 		t.Errorf("17 addresses: %v", err)
 	}
 }
+
+// TestKeyHoldsPolicy: a daemon is named by the stfs options the node's
+// policy gave it too, so that one started under another policy (before
+// the plugin had one, or with another --allow-hosts, and adopted after a
+// restart) is never handed to a new publish: that one starts its own,
+// with public_net and this policy's allow_net=.
+func TestKeyHoldsPolicy(t *testing.T) {
+	star, _ := ParsePolicy("*")
+	wide, _ := ParsePolicy("*,10.0.0.0/8")
+	drv := func(p *Policy) *Driver { return &Driver{cfg: Config{Policy: p}, nodeKey: testKey} }
+	web, _ := ParseVolume(map[string]string{"source": "https://models.example.com/m.safetensors"}, nil)
+	if k := web.Key(testKey); drv(star).key(web) == k {
+		t.Error("an http(s):// daemon's key is that of one started without public_net")
+	}
+	if drv(star).key(web) == drv(wide).key(web) {
+		t.Error("one key for daemons under two policies (allow_net= differs)")
+	}
+	if drv(star).key(web) != drv(star).key(web) {
+		t.Error("one volume and policy, two keys")
+	}
+	// an hf:// or s3:// source is not given public_net: its key as it was
+	hub, _ := ParseVolume(map[string]string{"source": "hf://org/m@0123456789abcdef0123456789abcdef01234567"}, nil)
+	if drv(star).key(hub) != hub.Key(testKey) || drv(wide).key(hub) != hub.Key(testKey) {
+		t.Error("an hf:// daemon's key changed with the policy")
+	}
+}
