@@ -592,6 +592,12 @@ START_TEST(t_public_net)
 		{ "::7f00:1", "a reserved (IPv4-compatible)" },
 		{ "2001:db8::1", "a reserved (documentation)" },
 		{ "2001:0:4136::1", "a reserved (IETF protocol, Teredo)" },
+		/* a local NAT64 (RFC 8215) or SIIT (RFC 2765) may carry
+		 * any IPv4 address, 169.254.169.254 too */
+		{ "64:ff9b:1::a9fe:a9fe", "a reserved (local-use NAT64)" },
+		{ "64:ff9b:1:a9fe:a9:fe00::", "a reserved (local-use NAT64)" },
+		{ "::ffff:0:a9fe:a9fe", "a reserved (IPv4-translated)" },
+		{ "64:ff9b:2::1", NULL },
 	};
 	struct stfs_net_policy p = { .on = 1 };
 	char shown[64];

@@ -154,6 +154,9 @@ var special = []struct {
 	{netip.MustParsePrefix("203.0.113.0/24"), "a reserved (documentation)"},
 	{netip.MustParsePrefix("240.0.0.0/4"), "a reserved (class E, broadcast)"},
 	{netip.MustParsePrefix("::/96"), "a reserved (IPv4-compatible)"},
+	// a local translator may map these onto any IPv4 address
+	{netip.MustParsePrefix("::ffff:0:0:0/96"), "a reserved (IPv4-translated)"},
+	{netip.MustParsePrefix("64:ff9b:1::/48"), "a reserved (local-use NAT64)"},
 	{netip.MustParsePrefix("100::/64"), "a reserved (discard)"},
 	{netip.MustParsePrefix("2001::/23"), "a reserved (IETF protocol, Teredo)"},
 	{netip.MustParsePrefix("2001:db8::/32"), "a reserved (documentation)"},
@@ -168,7 +171,8 @@ var (
 // Classify says what kind of address a is when it is not a public
 // unicast one ("a loopback", "a link-local", ...), else "".  An IPv6
 // address that carries an IPv4 one (IPv4-mapped, NAT64, 6to4) is the
-// IPv4 one's class.
+// IPv4 one's class; the local-use NAT64 and IPv4-translated prefixes,
+// which a local translator may map onto any IPv4 address, are reserved.
 func Classify(a netip.Addr) string {
 	a = a.WithZone("").Unmap()
 	for _, s := range special[:3] { // before link-local and private

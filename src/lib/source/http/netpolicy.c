@@ -7,10 +7,11 @@
  * sent (libcurl's CURLOPT_OPENSOCKETFUNCTION): one that is not a public
  * unicast address (loopback, link-local with the cloud metadata service,
  * private, shared, unspecified, multicast, reserved; an IPv6 address that
- * carries such an IPv4 one) is refused, unless an -o allow_net=CIDR holds
- * it.  Being the address actually connected, the check holds for a name
- * that resolves elsewhere at each try (DNS rebinding) and for a redirect
- * to any host.  The CSI node plugin sets it for the URLs a volume names
+ * carries such an IPv4 one; one of the prefixes a local translator may
+ * map onto any IPv4 address, local-use NAT64 and IPv4-translated) is
+ * refused, unless an -o allow_net=CIDR holds it.  Being the address
+ * actually connected, the check holds for a name that resolves elsewhere
+ * at each try (DNS rebinding) and for a redirect to any host.  The CSI node plugin sets it for the URLs a volume names
  * (docs/kubernetes.md).
  */
 #define _GNU_SOURCE
@@ -51,6 +52,8 @@ static const struct {
 	{ "::", 128, "an unspecified" },
 	{ "::1", 128, "a loopback" },
 	{ "::", 96, "a reserved (IPv4-compatible)" },
+	{ "::ffff:0:0:0", 96, "a reserved (IPv4-translated)" },
+	{ "64:ff9b:1::", 48, "a reserved (local-use NAT64)" },
 	{ "100::", 64, "a reserved (discard)" },
 	{ "2001::", 23, "a reserved (IETF protocol, Teredo)" },
 	{ "2001:db8::", 32, "a reserved (documentation)" },
