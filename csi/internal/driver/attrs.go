@@ -115,7 +115,9 @@ func ParseVolume(attrs, secrets map[string]string) (*Volume, error) {
 	if v.Source == "" {
 		return nil, fmt.Errorf("the volume attribute \"source\" is missing")
 	}
-	if strings.ContainsAny(v.Source, "\x00\n") {
+	// any control (a CR, an escape too): the source is in the daemon's
+	// log lines and in the publish's errors as written
+	if strings.IndexFunc(v.Source, isControl) >= 0 {
 		return nil, fmt.Errorf("source: a control character")
 	}
 	// stfs reads a scheme in any case (HF://... is hf://)
@@ -145,13 +147,15 @@ func ParseVolume(attrs, secrets map[string]string) (*Volume, error) {
 		}
 		// any control (a CR too): each goes into a header or a
 		// signature, where a CR would start another header
-		if strings.IndexFunc(val, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
+		if strings.IndexFunc(val, isControl) >= 0 {
 			return nil, fmt.Errorf("secret %s: a control character", k)
 		}
 		v.Secrets[k] = val
 	}
 	return v, nil
 }
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
 // Limits: the most a volume may ask of the node's resources through
 // its stfs options (the plugin's --max-threads, --max-connections; 0:
@@ -210,6 +214,12 @@ func checkOption(v *Volume, opt string) error {
 	}
 	if !re.MatchString(val) || strings.Contains(val, ",") {
 		return fmt.Errorf("option %q: bad value", opt)
+	}
+	// stfs's option parser (libfuse's) reads \ooo and \C in a value:
+	// a control, a comma would come through the check above, and a
+	// glob's \* would reach stfs as *
+	if strings.Contains(val, "\\") {
+		return fmt.Errorf("option %q: a backslash (stfs would read it as an escape)", opt)
 	}
 	if name == "readahead" {
 		n, _ := strconv.Atoi(val)

@@ -43,6 +43,14 @@ func TestParseVolume(t *testing.T) {
 		"allowOfflineCache    ": {"source": "/m", "allowofflinecache": "true"},
 		// stfs reads HF:// as hf://: the commit rule holds for it too
 		"names a commit   ": {"source": "HF://org/m@main"},
+		// a control in the source would reach the daemon's log lines
+		// and the publish's error (a CR, an escape) as written
+		"source: a control": {"source": "http://example.com/m\r\x1b[2Jx"},
+		// stfs's option parser (libfuse's) reads \ooo and \C in a
+		// value: a newline, a comma or any control would come through
+		// the check, and a glob's \* would not reach stfs as written
+		"a backslash":  {"source": "/m", "options": "prefetch=a\\012#1"},
+		"a backslash ": {"source": "/m", "options": "include=\\054x"},
 	}
 	for want, a := range bad {
 		_, err := ParseVolume(a, nil)
