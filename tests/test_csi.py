@@ -430,6 +430,27 @@ def test_host_policy(d):
             assert r["code"] == "Internal" and "a connection to 127.0.0.2 " \
                 "refused: a loopback address (public_net)" in r["message"], r
             assert asked() == n and len(node.daemons()) == 1
+            # the plugin restarts with another --allow-hosts: pod-a's
+            # daemon is adopted and reads on, but a new publish of its
+            # volume gets a daemon under the rule now in force, never the
+            # one started under the old (the policy's options are part of
+            # a daemon's key)
+            old = node.daemons()
+            node.plugin_argv = [
+                "--allow-hosts=127.0.0.1,127.0.0.2"
+                if a == "--allow-hosts=127.0.0.1" else a
+                for a in node.plugin_argv]
+            node.restart_plugin()
+            assert "adopted the daemon of" in node.log("plugin")
+            r = node.publish("pod-c", {"source": url % "127.0.0.1"}, vid="v3")
+            assert r["code"] == "OK", r
+            new = [p for p in node.daemons() if p not in old]
+            assert len(new) == 1 and \
+                node.daemons("allow_net=127.0.0.2/32") == new, (old, new)
+            for pod in ("pod-a", "pod-c"):
+                got = pod_read(node.target(pod), [tensor])
+                assert got == {tensor: want[tensor]}, (pod, got)
+            assert node.unpublish("pod-c", "v3")["code"] == "OK"
             assert node.unpublish("pod-a")["code"] == "OK"
     finally:
         ngx.stop()
