@@ -14,6 +14,7 @@ package driver
 import (
 	"context"
 	"fmt"
+	"log"
 	"net"
 	"net/netip"
 	"regexp"
@@ -321,7 +322,6 @@ func (p *Policy) Check(ctx context.Context, src string) error {
 		return nil
 	}
 	addrs := []netip.Addr{addr}
-	how := "is"
 	nameOK := false
 	if !addr.IsValid() {
 		nameOK = p.nameAllowed(host)
@@ -332,17 +332,25 @@ func (p *Policy) Check(ctx context.Context, src string) error {
 			defer cancel()
 			addrs, err = p.lookup(c, host)
 			if err != nil || len(addrs) == 0 {
-				return status.Errorf(codes.Unavailable, "source %s: the host %s does not resolve now (%v)", src, host, err)
+				// the error names the node's resolver: the log's
+				log.Printf("stfs-csi: source %s: the host %s does not resolve now (%v)", src, host, err)
+				return status.Errorf(codes.Unavailable, "source %s: the host %s does not resolve now", src, host)
 			}
 		}
-		how = "resolves to"
 	}
 	for _, a := range addrs {
 		if p.netAllowed(a) {
 			continue
 		}
 		if c := Classify(a); c != "" {
-			return status.Errorf(codes.PermissionDenied, "source %s: the host %s %s %s, %s address: refused by this node (the plugin's --allow-hosts)", src, host, how, a.WithZone(""), c)
+			if !addr.IsValid() {
+				// what a name resolves to on the node is the
+				// operator's to read (the log), not the volume's
+				// author's: only its class is said
+				log.Printf("stfs-csi: source %s: the host %s resolves to %s, %s address: refused", src, host, a.WithZone(""), c)
+				return status.Errorf(codes.PermissionDenied, "source %s: the host %s resolves to %s address: refused by this node (the plugin's --allow-hosts)", src, host, c)
+			}
+			return status.Errorf(codes.PermissionDenied, "source %s: the host %s is %s, %s address: refused by this node (the plugin's --allow-hosts)", src, host, a.WithZone(""), c)
 		}
 		// a public address: by "*", or (a name) by the name
 		if (addr.IsValid() && !p.public) || (!addr.IsValid() && !nameOK) {

@@ -299,3 +299,29 @@ func TestKeyHoldsPolicy(t *testing.T) {
 		t.Error("an hf:// daemon's key changed with the policy")
 	}
 }
+
+// TestPolicyCheckTellsNoAddress: the volume's author is told the class
+// of a name's address, never the address (the node's resolver is not an
+// oracle of the node's internal names), nor the resolver's own address
+// that a lookup error carries; the plugin's log has both.
+func TestPolicyCheckTellsNoAddress(t *testing.T) {
+	err := policyCheck(t, "", "http://mirror.internal/x")
+	if st, _ := status.FromError(err); st.Code() != codes.PermissionDenied ||
+		!strings.Contains(st.Message(), "a private address") || strings.Contains(st.Message(), "10.1.2.3") {
+		t.Errorf("a name's address: %v", err)
+	}
+	p, _ := ParsePolicy("")
+	p.lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
+		return nil, fmt.Errorf("lookup %s on 10.96.0.10:53: no such host", host)
+	}
+	err = p.Check(context.Background(), "http://vault.internal/x")
+	if st, _ := status.FromError(err); st.Code() != codes.Unavailable ||
+		!strings.Contains(st.Message(), "does not resolve") || strings.Contains(st.Message(), "10.96.0.10") {
+		t.Errorf("a lookup error: %v", err)
+	}
+	// a literal address is the author's own: said as written
+	err = policyCheck(t, "", "http://10.96.0.1/x")
+	if st, _ := status.FromError(err); !strings.Contains(st.Message(), "10.96.0.1") {
+		t.Errorf("a literal address: %v", err)
+	}
+}
