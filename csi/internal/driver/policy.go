@@ -109,9 +109,11 @@ const maxNets = 16
 // public is refused when connected to, so a redirect or a name that
 // resolves otherwise later cannot reach one), and allow_net= for each
 // ADDRESS or CIDR entry.  For http(s):// sources only: hf:// and s3://
-// go to the node's own endpoints.
+// go to the node's own endpoints.  An http(s):// source whose host
+// cannot be read (Check refuses it) gets them too: closed, not open.
 func (p *Policy) StfsOptions(src string) []string {
-	if h, _, err := HostOf(src); err != nil || h == "" {
+	l := strings.ToLower(src)
+	if !strings.HasPrefix(l, "http://") && !strings.HasPrefix(l, "https://") {
 		return nil
 	}
 	opts := []string{"public_net"}

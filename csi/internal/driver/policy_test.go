@@ -265,6 +265,13 @@ func TestStfsOptions(t *testing.T) {
 			t.Errorf("%s: %v", src, o)
 		}
 	}
+	// fail closed: an http(s):// source whose host cannot be read (Check
+	// refuses it first) still gets public_net, should it ever be started
+	for _, src := range []string{"http://x@127.0.0.1/m", "HTTPS://[::1/m", "http://127.1/m"} {
+		if o := p.StfsOptions(src); len(o) == 0 || o[0] != "public_net" {
+			t.Errorf("%s: %v", src, o)
+		}
+	}
 	if o, _ := ParsePolicy(""); strings.Join(o.StfsOptions("http://x.example/m"), ",") != "public_net" {
 		t.Errorf("the default: %v", o.StfsOptions("http://x.example/m"))
 	}
