@@ -19,6 +19,10 @@
 
 #include "format.h"
 #include "remote.h"
+#include "scheme.h"
+#include "auth.h"
+#include "locate.h"
+#include "http/http.h"
 
 #define REMOTE_INDEX "model.safetensors.index.json"
 

@@ -19,6 +19,7 @@
 
 #include "format.h"
 #include "remote.h"
+#include "http/http.h"
 
 /* ---- options ------------------------------------------------------------- */
 
@@ -314,7 +315,9 @@ int stfs_remote_new(const struct stfs_remote_opts *opts,
 		return stfs_fail(err, rc, NULL, STFS_NO_OFFSET, "cache: %s",
 				 strerror(-rc));
 	}
-	if (stfs_httpc_init(&r->http, &r->o, &r->count)) {
+	if (!(r->http = calloc(1, sizeof(*r->http))) ||
+	    stfs_httpc_init(r->http, &r->o, &r->count)) {
+		free(r->http);
 		if (r->o.cache_dir)
 			stfs_cache_fini(&r->cache);
 		free(r->o.cache_dir);
@@ -332,7 +335,7 @@ int stfs_remote_new(const struct stfs_remote_opts *opts,
 void stfs_remote_park(struct stfs_remote *r)
 {
 	if (r)
-		stfs_transfers_stop(&r->http.transfers, 1);
+		stfs_transfers_stop(&r->http->transfers, 1);
 }
 
 void stfs_remote_free(struct stfs_remote *r)
@@ -340,7 +343,8 @@ void stfs_remote_free(struct stfs_remote *r)
 	if (!r)
 		return;
 	stfs_pool_stop(r);
-	stfs_httpc_fini(&r->http);
+	stfs_httpc_fini(r->http);
+	free(r->http);
 	stfs_blocks_fini(&r->blocks);
 	stfs_pool_fini(&r->pool);
 	pthread_mutex_destroy(&r->progress_mu);

@@ -27,6 +27,9 @@
 
 #include "format.h"
 #include "remote.h"
+#include "scheme.h"
+#include "locate.h"
+#include "http/http.h"
 
 #define WALK_DEPTH 64
 

@@ -10,7 +10,7 @@
 #include <strings.h>
 
 #include "format.h"
-#include "remote.h"
+#include "scheme.h"
 
 static const struct {
 	const char *prefix;

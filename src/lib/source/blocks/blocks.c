@@ -32,6 +32,8 @@
 
 #include "format.h"
 #include "remote.h"
+#include "blocks/blocks.h"
+#include "http/http.h"
 
 /* A reader waiting for its bytes [at, at + len) of a block on the wire:
  * answered by done(arg, rc) on the fetching thread, or, without done (a

@@ -30,6 +30,7 @@
 
 #include "format.h"
 #include "remote.h"
+#include "blocks/blocks.h"
 
 #define FAIL_MEMORY_MS 500
 

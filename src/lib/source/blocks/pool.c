@@ -29,6 +29,7 @@
 
 #include "format.h"
 #include "remote.h"
+#include "blocks/blocks.h"
 
 struct stfs_job {
 	struct stfs_object *s;

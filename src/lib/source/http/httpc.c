@@ -49,6 +49,7 @@
 
 #include "format.h"
 #include "remote.h"
+#include "http/http.h"
 #include "httphdr.h"
 
 /* libcurl's error buffer, large enough for why a request could not be
@@ -738,13 +739,13 @@ int stfs_http_get(struct stfs_remote *r, const char *url,
 		       stfs_http_kept_get(r, url, etag, max, body, len, resp,
 					  err) :
 		       stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "offline");
-	if (!(h = stfs_httpc_handle(&r->http)))
+	if (!(h = stfs_httpc_handle(r->http)))
 		return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET,
 				 "out of memory");
 	if (!resp)
 		resp = &mine;
-	rc = stfs_httpc_fetch(&r->http, h, &q, NULL, body, len, resp, err);
-	stfs_httpc_release(&r->http, h);
+	rc = stfs_httpc_fetch(r->http, h, &q, NULL, body, len, resp, err);
+	stfs_httpc_release(r->http, h);
 	if (!rc && (flags & STFS_REQ_KEEP) && resp->status == 200)
 		stfs_http_kept_put(r, url, resp, *body, *len);
 	return rc;

@@ -10,6 +10,10 @@
 #include <stdlib.h>
 
 #include "remote.h"
+#include "scheme.h"
+#include "auth.h"
+#include "locate.h"
+#include "http/http.h"
 
 struct hf {
 	int dataset;

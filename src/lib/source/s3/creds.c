@@ -45,7 +45,6 @@
 #include <unistd.h>
 
 #include "format.h"
-#include "remote.h"
 #include "s3.h"
 
 #define ADVISORY_S (15 * 60)

@@ -33,7 +33,6 @@
 #include <string.h>
 
 #include "format.h"
-#include "remote.h"
 #include "s3.h"
 
 #define LIST_MAX (16u << 20)        /* bytes of one listing page */

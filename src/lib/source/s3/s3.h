@@ -14,6 +14,10 @@
 #include <stdint.h>
 
 #include "remote.h"
+#include "scheme.h"
+#include "auth.h"
+#include "locate.h"
+#include "http/http.h"
 
 /* One ListObjectsV2 page: object() for each key (decoded, 1 to 1024
  * bytes), size and ETag (as the server wrote it, quotes and all; NULL if

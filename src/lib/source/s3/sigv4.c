@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "remote.h"
 #include "s3.h"
 
 /* The SHA-256 of no bytes: a GET has no payload. */
