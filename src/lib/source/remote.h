@@ -68,6 +68,7 @@ struct stfs_remote {
 	struct stfs_http_client *http;  /* the HTTP client (http/httpc.c) */
 	struct stfs_blocks blocks;
 	struct stfs_pool pool;
+	const struct stfs_fetch_ops *fetch;    /* the engine's (http/fetch.c) */
 };
 
 /* A line for the remote's log (a read that failed, and why). */

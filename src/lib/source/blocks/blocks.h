@@ -9,7 +9,6 @@
 #ifndef STFS_BLOCKS_H
 #define STFS_BLOCKS_H
 
-#include <curl/curl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -21,6 +20,7 @@
 struct stfs_remote;
 struct stfs_auth;
 struct stfs_resolver;
+struct stfs_object;
 
 /* ---- the requests the engine makes (the fetch interface) ---------------- */
 
@@ -71,8 +71,25 @@ struct stfs_request {
 /* The longest backoff before a retry: a Retry-After is capped to it, and
  * a reader waits at most retries x that for a read that fails. */
 #define STFS_BACKOFF_MAX_S 30
-/* CLOCK_MONOTONIC in milliseconds (httpc.c). */
+/* CLOCK_MONOTONIC in milliseconds (lookup.c). */
 uint64_t stfs_now_ms(void);
+
+/* The engine's fetch interface: how blocks/ gets an object's bytes from
+ * where they live, without knowing that it is HTTP.  Its owner (remote.c)
+ * gives it one (struct stfs_remote's fetch), filled in by http/fetch.c;
+ * blocks/ calls no function of http/. */
+struct stfs_fetch_ops {
+	/* A handle for one fetching thread (a worker of pool.c), and its
+	 * end: NULL if none could be made. */
+	void *(*handle_new)(void);
+	void (*handle_free)(void *h);
+	/* Do request q (bytes [q->off, q->off + q->len) of o) with handle h:
+	 * the bytes into buf, *got of them; 0, or -errno with err saying
+	 * why. */
+	int (*fetch)(struct stfs_object *o, void *h,
+		     const struct stfs_request *q, char *buf, size_t *got,
+		     struct stfs_error *err);
+};
 
 #define STFS_FAIL_SLOTS 16
 #define STFS_FD_SLOTS 16
@@ -118,7 +135,7 @@ struct stfs_inflight;
 /* What one fetching thread carries: its handle, and its blocks fetched
  * but not yet in the cache (written after its reader is answered). */
 struct stfs_fetcher {
-	CURL *h;
+	void *h;                /* the fetch interface's handle */
 	struct stfs_inflight *to_write;
 	uint64_t deadline_ms;   /* its reader's bound (stfs_request), or 0 */
 };

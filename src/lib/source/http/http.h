@@ -290,4 +290,8 @@ int stfs_object_fetch(struct stfs_object *o, CURL *h,
 		      struct stfs_http_resp *resp, struct stfs_error *err);
 #define STFS_TARGET_DEFAULT_S 600
 
+/* The block engine's fetch interface, by HTTP (fetch.c): remote.c gives
+ * it to the engine as struct stfs_remote's fetch. */
+extern const struct stfs_fetch_ops stfs_http_fetch_ops;
+
 #endif

@@ -463,14 +463,6 @@ int stfs_nap(unsigned ms, const atomic_int *cancel)
 	return 0;
 }
 
-uint64_t stfs_now_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
-}
-
 /* Backoff before attempt k (1, 2, ...): 200 ms doubling, at most 5 s,
  * +-50% jitter; a Retry-After (at most 30 s) instead when given. */
 static unsigned backoff_ms(struct stfs_http_client *c, unsigned k,
