@@ -356,35 +356,9 @@ void stfs_remote_free(struct stfs_remote *r)
 	curl_global_cleanup();
 }
 
-int stfs_remote_offline(const struct stfs_remote *r)
-{
-	return r->o.offline;
-}
-
-enum stfs_s3_style stfs_remote_s3_style(const struct stfs_remote *r)
-{
-	return r->o.s3_style;
-}
-
-unsigned stfs_remote_list_timeout_ms(const struct stfs_remote *r)
-{
-	return r ? r->o.list_timeout_ms : 0;
-}
-
 size_t stfs_remote_block_size(const struct stfs_remote *r)
 {
 	return r ? r->o.block : 0;
-}
-
-struct stfs_cache *stfs_remote_cache(struct stfs_remote *r)
-{
-	return r->o.cache_dir ? &r->cache : NULL;
-}
-
-void stfs_remote_log(const struct stfs_remote *r, const char *line)
-{
-	if (r->o.log)
-		r->o.log(r->o.log_ctx, line);
 }
 
 void stfs_remote_stats(const struct stfs_remote *r,

@@ -71,14 +71,41 @@ struct stfs_remote {
 	const struct stfs_fetch_ops *fetch;    /* the engine's (http/fetch.c) */
 };
 
+/* The remote object's own fields as the rooms read them: inline, so that
+ * a room that reads them calls nothing of remote.c (which makes the
+ * rooms, and so is above them all). */
+
 /* A line for the remote's log (a read that failed, and why). */
-void stfs_remote_log(const struct stfs_remote *r, const char *line);
+static inline void stfs_remote_log(const struct stfs_remote *r,
+				   const char *line)
+{
+	if (r->o.log)
+		r->o.log(r->o.log_ctx, line);
+}
+
 /* The cache, or NULL when there is none. */
-struct stfs_cache *stfs_remote_cache(struct stfs_remote *r);
+static inline struct stfs_cache *stfs_remote_cache(struct stfs_remote *r)
+{
+	return r->o.cache_dir ? &r->cache : NULL;
+}
+
 /* -o offline: no network, the cache only. */
-int stfs_remote_offline(const struct stfs_remote *r);
-enum stfs_s3_style stfs_remote_s3_style(const struct stfs_remote *r);
+static inline int stfs_remote_offline(const struct stfs_remote *r)
+{
+	return r->o.offline;
+}
+
+static inline enum stfs_s3_style
+stfs_remote_s3_style(const struct stfs_remote *r)
+{
+	return r->o.s3_style;
+}
+
 /* list_timeout=, in ms (a listing's pages, all of them) */
-unsigned stfs_remote_list_timeout_ms(const struct stfs_remote *r);
+static inline unsigned
+stfs_remote_list_timeout_ms(const struct stfs_remote *r)
+{
+	return r ? r->o.list_timeout_ms : 0;
+}
 
 #endif
