@@ -20,8 +20,5 @@ int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err);
  * f->bytes, or f->fault; f->sum and f->unchecked say what was checked. */
 void stfs_s3_fetch_small(const struct stfs_location *loc,
 			 struct stfs_rfile *f);
-/* f could not be fetched (rc, e: why): its fault says so (repo.c). */
-void stfs_rfile_unfetched(struct stfs_rfile *f, int rc,
-			  const struct stfs_error *e);
 
 #endif

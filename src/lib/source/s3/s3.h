@@ -17,6 +17,7 @@
 #include "scheme.h"
 #include "auth.h"
 #include "locate.h"
+#include "rlist.h"
 #include "http/http.h"
 
 /* One ListObjectsV2 page: object() for each key (decoded, 1 to 1024
