@@ -144,8 +144,9 @@ static int digest(const char *kind, const char *b, size_t len, char *hex)
 	return ok ? 0 : -EIO;
 }
 
-/* Fetch f whole and check it: its bytes, or its fault (an s3:// source's
- * in its room: S3 publishes its checksums in the answer). */
+/* Fetch f whole and check it: its bytes, or its fault (by its service,
+ * if it has its own way: s3://'s in its room, as S3 publishes its
+ * checksums in the answer). */
 static void fetch_one(const struct stfs_location *loc, struct stfs_rfile *f)
 {
 	struct stfs_source *src = NULL;
@@ -156,8 +157,8 @@ static void fetch_one(const struct stfs_location *loc, struct stfs_rfile *f)
 	char *b = NULL;
 	int rc;
 
-	if (stfs_url_scheme(loc->arg) == STFS_SCHEME_S3) {
-		stfs_s3_fetch_small(loc, f);
+	if (loc->service && loc->service->fetch_small) {
+		loc->service->fetch_small(loc, f);
 		return;
 	}
 	/* an empty file is not fetched: a range of no bytes is no request

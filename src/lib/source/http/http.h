@@ -30,6 +30,10 @@ struct stfs_http_resp;
 /* Is arg an http:// or https:// URL (the scheme in any case)? */
 int stfs_is_url(const char *arg);
 
+/* The locator of a plain http(s) URL (locurl.c), a service of the
+ * locator (struct stfs_service, locate.h): loc->arg is set. */
+int stfs_locate_url(struct stfs_location *loc, struct stfs_error *err);
+
 /* ---- the HTTP source and whole GETs (http.c, httpc.c) ------------------- */
 
 /* A byte source for the object at url, of r: fetches its first block,

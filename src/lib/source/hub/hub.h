@@ -14,6 +14,7 @@
 #include "auth.h"
 #include "locate.h"
 #include "http/http.h"
+#include "hub/service.h"
 
 struct hf {
 	int dataset;

@@ -19,6 +19,7 @@
 #include "locate.h"
 #include "rlist.h"
 #include "http/http.h"
+#include "s3/service.h"
 
 /* One ListObjectsV2 page: object() for each key (decoded, 1 to 1024
  * bytes), size and ETag (as the server wrote it, quotes and all; NULL if
