@@ -1,9 +1,10 @@
 /*
  * auth.h: what a remote source's requests carry (struct stfs_auth: a
  * bearer token, a user and password, AWS keys or refreshing credentials)
- * and S3's error documents as the HTTP client words them.  Offered by
- * s3/ (sigv4.c, creds.c, s3xml.c) to every room that makes requests:
- * the HTTP client signs with it, the locators make one per location.
+ * and AWS Signature Version 4, which signs them (http/sigv4.c).  Part of
+ * the HTTP room: the client signs with it, the locators make one per
+ * location; s3/ gives an auth its refreshing credentials with their
+ * functions (struct stfs_creds_ops), which http/ calls through them.
  */
 #ifndef STFS_AUTH_H
 #define STFS_AUTH_H
@@ -30,6 +31,7 @@ struct stfs_auth {
 	struct stfs_creds *creds;       /* temporary keys, refreshed (s3/
 					 * creds.c), used instead of those
 					 * above; or NULL */
+	const struct stfs_creds_ops *creds_ops; /* with creds: theirs */
 };
 
 struct stfs_auth *stfs_auth_new(const char *bearer, const char *access_key,
@@ -48,29 +50,52 @@ struct curl_slist *stfs_auth_headers(const struct stfs_auth *a,
 				     const char *url, unsigned flags,
 				     struct curl_slist *list, int *ok,
 				     char *why, size_t whysz);
-/* The refreshing credentials of a (s3/creds.c): stop their thread before
- * the process forks (it starts again at the next request), or free them
- * (the last reference to a). */
+/* The refreshing credentials of a: stop their thread before the process
+ * forks (it starts again at the next request). */
 void stfs_auth_park(struct stfs_auth *a);
-void stfs_creds_park(struct stfs_creds *c);
-void stfs_creds_free(struct stfs_creds *c);
-/* The current keys of c, copies (free with stfs_creds_keys_drop()): 0, or
- * -EKEYEXPIRED with why saying since when and why no refresh worked. */
+/* Keys of a moment, copies (stfs_creds_ops.now). */
 struct stfs_creds_keys {
 	char *access, *secret, *token;  /* token: NULL if none */
 	time_t expires;                 /* 0: they do not expire */
 };
-int stfs_creds_now(struct stfs_creds *c, struct stfs_creds_keys *k,
-		   char *why, size_t whysz);
 /* Free k's copies, the secret and the token overwritten first. */
 void stfs_creds_keys_drop(struct stfs_creds_keys *k);
+/* What struct stfs_auth does with its refreshing credentials, given with
+ * them (s3/creds.c's stfs_creds_ops), so that the HTTP room that signs
+ * requests calls nothing of s3/: their current keys (0, or -EKEYEXPIRED
+ * with why saying since when and why no refresh worked), their thread
+ * stopped before a fork, and their end (the last reference to a). */
+struct stfs_creds_ops {
+	int (*now)(struct stfs_creds *c, struct stfs_creds_keys *k,
+		   char *why, size_t whysz);
+	void (*park)(struct stfs_creds *c);
+	void (*free)(struct stfs_creds *c);
+};
 
-/* An S3 error document's "Code: Message" into out (s3xml.c), for the
- * client's messages, cut to fit and control characters made spaces: 0,
- * -EINVAL when xml is not one, -ENOSPC when not one character fits.  Only
- * the start of the document may be at hand: a Code complete before the
- * cut is enough. */
-int stfs_s3_error_parse(const char *xml, size_t len, char *out,
-			size_t outsz);
+/* ---- signing (http/sigv4.c, with libcrypto's SHA-256 and HMAC) ---------- */
+
+#define STFS_SIGV4_MAX_HEADERS 8
+
+struct stfs_sigv4_hdr {
+	const char *name;       /* lowercase */
+	const char *value;      /* trimmed */
+};
+
+/* One request to sign.  path and query are in their canonical form
+ * already (each byte but A-Za-z0-9-._~ percent-encoded, the query's
+ * parameters sorted); host and x-amz-date are signed with headers. */
+struct stfs_sigv4_req {
+	const char *method, *host, *path, *query;
+	const struct stfs_sigv4_hdr *headers;
+	size_t nheaders;
+	const char *payload_hash;       /* hex SHA-256 of the body */
+	const char *amzdate;            /* YYYYMMDDTHHMMSSZ */
+	const char *access_key, *secret_key, *region, *service;
+};
+
+/* The Authorization header's value for r into auth: 0, or -EINVAL when
+ * it does not fit (or too many headers), -ENOMEM. */
+int stfs_sigv4_sign(const struct stfs_sigv4_req *r, char *auth,
+		    size_t authsz);
 
 #endif

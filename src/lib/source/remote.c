@@ -20,6 +20,7 @@
 #include "format.h"
 #include "remote.h"
 #include "http/http.h"
+#include "s3/service.h"
 
 /* ---- options ------------------------------------------------------------- */
 
@@ -324,6 +325,7 @@ int stfs_remote_new(const struct stfs_remote_opts *opts,
 		free(r);
 		return stfs_nomem(err);
 	}
+	r->http->error_text = stfs_s3_error_parse;
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	pthread_mutex_init(&r->progress_mu, NULL);
 	stfs_blocks_init(&r->blocks);

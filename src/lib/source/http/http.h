@@ -201,6 +201,11 @@ struct stfs_http_client {
 	unsigned nidle;
 	atomic_uint jitter;             /* the backoff's random state */
 	struct stfs_remote_counters *count;
+	/* an error document's reason in words, into out (0; else the
+	 * answer is not one: S3's, stfs_s3_error_parse(), given by the
+	 * client's owner, remote.c or s3/creds.c), or NULL */
+	int (*error_text)(const char *doc, size_t len, char *out,
+			  size_t outsz);
 	/* the environment's trust and credentials, read once at init:
 	 * CURL_CA_BUNDLE (else SSL_CERT_FILE), SSL_CERT_DIR, NETRC; or NULL */
 	char *ca_file, *ca_dir, *netrc;

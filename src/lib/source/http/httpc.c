@@ -58,6 +58,7 @@
 
 /* One attempt of a request, as its bytes come. */
 struct xfer {
+	const struct stfs_http_client *c;
 	CURL *h;
 	struct stfs_transfers *t;
 	const struct stfs_request *q;
@@ -253,7 +254,8 @@ static void why(const struct xfer *x, char *out, size_t outsz)
 	out[0] = '\0';
 	if (x->r.error_message[0]) {
 		snprintf(out, outsz, "%s", x->r.error_message);
-	} else if (stfs_s3_error_parse(x->why, x->why_len, out, outsz) &&
+	} else if ((!x->c->error_text ||
+		    x->c->error_text(x->why, x->why_len, out, outsz)) &&
 		   (j = json_tokener_parse(x->why))) {
 		if (json_object_is_type(j, json_type_object) &&
 		    json_object_object_get_ex(j, "error", &e) &&
@@ -577,7 +579,7 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 	unsigned retry_after = 0, wait = 0;
 
 	for (unsigned k = 0;; k++) {
-		struct xfer x = { .h = h, .t = &c->transfers, .q = q,
+		struct xfer x = { .c = c, .h = h, .t = &c->transfers, .q = q,
 				  .buf = q->whole ? NULL : buf, .len = q->len,
 				  .whole = q->whole };
 		long status = 0;

@@ -14,7 +14,6 @@
 
 #include "format.h"
 #include "auth.h"
-#include "locate.h"
 #include "http/http.h"
 
 #define REMOTE_INDEX "model.safetensors.index.json"

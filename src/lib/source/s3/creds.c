@@ -103,18 +103,6 @@ const char *stfs_creds_open_why(int rc)
 	return rc == -EINVAL ? "not a regular file" : strerror(-rc);
 }
 
-void stfs_creds_keys_drop(struct stfs_creds_keys *k)
-{
-	if (k->secret)
-		explicit_bzero(k->secret, strlen(k->secret));
-	if (k->token)
-		explicit_bzero(k->token, strlen(k->token));
-	free(k->access);
-	free(k->secret);
-	free(k->token);
-	memset(k, 0, sizeof(*k));
-}
-
 static void src_free(struct stfs_creds_src *s)
 {
 	if (s->auth_token)
@@ -554,6 +542,7 @@ int stfs_creds_try(const struct stfs_aws_conf *a, const char *region,
 		free(c);
 		return stfs_nomem(err);
 	}
+	c->http.error_text = stfs_s3_error_parse;
 	/* STS is an AWS service: a private CA as the SDKs take it for one */
 	if (kind == STFS_CREDS_WEB_IDENTITY) {
 		char *ca = stfs_env("AWS_CA_BUNDLE") ?
@@ -602,3 +591,9 @@ int stfs_creds_try(const struct stfs_aws_conf *a, const char *region,
 	*out = c;
 	return 0;
 }
+
+const struct stfs_creds_ops stfs_creds_ops = {
+	.now = stfs_creds_now,
+	.park = stfs_creds_park,
+	.free = stfs_creds_free,
+};
