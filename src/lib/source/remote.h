@@ -6,12 +6,17 @@
  * fetch interface.  Each room declares what it offers in its own header:
  *
  *   scheme.h           URLs and schemes (scheme.c)
- *   auth.h             what requests carry (s3/sigv4.c, s3/creds.c)
+ *   rlist.h            a repository's file list (rlist.c; most in source.h)
  *   locate.h           the locator's helpers and its services (locate.c)
- *   blocks/blocks.h    the block engine, its pool, write-back, lookup
+ *   blocks/blocks.h    the block engine, its pool, write-back, lookup and
+ *                      its fetch interface (struct stfs_fetch_ops)
  *   cache.h            the cache store on disk (blocks/cache.c, cachedir.c)
  *   http/http.h        the HTTP client, source, answers, pages, resolver
+ *   auth.h             what requests carry (http/sigv4.c)
+ *   hub/service.h, s3/service.h: the services' functions, for services.c
  *   http/httphdr.h, hub/hub.h, s3/s3.h: what one room keeps to itself
+ *
+ * Which room may use which: docs/design.md, tests/test_layers.py.
  *
  * Everything here is state of one struct stfs_remote, made when a model
  * is opened and freed with it: two models in one process can have two

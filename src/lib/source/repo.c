@@ -2,10 +2,11 @@
  * repo.c: the source's repository, every file of it (the model layer's
  * %repo/ shows them; the list itself is rlist.c's): opening a file by
  * its path, and the small files (configuration, tokenizer, code, README)
- * fetched whole at mount, several at a time, and checked against the checksum the source
- * publishes (the Hub: a git blob's sha1 or an LFS sha256; S3's in
- * s3/s3sum.c: a full-object SHA-256 or CRC64NVME, else a single-part
- * ETag's MD5).
+ * fetched whole at mount, several at a time, and checked against the
+ * checksum the source publishes (the Hub: a git blob's sha1 or an LFS
+ * sha256; a service with a fetch of its own checks its files itself:
+ * S3's in s3/s3sum.c, a full-object SHA-256 or CRC64NVME, else a
+ * single-part ETag's MD5).
  */
 #define _GNU_SOURCE
 #include <curl/curl.h>

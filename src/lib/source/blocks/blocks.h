@@ -2,8 +2,10 @@
  * blocks.h: the block engine (blocks/): an object's bytes read by block
  * through the cache (blocks.c, lookup.c), the worker threads and the
  * prefetch policy (pool.c), the write-behind to the cache (writeback.c),
- * and the requests the engine makes of its fetch interface (struct
- * stfs_request, filled in by http/).  The cache store itself is cache.h.
+ * and its fetch interface (struct stfs_fetch_ops, which http/fetch.c
+ * fills in) with the requests the engine makes of it (struct
+ * stfs_request, which the HTTP client carries out; its last fields are
+ * for the client's own calls).  The cache store itself is cache.h.
  * blocks/ knows no HTTP: it uses only source.h, cache.h and remote.h.
  */
 #ifndef STFS_BLOCKS_H

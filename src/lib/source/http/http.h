@@ -2,8 +2,10 @@
  * http.h: what the HTTP room (http/) offers the rooms above it: the HTTP
  * source of one object behind a URL (http.c), whole GETs and credential
  * calls (httpc.c), an HTTP answer (httphdr.c), the pages of a listing
- * (pages.c), the transfer threads (transfer.c) and redirects resolved
- * once (resolve.c).  http/ uses the block engine (blocks/blocks.h) for
+ * (pages.c), the transfer threads (transfer.c), redirects resolved once
+ * (resolve.c), the plain URL's locate function (locurl.c) and the block
+ * engine's fetch interface over HTTP (fetch.c); what requests carry is
+ * auth.h (sigv4.c).  http/ uses the block engine (blocks/blocks.h) for
  * an object's bytes; the engine never calls http/.
  */
 #ifndef STFS_HTTP_H
