@@ -53,7 +53,7 @@ struct curl_slist *stfs_auth_headers(const struct stfs_auth *a,
 /* The refreshing credentials of a: stop their thread before the process
  * forks (it starts again at the next request). */
 void stfs_auth_park(struct stfs_auth *a);
-/* Keys of a moment, copies (stfs_creds_ops.now). */
+/* Keys of a moment, copies (struct stfs_creds_ops' now). */
 struct stfs_creds_keys {
 	char *access, *secret, *token;  /* token: NULL if none */
 	time_t expires;                 /* 0: they do not expire */
@@ -61,7 +61,7 @@ struct stfs_creds_keys {
 /* Free k's copies, the secret and the token overwritten first. */
 void stfs_creds_keys_drop(struct stfs_creds_keys *k);
 /* What struct stfs_auth does with its refreshing credentials, given with
- * them (s3/creds.c's stfs_creds_ops), so that the HTTP room that signs
+ * them (s3/creds.c's stfs_creds_ops()), so that the HTTP room that signs
  * requests calls nothing of s3/: their current keys (0, or -EKEYEXPIRED
  * with why saying since when and why no refresh worked), their thread
  * stopped before a fork, and their end (the last reference to a). */

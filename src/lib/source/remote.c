@@ -330,7 +330,7 @@ int stfs_remote_new(const struct stfs_remote_opts *opts,
 	pthread_mutex_init(&r->progress_mu, NULL);
 	stfs_blocks_init(&r->blocks);
 	stfs_pool_init(&r->pool);
-	r->fetch = &stfs_http_fetch_ops;
+	r->fetch = stfs_http_fetch_ops();
 	*out = r;
 	return 0;
 }

@@ -303,6 +303,6 @@ int stfs_object_fetch(struct stfs_object *o, CURL *h,
 
 /* The block engine's fetch interface, by HTTP (fetch.c): remote.c gives
  * it to the engine as struct stfs_remote's fetch. */
-extern const struct stfs_fetch_ops stfs_http_fetch_ops;
+const struct stfs_fetch_ops *stfs_http_fetch_ops(void);
 
 #endif

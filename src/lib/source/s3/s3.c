@@ -407,7 +407,7 @@ int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err)
 	if (creds) {
 		/* temporary keys, refreshed: every request asks them */
 		loc->auth->creds = creds;
-		loc->auth->creds_ops = &stfs_creds_ops;
+		loc->auth->creds_ops = stfs_creds_ops();
 		loc->auth->sign = 1;
 		creds = NULL;
 	}

@@ -229,14 +229,15 @@ int stfs_creds_try(const struct stfs_aws_conf *a, const char *region,
 		   struct stfs_creds **out, struct stfs_error *err);
 /* The refreshing credentials: stop their thread before the process forks
  * (it starts again at the next request), or free them.  struct stfs_auth
- * calls them through stfs_creds_ops, which s3.c gives it with them. */
+ * calls them through stfs_creds_ops(), which s3.c gives it with them. */
 void stfs_creds_park(struct stfs_creds *c);
 void stfs_creds_free(struct stfs_creds *c);
 /* The current keys of c, copies (free with stfs_creds_keys_drop()): 0, or
  * -EKEYEXPIRED with why saying since when and why no refresh worked. */
 int stfs_creds_now(struct stfs_creds *c, struct stfs_creds_keys *k,
 		   char *why, size_t whysz);
-extern const struct stfs_creds_ops stfs_creds_ops;
+/* Their functions, for struct stfs_auth (s3.c gives them with c). */
+const struct stfs_creds_ops *stfs_creds_ops(void);
 /* What c is, for `stfs inspect` and the log: "web identity (AWS_ROLE_ARN
  * ...): key ASIA..., expires ..." (never a secret) into buf. */
 void stfs_creds_describe(struct stfs_creds *c, char *buf, size_t n);
