@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "remote.h"
+#include "http/http.h"
 #include "hub.h"
 #include "httphdr.h"
 #include "s3.h"

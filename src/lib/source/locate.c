@@ -3,7 +3,9 @@
  * one file, an index file with its shards beside it, or a directory of
  * shards with no index.  It is the only place that looks at the argument
  * itself (stat, realpath, the directory listing); everything above opens
- * files by name through stfs_location_open().
+ * files by name through stfs_location_open().  A URL goes to the service
+ * that claims its scheme (struct stfs_service, locate.h), from the table
+ * the locator's owner gives it (services.c): the locator names none.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -18,99 +20,11 @@
 #include <curl/curl.h>
 
 #include "format.h"
-#include "remote.h"
-
-#define REMOTE_INDEX "model.safetensors.index.json"
-
-/*
- * What a URL carries that is a secret goes to loc->auth and out of
- * loc->arg, so that what stfs shows of the source (messages, xattrs,
- * %header.json, the mount table, the cache's keys) never holds it: a user
- * and password, and a query (the signature of a presigned URL), sent with
- * every request.  0, -EINVAL or -ENOMEM.
- */
-static int url_secrets(struct stfs_location *loc, struct stfs_error *err)
-{
-	const char *host = strstr(loc->arg, "://") + 3;
-	const char *q = strchr(host, '?');
-	char *user = NULL, *password = NULL, *shown;
-	CURLU *u = NULL;
-	int rc = 0;
-
-	if (strchr(host, '#'))
-		return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "a URL "
-				 "with a #fragment is not supported");
-	if (!(shown = stfs_source_shown(loc->arg)))
-		return -ENOMEM;
-	if (strcmp(shown, loc->arg) == 0) {
-		free(shown);            /* nothing to hide */
-		return 0;
-	}
-	if (!(loc->auth = stfs_auth_new(NULL, NULL, NULL, NULL, NULL)) ||
-	    (q && !(loc->auth->query = strdup(q + 1))) || !(u = curl_url())) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	if (curl_url_set(u, CURLUPART_URL, loc->arg, 0) != CURLUE_OK) {
-		rc = stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET,
-			       "not a valid URL");
-		goto out;
-	}
-	curl_url_get(u, CURLUPART_USER, &user, CURLU_URLDECODE);
-	curl_url_get(u, CURLUPART_PASSWORD, &password, CURLU_URLDECODE);
-	if ((user || password) &&
-	    (!(loc->auth->user = strdup(user ? user : "")) ||
-	     (password && !(loc->auth->password = strdup(password))))) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	memset(loc->arg, 0, strlen(loc->arg));  /* it held the secrets */
-	free(loc->arg);
-	loc->arg = shown;
-	shown = NULL;
-out:
-	free(shown);
-	if (password)
-		memset(password, 0, strlen(password));
-	curl_free(user);
-	curl_free(password);
-	curl_url_cleanup(u);
-	return rc;
-}
-
-/* A URL: one file, an index, or a "directory" (ending in '/'). */
-static int locate_url(struct stfs_location *loc, struct stfs_error *err)
-{
-	const char *arg, *slash, *host;
-	int rc;
-
-	if ((rc = url_secrets(loc, err)))
-		return rc;
-	arg = loc->arg;
-	slash = strrchr(arg, '/');
-	host = strstr(arg, "://") + 3;
-	if (!(loc->canonical = strdup(arg)))
-		return -ENOMEM;
-	if (!*host || slash < host)
-		return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "a URL "
-				 "needs a path: http://HOST/PATH/NAME."
-				 "safetensors, or one ending in / for shards");
-	loc->base = strndup(arg, (size_t)(slash - arg));
-	if (!slash[1]) {
-		loc->kind = STFS_LOC_INDEX;
-		loc->name = strdup(REMOTE_INDEX);
-	} else {
-		loc->kind = stfs_ends_with(arg, ".index.json") ? STFS_LOC_INDEX :
-			    STFS_LOC_FILE;
-		loc->name = strdup(slash + 1);
-	}
-	if (loc->kind != STFS_LOC_FILE && loc->auth && loc->auth->query)
-		return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "a URL "
-				 "with a ?query (a presigned URL) names one "
-				 "file: shards need a URL each");
-	return loc->base && loc->name ? 0 : -ENOMEM;
-}
-
+#include "scheme.h"
+#include "auth.h"
+#include "locate.h"
+#include "rlist.h"
+#include "http/http.h"
 
 static int cmp_str(const void *a, const void *b)
 {
@@ -257,8 +171,33 @@ static int list_dir(struct stfs_location *loc, struct stfs_error *err)
 	return rc;
 }
 
-int stfs_locate(const char *arg, struct stfs_remote *net,
-		struct stfs_location **out, struct stfs_error *err)
+/* Hand loc to the service that claims its URL (loc->service): a plain
+ * URL (loc->http), or a repository behind a service (loc->remote), which
+ * needs the remote layer: 0, or -errno with err saying why. */
+static int locate_service(struct stfs_location *loc, struct stfs_remote *net,
+			  struct stfs_error *err)
+{
+	const struct stfs_service *s = loc->service;
+	int rc;
+
+	if (!s->remote) {
+		loc->http = 1;
+		if ((rc = s->locate(loc, err)) == -ENOMEM)
+			stfs_nomem(err);
+		return rc;
+	}
+	loc->remote = 1;
+	if (!net)
+		return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET,
+				 "no remote layer to reach it");
+	if (!(loc->canonical = strdup(loc->arg)))
+		return stfs_nomem(err);
+	return s->locate(loc, err);
+}
+
+int stfs_locate_with(const struct stfs_service *svc, size_t nsvc,
+		     const char *arg, struct stfs_remote *net,
+		     struct stfs_location **out, struct stfs_error *err)
 {
 	struct stfs_location *loc;
 	const char *slash;
@@ -276,33 +215,19 @@ int stfs_locate(const char *arg, struct stfs_remote *net,
 	/* HTTP://, Hf://: the scheme in lower case from here on */
 	stfs_url_lower_scheme(loc->arg);
 	scheme = stfs_url_scheme(loc->arg);
-	if (scheme == STFS_SCHEME_HF || scheme == STFS_SCHEME_S3) {
-		loc->remote = 1;
-		if (!net) {
-			rc = stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET,
-				       "no remote layer to reach it");
-			goto fail;
-		}
-		if (!(loc->canonical = strdup(loc->arg))) {
-			rc = stfs_nomem(err);
-			goto fail;
-		}
-		rc = scheme == STFS_SCHEME_HF ? stfs_locate_hf(loc, err) :
-						stfs_locate_s3(loc, err);
-		if (rc)
+	for (size_t i = 0; i < nsvc && !loc->service; i++)
+		if (svc[i].scheme == scheme)
+			loc->service = &svc[i];
+	if (loc->service) {
+		if ((rc = locate_service(loc, net, err)))
 			goto fail;
 		*out = loc;
 		return 0;
 	}
 	if (scheme != STFS_SCHEME_NONE) {
-		loc->http = 1;
-		if ((rc = locate_url(loc, err))) {
-			if (rc == -ENOMEM)
-				stfs_nomem(err);
-			goto fail;
-		}
-		*out = loc;
-		return 0;
+		rc = stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET,
+			       "no service reads this URL");
+		goto fail;
 	}
 	loc->canonical = realpath(arg, NULL);
 	if (!loc->canonical) {

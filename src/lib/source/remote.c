@@ -19,6 +19,8 @@
 
 #include "format.h"
 #include "remote.h"
+#include "http/http.h"
+#include "s3/service.h"
 
 /* ---- options ------------------------------------------------------------- */
 
@@ -324,17 +326,21 @@ int stfs_remote_new(const struct stfs_remote_opts *opts,
 		return stfs_fail(err, rc, NULL, STFS_NO_OFFSET, "cache: %s",
 				 strerror(-rc));
 	}
-	if (stfs_httpc_init(&r->http, &r->o, &r->count)) {
+	if (!(r->http = calloc(1, sizeof(*r->http))) ||
+	    stfs_httpc_init(r->http, &r->o, &r->count)) {
+		free(r->http);
 		if (r->o.cache_dir)
 			stfs_cache_fini(&r->cache);
 		free(r->o.cache_dir);
 		free(r);
 		return stfs_nomem(err);
 	}
+	r->http->error_text = stfs_s3_error_parse;
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	pthread_mutex_init(&r->progress_mu, NULL);
 	stfs_blocks_init(&r->blocks);
 	stfs_pool_init(&r->pool);
+	r->fetch = stfs_http_fetch_ops();
 	*out = r;
 	return 0;
 }
@@ -342,7 +348,7 @@ int stfs_remote_new(const struct stfs_remote_opts *opts,
 void stfs_remote_park(struct stfs_remote *r)
 {
 	if (r)
-		stfs_transfers_stop(&r->http.transfers, 1);
+		stfs_transfers_stop(&r->http->transfers, 1);
 }
 
 void stfs_remote_free(struct stfs_remote *r)
@@ -350,7 +356,8 @@ void stfs_remote_free(struct stfs_remote *r)
 	if (!r)
 		return;
 	stfs_pool_stop(r);
-	stfs_httpc_fini(&r->http);
+	stfs_httpc_fini(r->http);
+	free(r->http);
 	stfs_blocks_fini(&r->blocks);
 	stfs_pool_fini(&r->pool);
 	pthread_mutex_destroy(&r->progress_mu);
@@ -361,35 +368,9 @@ void stfs_remote_free(struct stfs_remote *r)
 	curl_global_cleanup();
 }
 
-int stfs_remote_offline(const struct stfs_remote *r)
-{
-	return r->o.offline;
-}
-
-enum stfs_s3_style stfs_remote_s3_style(const struct stfs_remote *r)
-{
-	return r->o.s3_style;
-}
-
-unsigned stfs_remote_list_timeout_ms(const struct stfs_remote *r)
-{
-	return r ? r->o.list_timeout_ms : 0;
-}
-
 size_t stfs_remote_block_size(const struct stfs_remote *r)
 {
 	return r ? r->o.block : 0;
-}
-
-struct stfs_cache *stfs_remote_cache(struct stfs_remote *r)
-{
-	return r->o.cache_dir ? &r->cache : NULL;
-}
-
-void stfs_remote_log(const struct stfs_remote *r, const char *line)
-{
-	if (r->o.log)
-		r->o.log(r->o.log_ctx, line);
 }
 
 void stfs_remote_stats(const struct stfs_remote *r,

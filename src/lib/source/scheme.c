@@ -4,13 +4,18 @@
  * Schemes are case-insensitive (RFC 3986, 3.1), so HTTP://HOST/... is a
  * URL like http://HOST/... and never a local path; the locator writes the
  * scheme in lower case once, and everything after it compares lower case.
+ * And a path made part of a URL, each component escaped.
  */
 #include <ctype.h>
+#include <curl/curl.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 #include "format.h"
-#include "remote.h"
+#include "scheme.h"
 
 static const struct {
 	const char *prefix;
@@ -42,4 +47,32 @@ void stfs_url_lower_scheme(char *url)
 int stfs_source_is_remote(const char *source)
 {
 	return stfs_url_scheme(source) != STFS_SCHEME_NONE;
+}
+
+/* path with each component URL-escaped and its slashes kept (for the
+ * Hub's and any base URL's files); a new string, or NULL. */
+char *stfs_url_escape_path(const char *path)
+{
+	size_t cap = strlen(path) * 3 + 1;
+	char *out = malloc(cap), *o = out;
+	const char *c = path;
+
+	if (!out)
+		return NULL;
+	*o = '\0';
+	while (*c) {
+		size_t n = strcspn(c, "/");
+		char *e = curl_easy_escape(NULL, c, (int)n);
+
+		if (!e) {
+			free(out);
+			return NULL;
+		}
+		o += sprintf(o, "%s%s", o == out ? "" : "/", e);
+		curl_free(e);
+		c += n;
+		if (*c)
+			c++;
+	}
+	return out;
 }

@@ -188,6 +188,8 @@ enum stfs_loc_kind {
  * stfs_location_open() turns into sources.  Names are plain file names
  * relative to the location (no '/').
  */
+struct stfs_service;
+
 struct stfs_location {
 	enum stfs_loc_kind kind;
 	char *arg;          /* SOURCE as given (a URL less its user,
@@ -212,6 +214,8 @@ struct stfs_location {
 	struct stfs_rlist files;    /* every file, for %repo/ (repo.c) */
 	char *repo_base;            /* local: the directory the files are in */
 	char *note;                 /* a warning for the model to give */
+	const struct stfs_service *service; /* the service that located a
+					     * URL (locate.h), or NULL */
 };
 
 /* Find what SOURCE names, its remote sources (and requests) of net

@@ -36,7 +36,7 @@
 #include <unistd.h>
 
 #include "format.h"
-#include "remote.h"
+#include "cache.h"
 
 #define MAGIC "stfsblk1"
 #define MIN_SHIFT 14

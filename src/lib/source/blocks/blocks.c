@@ -32,6 +32,7 @@
 
 #include "format.h"
 #include "remote.h"
+#include "blocks/blocks.h"
 
 /* A reader waiting for its bytes [at, at + len) of a block on the wire:
  * answered by done(arg, rc) on the fetching thread, or, without done (a
@@ -437,7 +438,7 @@ static int fetch_block(struct stfs_fetcher *f, struct stfs_inflight *me,
 		early->at = off - cut;
 		early->len = len;
 	}
-	rc = stfs_object_fetch(s, f->h, &q, me->data + cut, &got, NULL, &e);
+	rc = r->fetch->fetch(s, f->h, &q, me->data + cut, &got, &e);
 	if (!rc && cut) {
 		/* readers of the tail need not wait for the start */
 		pthread_mutex_lock(&r->blocks.mu);
@@ -448,8 +449,7 @@ static int fetch_block(struct stfs_fetcher *f, struct stfs_inflight *me,
 		q.off = start;
 		q.len = cut;
 		q.early = NULL;
-		rc = stfs_object_fetch(s, f->h, &q, me->data, &got, NULL,
-				       &e);
+		rc = r->fetch->fetch(s, f->h, &q, me->data, &got, &e);
 	}
 	if (rc)
 		log_failure(s, q.off, q.len, &e);
@@ -571,8 +571,8 @@ static int read_uncached(struct stfs_fetcher *f, struct stfs_object *s,
 		if (rc && len) {
 			q.len += n;             /* missing: joins the run */
 		} else if (q.len) {             /* a run ends: fetch it */
-			if ((rc = stfs_object_fetch(s, f->h, &q, run, &got,
-						    NULL, &e))) {
+			if ((rc = r->fetch->fetch(s, f->h, &q, run, &got,
+						  &e))) {
 				log_failure(s, q.off, q.len, &e);
 				rc = rc == -EACCES ? rc : -EIO;
 				pthread_mutex_lock(&r->blocks.mu);

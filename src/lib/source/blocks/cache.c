@@ -53,7 +53,7 @@
 #include <openssl/evp.h>
 
 #include "format.h"
-#include "remote.h"
+#include "cache.h"
 
 int stfs_cache_init(struct stfs_cache *c, const char *dir, uint64_t max,
 		    size_t block, int offline)

@@ -30,6 +30,7 @@
 
 #include "format.h"
 #include "remote.h"
+#include "blocks/blocks.h"
 
 #define FAIL_MEMORY_MS 500
 
@@ -190,4 +191,12 @@ int stfs_blocks_lookup(struct stfs_object *o, void *buf, size_t len,
 		return -EIO;
 	rc = recent_failure(o, off, len ? len : 1);
 	return rc ? rc : -ENOENT;
+}
+
+uint64_t stfs_now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
 }

@@ -29,6 +29,7 @@
 
 #include "format.h"
 #include "remote.h"
+#include "blocks/blocks.h"
 
 struct stfs_job {
 	struct stfs_object *s;
@@ -141,7 +142,8 @@ static void *worker(void *arg)
 {
 	struct stfs_remote *r = arg;
 	struct stfs_pool *p = &r->pool;
-	struct stfs_fetcher f = { .h = curl_easy_init(), .deadline_ms = 0 };
+	struct stfs_fetcher f = { .h = r->fetch->handle_new(),
+				   .deadline_ms = 0 };
 	struct stfs_job *j;
 
 	pthread_mutex_lock(&p->mu);
@@ -156,7 +158,7 @@ static void *worker(void *arg)
 		free(j);
 	}
 	pthread_mutex_unlock(&p->mu);
-	curl_easy_cleanup(f.h);
+	r->fetch->handle_free(f.h);
 	return NULL;
 }
 

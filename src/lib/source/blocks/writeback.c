@@ -29,6 +29,7 @@
 
 #include "format.h"
 #include "remote.h"
+#include "blocks/blocks.h"
 
 /* Blocks one writer takes at once (16 MiB of 4 MiB blocks): several
  * writers still overlap, one flushing while another writes. */

@@ -30,6 +30,8 @@
 
 #include "format.h"
 #include "remote.h"
+#include "scheme.h"
+#include "http/http.h"
 #include "httphdr.h"
 
 #define STFS_HTTP_FIRST (64u << 10)
@@ -79,7 +81,7 @@ static int http_read(struct stfs_source *src, void *buf, size_t len,
 		     uint64_t off)
 {
 	struct http_src *s = (struct http_src *)src;
-	struct stfs_http_client *c = &s->obj.r->http;
+	struct stfs_http_client *c = s->obj.r->http;
 	struct stfs_fetcher f = { NULL, NULL, 0 };
 	int rc;
 
@@ -316,13 +318,13 @@ static int open_remote(struct http_src *s, struct stfs_error *err)
 				  .want_total = UINT64_MAX };
 	struct stfs_cache *c = stfs_remote_cache(r);
 	struct stfs_http_resp resp;
-	CURL *h = stfs_httpc_handle(&r->http);
+	CURL *h = stfs_httpc_handle(r->http);
 	int rc;
 
 	rc = h ? stfs_object_fetch(&s->obj, h, &q, s->head, &s->head_len,
 				   &resp, err) :
 		 stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET, "out of memory");
-	stfs_httpc_release(&r->http, h);
+	stfs_httpc_release(r->http, h);
 	if (!rc && !resp.has_total)
 		rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the server "
 			       "did not say the object's size (no "

@@ -49,6 +49,7 @@
 
 #include "format.h"
 #include "remote.h"
+#include "http/http.h"
 #include "httphdr.h"
 
 /* libcurl's error buffer, large enough for why a request could not be
@@ -57,6 +58,7 @@
 
 /* One attempt of a request, as its bytes come. */
 struct xfer {
+	const struct stfs_http_client *c;
 	CURL *h;
 	struct stfs_transfers *t;
 	const struct stfs_request *q;
@@ -253,7 +255,8 @@ static void why(const struct xfer *x, char *out, size_t outsz)
 	out[0] = '\0';
 	if (x->r.error_message[0]) {
 		snprintf(out, outsz, "%s", x->r.error_message);
-	} else if (stfs_s3_error_parse(x->why, x->why_len, out, outsz) &&
+	} else if ((!x->c->error_text ||
+		    x->c->error_text(x->why, x->why_len, out, outsz)) &&
 		   (j = json_tokener_parse(x->why))) {
 		if (json_object_is_type(j, json_type_object) &&
 		    json_object_object_get_ex(j, "error", &e) &&
@@ -474,14 +477,6 @@ int stfs_nap(unsigned ms, const atomic_int *cancel)
 	return 0;
 }
 
-uint64_t stfs_now_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
-}
-
 /* Backoff before attempt k (1, 2, ...): 200 ms doubling, at most 5 s,
  * +-50% jitter; a Retry-After (at most 30 s) instead when given. */
 static unsigned backoff_ms(struct stfs_http_client *c, unsigned k,
@@ -599,7 +594,7 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 	unsigned retry_after = 0, wait = 0;
 
 	for (unsigned k = 0;; k++) {
-		struct xfer x = { .h = h, .t = &c->transfers, .q = q,
+		struct xfer x = { .c = c, .h = h, .t = &c->transfers, .q = q,
 				  .buf = q->whole ? NULL : buf, .len = q->len,
 				  .whole = q->whole };
 		long status = 0;
@@ -753,13 +748,13 @@ int stfs_http_get(struct stfs_remote *r, const char *url,
 		       stfs_http_kept_get(r, url, etag, max, body, len, resp,
 					  err) :
 		       stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "offline");
-	if (!(h = stfs_httpc_handle(&r->http)))
+	if (!(h = stfs_httpc_handle(r->http)))
 		return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET,
 				 "out of memory");
 	if (!resp)
 		resp = &mine;
-	rc = stfs_httpc_fetch(&r->http, h, &q, NULL, body, len, resp, err);
-	stfs_httpc_release(&r->http, h);
+	rc = stfs_httpc_fetch(r->http, h, &q, NULL, body, len, resp, err);
+	stfs_httpc_release(r->http, h);
 	if (!rc && (flags & STFS_REQ_KEEP) && resp->status == 200)
 		stfs_http_kept_put(r, url, resp, *body, *len);
 	return rc;

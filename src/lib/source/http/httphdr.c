@@ -35,7 +35,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "remote.h"
+#include "http/http.h"
 #include "httphdr.h"
 
 static int digits(const char **p, const char *end, uint64_t *out)

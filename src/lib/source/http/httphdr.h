@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "remote.h"
+#include "http/http.h"
 
 /* What an answer to a range request must be: bytes [off, off + len) of an
  * object of total bytes (UINT64_MAX while opening: then an answer that

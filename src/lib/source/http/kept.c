@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "format.h"
+#include "remote.h"
 #include "httphdr.h"
 
 #define MAGIC "stfs-kept 1\n"

@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 
 #include "remote.h"
+#include "http/http.h"
 
 /* The ranges that are not the public internet, as IPv6 (IPv4 as
  * ::ffff:a.b.c.d, its prefix + 96), each with what it is. */

@@ -18,7 +18,7 @@
 #include <openssl/evp.h>
 
 #include "format.h"
-#include "remote.h"
+#include "http/http.h"
 
 static int64_t now_ms(void)
 {

@@ -40,6 +40,7 @@
 
 #include "format.h"
 #include "remote.h"
+#include "http/http.h"
 
 enum { RV_UNKNOWN, RV_DIRECT, RV_TARGET, RV_CHANGED };
 
@@ -493,7 +494,7 @@ static int resolve(struct stfs_object *o, CURL *h,
 	do {
 		o->r->count.resolves++;
 		r->status = 0;
-		rc = stfs_httpc_fetch(&o->r->http, h, &q2, buf, NULL, got, r,
+		rc = stfs_httpc_fetch(o->r->http, h, &q2, buf, NULL, got, r,
 				      err);
 	} while (rc < 0 && r->status == 429 &&
 		 rate_limited(o, q, r, &waits));
@@ -549,7 +550,7 @@ int stfs_object_fetch(struct stfs_object *o, CURL *h,
 	int rc;
 
 	if (!o->rv)             /* a signed source: no redirect to follow */
-		return stfs_httpc_fetch(&o->r->http, h, q, buf, NULL, got,
+		return stfs_httpc_fetch(o->r->http, h, q, buf, NULL, got,
 					resp, err);
 	if (!(r = resp ? resp : malloc(sizeof(*r))))
 		return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET,
@@ -566,7 +567,7 @@ int stfs_object_fetch(struct stfs_object *o, CURL *h,
 		q2.url = t.url ? t.url : o->url;
 		q2.auth = t.url ? t.auth : o->auth;
 		q2.flags |= STFS_REQ_NOFOLLOW;
-		rc = stfs_httpc_fetch(&o->r->http, h, &q2, buf, NULL, got, r,
+		rc = stfs_httpc_fetch(o->r->http, h, &q2, buf, NULL, got, r,
 				      err);
 		if (rc == STFS_HTTP_REDIRECT) {
 			rc = ++hops > MAX_HOPS ?

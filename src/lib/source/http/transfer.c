@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "remote.h"
+#include "http/http.h"
 
 /* One transfer handed to a thread, and its caller waiting for it. */
 struct stfs_transfer_wait {

@@ -10,6 +10,11 @@
 #include <stdlib.h>
 
 #include "remote.h"
+#include "scheme.h"
+#include "auth.h"
+#include "locate.h"
+#include "http/http.h"
+#include "hub/service.h"
 
 struct hf {
 	int dataset;

@@ -29,7 +29,6 @@
 #include <sys/stat.h>
 
 #include "format.h"
-#include "remote.h"
 #include "s3.h"
 
 #define CONF_MAX (1u << 20)     /* bytes of one file, at most */

@@ -23,7 +23,6 @@
 #include <unistd.h>
 
 #include "format.h"
-#include "remote.h"
 #include "s3.h"
 
 #define AUTH_MAX (16u << 10)

@@ -21,7 +21,6 @@
 #include <time.h>
 
 #include "format.h"
-#include "remote.h"
 #include "s3.h"
 
 #define DOC_MAX (64u << 10)

@@ -27,7 +27,6 @@
 #include <unistd.h>
 
 #include "format.h"
-#include "remote.h"
 #include "s3.h"
 
 #define LINE_MAX_ (16u << 10)

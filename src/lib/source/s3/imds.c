@@ -21,7 +21,6 @@
 #include <string.h>
 
 #include "format.h"
-#include "remote.h"
 #include "s3.h"
 
 #define TOKEN_MAX 4096

@@ -24,7 +24,6 @@
 #include <string.h>
 
 #include "format.h"
-#include "remote.h"
 #include "s3.h"
 
 static char *dup_trim(const char *s, size_t n)

@@ -33,7 +33,6 @@
 #include <string.h>
 
 #include "format.h"
-#include "remote.h"
 #include "s3.h"
 
 #define LIST_MAX (16u << 20)        /* bytes of one listing page */
@@ -408,6 +407,7 @@ int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err)
 	if (creds) {
 		/* temporary keys, refreshed: every request asks them */
 		loc->auth->creds = creds;
+		loc->auth->creds_ops = stfs_creds_ops();
 		loc->auth->sign = 1;
 		creds = NULL;
 	}

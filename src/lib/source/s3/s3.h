@@ -14,6 +14,12 @@
 #include <stdint.h>
 
 #include "remote.h"
+#include "scheme.h"
+#include "auth.h"
+#include "locate.h"
+#include "rlist.h"
+#include "http/http.h"
+#include "s3/service.h"
 
 /* One ListObjectsV2 page: object() for each key (decoded, 1 to 1024
  * bytes), size and ETag (as the server wrote it, quotes and all; NULL if
@@ -221,34 +227,19 @@ struct stfs_creds;
 int stfs_creds_try(const struct stfs_aws_conf *a, const char *region,
 		   enum stfs_creds_kind kind, struct stfs_remote *r,
 		   struct stfs_creds **out, struct stfs_error *err);
+/* The refreshing credentials: stop their thread before the process forks
+ * (it starts again at the next request), or free them.  struct stfs_auth
+ * calls them through stfs_creds_ops(), which s3.c gives it with them. */
+void stfs_creds_park(struct stfs_creds *c);
+void stfs_creds_free(struct stfs_creds *c);
+/* The current keys of c, copies (free with stfs_creds_keys_drop()): 0, or
+ * -EKEYEXPIRED with why saying since when and why no refresh worked. */
+int stfs_creds_now(struct stfs_creds *c, struct stfs_creds_keys *k,
+		   char *why, size_t whysz);
+/* Their functions, for struct stfs_auth (s3.c gives them with c). */
+const struct stfs_creds_ops *stfs_creds_ops(void);
 /* What c is, for `stfs inspect` and the log: "web identity (AWS_ROLE_ARN
  * ...): key ASIA..., expires ..." (never a secret) into buf. */
 void stfs_creds_describe(struct stfs_creds *c, char *buf, size_t n);
-
-/* ---- signing (sigv4.c, with libcrypto's SHA-256 and HMAC) --------------- */
-
-#define STFS_SIGV4_MAX_HEADERS 8
-
-struct stfs_sigv4_hdr {
-	const char *name;       /* lowercase */
-	const char *value;      /* trimmed */
-};
-
-/* One request to sign.  path and query are in their canonical form
- * already (each byte but A-Za-z0-9-._~ percent-encoded, the query's
- * parameters sorted); host and x-amz-date are signed with headers. */
-struct stfs_sigv4_req {
-	const char *method, *host, *path, *query;
-	const struct stfs_sigv4_hdr *headers;
-	size_t nheaders;
-	const char *payload_hash;       /* hex SHA-256 of the body */
-	const char *amzdate;            /* YYYYMMDDTHHMMSSZ */
-	const char *access_key, *secret_key, *region, *service;
-};
-
-/* The Authorization header's value for r into auth: 0, or -EINVAL when
- * it does not fit (or too many headers), -ENOMEM. */
-int stfs_sigv4_sign(const struct stfs_sigv4_req *r, char *auth,
-		    size_t authsz);
 
 #endif

@@ -25,7 +25,6 @@
 #include <strings.h>
 
 #include "format.h"
-#include "remote.h"
 #include "s3.h"
 
 /* A full-object checksum value (base64 of n bytes) into out->hex: 1 if

@@ -24,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "remote.h"
 #include "s3.h"
 
 #define DEPTH_MAX 16            /* S3's listing is 4 deep */

@@ -24,7 +24,6 @@
 #include <unistd.h>
 
 #include "format.h"
-#include "remote.h"
 #include "s3.h"
 
 #define TOKEN_FILE_MAX (64u << 10)

@@ -5,7 +5,8 @@
  * time, so it is checked against AWS's published examples; the source
  * calls stfs_auth_headers() for every attempt of every request, which
  * signs with the keys of that moment when they are temporary ones that
- * creds.c refreshes (or fails, saying why, once they expired).
+ * s3/creds.c refreshes (or fails, saying why, once they expired), asked
+ * through the functions it gives with them (struct stfs_creds_ops).
  *
  * libcurl's own CURLOPT_AWS_SIGV4 is not used: the libcurl of Debian 12
  * does not send x-amz-content-sha256, which S3 requires, and its
@@ -22,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "remote.h"
-#include "s3.h"
+#include "auth.h"
+#include "http/http.h"
 
 /* The SHA-256 of no bytes: a GET has no payload. */
 #define EMPTY_SHA256 \
@@ -158,6 +159,18 @@ int stfs_sigv4_sign(const struct stfs_sigv4_req *r, char *auth,
 
 /* ---- the credentials of a source --------------------------------------- */
 
+void stfs_creds_keys_drop(struct stfs_creds_keys *k)
+{
+	if (k->secret)
+		explicit_bzero(k->secret, strlen(k->secret));
+	if (k->token)
+		explicit_bzero(k->token, strlen(k->token));
+	free(k->access);
+	free(k->secret);
+	free(k->token);
+	memset(k, 0, sizeof(*k));
+}
+
 struct stfs_auth *stfs_auth_new(const char *bearer, const char *access_key,
 				const char *secret_key, const char *token,
 				const char *region)
@@ -208,14 +221,15 @@ void stfs_auth_unref(struct stfs_auth *a)
 	free(a->token);
 	free(a->region);
 	free(a->ca_file);
-	stfs_creds_free(a->creds);
+	if (a->creds)
+		a->creds_ops->free(a->creds);
 	free(a);
 }
 
 void stfs_auth_park(struct stfs_auth *a)
 {
 	if (a && a->creds)
-		stfs_creds_park(a->creds);
+		a->creds_ops->park(a->creds);
 }
 
 struct curl_slist *stfs_auth_headers(const struct stfs_auth *a,
@@ -239,8 +253,8 @@ struct curl_slist *stfs_auth_headers(const struct stfs_auth *a,
 		/* the keys of now: refreshed ones, or none once expired */
 		char tmp[8];
 
-		if (stfs_creds_now(a->creds, &k, why ? why : tmp,
-				   why ? whysz : sizeof(tmp)))
+		if (a->creds_ops->now(a->creds, &k, why ? why : tmp,
+					  why ? whysz : sizeof(tmp)))
 			goto out;
 	} else {
 		k.access = a->access_key;

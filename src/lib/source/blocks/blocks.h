@@ -1,0 +1,278 @@
+/*
+ * blocks.h: the block engine (blocks/): an object's bytes read by block
+ * through the cache (blocks.c, lookup.c), the worker threads and the
+ * prefetch policy (pool.c), the write-behind to the cache (writeback.c),
+ * and its fetch interface (struct stfs_fetch_ops, which http/fetch.c
+ * fills in) with the requests the engine makes of it (struct
+ * stfs_request, which the HTTP client carries out; its last fields are
+ * for the client's own calls).  The cache store itself is cache.h.
+ * blocks/ knows no HTTP: it uses only source.h, cache.h and remote.h.
+ */
+#ifndef STFS_BLOCKS_H
+#define STFS_BLOCKS_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "source.h"
+#include "cache.h"
+
+struct stfs_remote;
+struct stfs_auth;
+struct stfs_resolver;
+struct stfs_object;
+
+/* ---- the requests the engine makes (the fetch interface) ---------------- */
+
+/* A reader to answer as soon as its bytes [at, at + len) of the range
+ * have come, before the rest of the range (a block) has: fn(arg) once. */
+struct stfs_early {
+	size_t at, len;
+	void (*fn)(void *arg, const char *bytes);
+	void *arg;
+	int ready;                  /* the bytes have come (transfer thread) */
+	int done;                   /* fn was called (the fetching thread) */
+};
+
+/* How far a range's bytes have come (blocks.c): when good reaches want,
+ * want goes to SIZE_MAX and the fetching thread runs fn(arg). */
+struct stfs_progress {
+	atomic_size_t good;         /* bytes from the start that came, good */
+	atomic_size_t want;         /* wake the fetching thread at this */
+	void (*fn)(void *arg);
+	void *arg;
+};
+
+/* One request: a range of an object (or its whole body, whole). */
+struct stfs_request {
+	const char *url;
+	const char *etag;           /* the version seen at open: sent in */
+	const char *last_modified;  /* If-Match or If-Unmodified-Since, and
+				     * checked in answers */
+	const struct stfs_auth *auth;
+	uint64_t off;
+	size_t len;                 /* whole: the most bytes taken */
+	uint64_t want_total;        /* the object's size, or UINT64_MAX */
+	int whole;
+	const atomic_int *cancel;   /* set: abort */
+	struct stfs_early *early;   /* or NULL */
+	struct stfs_progress *progress; /* or NULL */
+	unsigned flags;             /* STFS_REQ_* */
+	uint64_t deadline_ms;       /* no backoff past it (monotonic ms:
+				     * its reader's bound), or 0 */
+	/* stfs_http_call(): another method, header lines, a body */
+	const char *method;         /* NULL: GET */
+	const char *const *headers; /* "Name: value" lines, or NULL */
+	size_t nheaders;
+	const char *post;           /* the body of a POST or PUT, or NULL */
+	size_t post_len;
+};
+
+/* The longest backoff before a retry: a Retry-After is capped to it, and
+ * a reader waits at most retries x that for a read that fails. */
+#define STFS_BACKOFF_MAX_S 30
+/* CLOCK_MONOTONIC in milliseconds (lookup.c). */
+uint64_t stfs_now_ms(void);
+
+/* The engine's fetch interface: how blocks/ gets an object's bytes from
+ * where they live, without knowing that it is HTTP.  Its owner (remote.c)
+ * gives it one (struct stfs_remote's fetch), filled in by http/fetch.c;
+ * blocks/ calls no function of http/. */
+struct stfs_fetch_ops {
+	/* A handle for one fetching thread (a worker of pool.c), and its
+	 * end: NULL if none could be made. */
+	void *(*handle_new)(void);
+	void (*handle_free)(void *h);
+	/* Do request q (bytes [q->off, q->off + q->len) of o) with handle h:
+	 * the bytes into buf, *got of them; 0, or -errno with err saying
+	 * why. */
+	int (*fetch)(struct stfs_object *o, void *h,
+		     const struct stfs_request *q, char *buf, size_t *got,
+		     struct stfs_error *err);
+};
+
+#define STFS_FAIL_SLOTS 16
+#define STFS_FD_SLOTS 16
+
+/* A fetch of bytes [off, end) that failed with rc, remembered until
+ * until_ms (monotonic). */
+struct stfs_failure {
+	uint64_t off, end, until_ms;
+	int rc;
+};
+
+/* One remote object as the block engine sees it (embedded in a source). */
+struct stfs_object {
+	struct stfs_remote *r;
+	const char *url;
+	const char *etag;           /* the version seen at open, checked */
+	const char *last_modified;  /* in every answer ("" if none) */
+	const struct stfs_auth *auth;
+	struct stfs_resolver *rv;   /* its redirect, or NULL: url itself */
+	uint64_t size;
+	struct stfs_cache_obj cobj; /* its blocks on disk, if cached */
+	atomic_int closing;         /* abort its transfers and retries */
+	/* under the pool's mu: */
+	unsigned inflight;          /* asynchronous reads not done */
+	pthread_cond_t idle;
+	uint64_t next_off;          /* where the last read ended */
+	unsigned streak;            /* reads in a row that went on from it */
+	uint64_t pf_next;           /* the next block to prefetch */
+	struct stfs_object *next;   /* read after this one, or NULL */
+	/* under the blocks' mu: the fetches that failed last (a ring: a
+	 * reader's block and the prefetches beside it fail together) */
+	struct stfs_failure failed[STFS_FAIL_SLOTS];
+	unsigned nfailed;           /* the next slot to use */
+	/* cached blocks kept open for reading, their headers checked
+	 * (lookup.c): block b in slot b % STFS_FD_SLOTS (fd -1: none);
+	 * fd_lock is held to read with one, and to change */
+	pthread_rwlock_t fd_lock;
+	struct stfs_cache_blk slot[STFS_FD_SLOTS];
+};
+
+struct stfs_inflight;
+
+/* What one fetching thread carries: its handle, and its blocks fetched
+ * but not yet in the cache (written after its reader is answered). */
+struct stfs_fetcher {
+	void *h;                /* the fetch interface's handle */
+	struct stfs_inflight *to_write;
+	uint64_t deadline_ms;   /* its reader's bound (stfs_request), or 0 */
+};
+
+#define STFS_SPARE_MAX 16
+
+struct stfs_blocks {
+	pthread_mutex_t mu;             /* the blocks in flight */
+	pthread_cond_t cv;
+	struct stfs_inflight *list;
+	unsigned nheld;
+	char *spare[STFS_SPARE_MAX];    /* block buffers for the next fetch */
+	unsigned nspare;
+};
+
+struct stfs_job;
+
+/* Cache writer threads (writeback.c): a batch's write waits for its
+ * flush to the disk, and another writer writes meanwhile. */
+#define STFS_WRITERS 4
+
+struct stfs_pool {
+	pthread_mutex_t mu;
+	pthread_cond_t work;
+	struct stfs_job *queue, **queue_tail;   /* reads someone waits for */
+	struct stfs_job *pf_queue, **pf_tail;   /* then prefetches */
+	unsigned n_pf_queued;
+	struct stfs_job *warm_queue, **warm_tail; /* then a warm's blocks */
+	pthread_t *workers;
+	unsigned nworkers;
+	pid_t pid;                      /* the process the threads run in */
+	int stopping;
+	/* blocks for the writer threads (writeback.c) */
+	struct stfs_inflight *wq, **wq_tail;
+	unsigned nwq;
+	pthread_cond_t wq_cv;
+	unsigned writing;               /* blocks the writer writes now */
+	pthread_cond_t written;         /* the writer has nothing to do */
+	pthread_t writer_th[STFS_WRITERS];
+	unsigned writer_on;             /* writer threads running */
+};
+
+/* blocks ahead a prefetch brings: 32 MiB of them, at least 2 */
+unsigned stfs_prefetch_blocks(const struct stfs_remote *r);
+/* The length of block b of o. */
+size_t stfs_block_len(const struct stfs_object *o, uint64_t b);
+
+void stfs_blocks_init(struct stfs_blocks *b);
+void stfs_blocks_fini(struct stfs_blocks *b);
+/* Bytes [off, off + len) of o (within its size) from the cache, memory
+ * or the network; early, if given, for a read within one block. */
+int stfs_blocks_read(struct stfs_fetcher *f, struct stfs_object *o,
+		     void *buf, size_t len, uint64_t off,
+		     struct stfs_early *early);
+/* Bytes [off, off + len) of o, within one block, when that block is on
+ * the wire or held in memory: the reader is answered by done(arg, rc) as
+ * soon as they have come, here or on the fetching thread, and waits on no
+ * thread meanwhile: 0.  -ENOENT: the block is not listed (read it). */
+int stfs_blocks_attach(struct stfs_object *o, void *buf, size_t len,
+		       uint64_t off, stfs_source_done done, void *arg);
+/* The cache and the failures of a moment ago, asked about bytes [off,
+ * off + len) of o (len 0: is the block at off cached whole) (lookup.c):
+ * 0 (buf filled from the cache), the -errno of a fetch of them that
+ * failed a moment ago (the kernel's retry of a read that failed is
+ * answered with it at once, not after another Retry-After), or -ENOENT
+ * (to be fetched). */
+int stfs_blocks_lookup(struct stfs_object *o, void *buf, size_t len,
+		       uint64_t off);
+/* The fetch of [off, end) of o failed with rc (under the blocks' mu). */
+void stfs_blocks_failed(struct stfs_object *o, uint64_t off, uint64_t end,
+			int rc);
+/* o's descriptors of cached blocks: none open yet; all closed. */
+void stfs_lookup_init(struct stfs_object *o);
+void stfs_lookup_fini(struct stfs_object *o);
+/* Bring block b of o into the cache (or memory), for a reader to come. */
+void stfs_blocks_prefetch(struct stfs_fetcher *f, struct stfs_object *o,
+			  uint64_t b);
+/* Bring block b of o into the cache (a warm; written behind, as a
+ * read's): 0, or -errno (-EOPNOTSUPP: no cache). */
+int stfs_blocks_warm(struct stfs_fetcher *f, struct stfs_object *o,
+		     uint64_t b);
+/* The cache's view of block me (to write it): its pages kept if no
+ * reader has had its bytes. */
+void stfs_inflight_item(struct stfs_inflight *me, struct stfs_cache_item *it);
+/* Block me is written to the cache (rc 0: unlisted, freed), or could not
+ * be (rc: held in memory for its readers, as without a cache). */
+void stfs_blocks_written(struct stfs_remote *r, struct stfs_inflight *me,
+			 int rc);
+struct stfs_object *stfs_inflight_object(const struct stfs_inflight *me);
+struct stfs_inflight **stfs_inflight_later(struct stfs_inflight *me);
+/* o is closing: let go of its blocks held in memory. */
+void stfs_blocks_forget(struct stfs_blocks *b, const struct stfs_object *o);
+
+void stfs_pool_init(struct stfs_pool *p);
+void stfs_pool_fini(struct stfs_pool *p);
+/* Stop and join the workers and the writer (it writes what is queued). */
+void stfs_pool_stop(struct stfs_remote *r);
+/* Queue a read of [off, off + len) of o into buf for a worker, done
+ * called when it is in (maybe before this returns), and plan prefetches;
+ * ext as in stfs_source_ops.read_async. */
+void stfs_pool_read(struct stfs_object *o, void *buf, size_t len,
+		    uint64_t off, const struct stfs_extent *ext,
+		    stfs_source_done done, void *arg);
+/* next is read after o (stfs_source_ops.follow), or NULL. */
+void stfs_pool_follow(struct stfs_object *o, struct stfs_object *next);
+/* A read served without a worker (a cache hit): plan prefetches. */
+void stfs_pool_hit(struct stfs_object *o, uint64_t off, size_t len,
+		   const struct stfs_extent *ext);
+/* One asynchronous job of o (a read, prefetch, warm or block queued for
+ * the writers) is over (under the pool's mu). */
+void stfs_pool_job_over(struct stfs_object *o);
+/* o is closing: drop its prefetches and wait for its reads. */
+void stfs_pool_drain(struct stfs_object *o);
+/* Drop o's warm blocks not started yet (each answered -ECANCELED). */
+void stfs_pool_unwarm(struct stfs_object *o);
+/* Bring block b of o into the cache for a warm (`stfs prefetch`), after
+ * every read and prefetch queued: done(arg, 0) once it is fetched and
+ * written, or handed to the writers (stfs_writeback_flush()); or -errno. */
+void stfs_pool_warm(struct stfs_object *o, uint64_t b, stfs_source_done done,
+		    void *arg);
+
+/* ---- write-behind (writeback.c) ------------------------------------------ */
+
+/* The blocks f fetched go to the cache, after their readers have been
+ * answered: to the writer threads, or written here, together. */
+void stfs_writeback(struct stfs_fetcher *f);
+/* Start the writer threads (under the pool's mu, with the workers). */
+void stfs_writeback_start(struct stfs_remote *r);
+/* Stop and join them once they have written what is queued. */
+void stfs_writeback_stop(struct stfs_remote *r);
+/* The cache could not take a block of len bytes (0: an object's entry)
+ * for rc: logged, the first time only. */
+void stfs_writeback_failed(struct stfs_remote *r, size_t len, int rc);
+/* Wait until the writers have written every block handed to them. */
+void stfs_writeback_flush(struct stfs_remote *r);
+
+
+#endif
