@@ -152,6 +152,16 @@ static void *helper(void *arg)
 	return NULL;
 }
 
+/* How the device's last read ended: 0 for an end of the connection
+ * (ENODEV: unmounted; ECONNABORTED: the kernel ended it, which it does
+ * now and then after a lazy unmount whose last file closes while the
+ * daemon reads: test_lazy_unmount_repeated), else res.  libfuse has
+ * printed "reading device" for the second on stderr. */
+static int end_of(int res)
+{
+	return res == -ENODEV || res == -ECONNABORTED ? 0 : res;
+}
+
 /* The main thread's loop; n helpers are running. */
 static int main_loop(struct stfs_pool *p, unsigned n)
 {
@@ -169,7 +179,7 @@ static int main_loop(struct stfs_pool *p, unsigned n)
 		fuse_session_process_buf(p->se, &b);
 	}
 	free(b.mem);
-	return res > 0 ? 0 : res;
+	return res > 0 ? 0 : end_of(res);
 }
 
 int stfs_serve_init(struct fuse_session *se, const int *initialized)
@@ -200,7 +210,7 @@ int stfs_serve(struct fuse_session *se, unsigned threads)
 	int res;
 
 	if (threads <= 1)
-		return fuse_session_loop(se) < 0 ? -1 : 0;
+		return end_of(fuse_session_loop(se)) < 0 ? -1 : 0;
 	tids = calloc(threads - 1, sizeof(*tids));
 	p.bufs = calloc(threads - 1, sizeof(*p.bufs));
 	if (!tids || !p.bufs) {
