@@ -753,11 +753,11 @@ int stfs_cache_put(struct stfs_cache *c, const struct stfs_cache_obj *o,
 		return -ENOENT;
 	if ((d = cache_dir(c, o->dir, 0, why, sizeof(why))) < 0)
 		return d;
-	reserve(c, len + STFS_BLOCK_HDR);
 	block_name(block, name, sizeof(name));
 	stfs_blockfile_header(o->key, block, buf, len, hdr);
-	if (!(rc = stfs_cachedir_stage(d, name, hdr, sizeof(hdr), buf, len,
-				       &t)))
+	rc = stfs_cachedir_stage(d, name, hdr, sizeof(hdr), buf, len, &t);
+	reserve(c, len + STFS_BLOCK_HDR);       /* see stage() */
+	if (!rc)
 		rc = stfs_cachedir_publish(&t, 0);
 	close(d);
 	unreserve(c, len + STFS_BLOCK_HDR, rc, 1);
@@ -770,6 +770,7 @@ static int stage(struct stfs_cache *c, struct stfs_cache_item *it, int *d,
 {
 	unsigned char hdr[STFS_BLOCK_HDR];
 	char name[24], why[512];
+	int rc;
 
 	*d = -1;
 	t->fd = -1;
@@ -778,11 +779,18 @@ static int stage(struct stfs_cache *c, struct stfs_cache_item *it, int *d,
 		return -ENOENT;
 	if ((*d = cache_dir(c, it->o->dir, 0, why, sizeof(why))) < 0)
 		return *d;
-	reserve(c, it->len + STFS_BLOCK_HDR);
 	block_name(it->block, name, sizeof(name));
 	stfs_blockfile_header(it->o->key, it->block, it->buf, it->len, hdr);
-	return stfs_cachedir_stage(*d, name, hdr, sizeof(hdr), it->buf,
-				   it->len, t);
+	rc = stfs_cachedir_stage(*d, name, hdr, sizeof(hdr), it->buf, it->len,
+				 t);
+	/* counted once its temporary file is there, of its whole size: the
+	 * other daemons' scans count that file from then on, and one that
+	 * scanned between a count made first and the file would set the
+	 * shared use without it (the directory then ended above cache_size,
+	 * test_shared_size); counted twice a moment at worst, which only
+	 * evicts early */
+	reserve(c, it->len + STFS_BLOCK_HDR);
+	return rc;
 }
 
 void stfs_cache_put_batch(struct stfs_cache *c, struct stfs_cache_item *it,

@@ -316,10 +316,14 @@ int stfs_cachedir_stage(int dir, const char *name, const void *hdr,
 	if (t->fd < 0)
 		return -errno;
 	/* locked while it is written: a scan removes it only once its
-	 * writer is gone */
+	 * writer is gone; and of its whole size from the start, which is
+	 * what another daemon's scan counts it for (stfs_cachedir_tmp()) */
 	(void)flock(t->fd, LOCK_EX);
-	if ((rc = write_all(t->fd, hdr, hlen)) ||
-	    (rc = write_all(t->fd, buf, len)))
+	if (ftruncate(t->fd, (off_t)(hlen + len)) < 0)
+		rc = -errno;
+	else if (!(rc = write_all(t->fd, hdr, hlen)))
+		rc = write_all(t->fd, buf, len);
+	if (rc)
 		(void)stfs_cachedir_publish(t, rc);
 	return rc;
 }
