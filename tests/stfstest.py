@@ -211,8 +211,12 @@ def mount_fg(src, mnt, *opts):
 def stop_fg(p, mnt, timeout=10):
     """Unmount and require the daemon to exit 0 by itself."""
     unmount(mnt)
+    err = b""
     try:
-        rc = p.wait(timeout=timeout)
+        # its stderr read meanwhile: a sanitizer's report at exit may be
+        # more than a pipe holds, and is what a failure must show
+        err = p.communicate(timeout=timeout)[1] or b""
+        rc = p.returncode
     except subprocess.TimeoutExpired:
         p.kill()
         p.wait()
@@ -222,7 +226,8 @@ def stop_fg(p, mnt, timeout=10):
             p.stdout.close()
         if p.stderr:
             p.stderr.close()
-    assert rc == 0, "daemon exit status %d" % rc
+    assert rc == 0, "daemon exit status %d; its stderr ends: %s" % (
+        rc, err[-4000:].decode(errors="replace"))
     assert not is_mount(mnt)
 
 

@@ -648,6 +648,9 @@ struct stfs_verify *stfs_verify_new(struct stfs_model *m, uint32_t node);
 int stfs_verify_feed(struct stfs_verify *v, uint64_t off,
 		     const struct iovec *iov, int n, char *why, size_t whysz);
 void stfs_verify_free(struct stfs_verify *v);
+/* The model v was made for is closed (an open file outlives it at
+ * unmount): v lets go of it, touching nothing of it, before it is freed. */
+void stfs_verify_detach(struct stfs_verify *v);
 
 /* Child k (0 <= k < children) of dir, in name order, or -ENOENT. */
 int64_t stfs_model_child(const struct stfs_model *m, uint32_t dir,

@@ -95,9 +95,16 @@ static void drop_held(struct stfs_verify *v)
 {
 	for (size_t i = 0; i < v->nheld; i++)
 		free(v->held[i].b);
-	__atomic_sub_fetch(&v->m->verify_held, v->held_bytes,
-			   __ATOMIC_RELAXED);
+	if (v->m)
+		__atomic_sub_fetch(&v->m->verify_held, v->held_bytes,
+				   __ATOMIC_RELAXED);
 	v->nheld = v->held_bytes = 0;
+}
+
+void stfs_verify_detach(struct stfs_verify *v)
+{
+	if (v)
+		v->m = NULL;
 }
 
 void stfs_verify_free(struct stfs_verify *v)
