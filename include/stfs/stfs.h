@@ -219,7 +219,7 @@ struct stfs_source_info {
 };
 
 /*
- * Remote sources (http(s)://, hf://, s3://, docs/remote.md): the options
+ * Remote sources (http(s)://, hf://, s3://, docs/remote-cache.md): the options
  * of one model's remote sources, given as the text of `-o` options.  The
  * model makes its remote layer from them when it is opened (connections,
  * threads, the cache) and frees it with it, so two models of one process

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """bench_rss.py: the daemon's peak resident memory while one large tensor
-streams from a URL, against the in-flight budget docs/remote.md gives.
+streams from a URL, against the in-flight budget docs/remote-cache.md gives.
 
     STFS=build/src/cli/stfs python3 tests/bench/bench_rss.py WORKDIR [GIB]
 
