@@ -3,7 +3,7 @@
 takes over a link with RTT round trips, in round trips, beside the mount
 of the same repository's one weight file alone (the listing, the
 revision, the shard: the mount's fixed cost), in one run
-(docs/performance.md, "Mounting a repository far away").
+(docs/performance.md, "A repository far away").
 
 The Hub as huggingface.co answers: an edge (nginx) that serves a file
 not in LFS from /resolve itself, with keep-alive connections, and hands
