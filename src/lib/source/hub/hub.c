@@ -483,32 +483,6 @@ static int no_weights(struct hf *h, struct stfs_error *err)
 			 "(hf://%s/%s): %s", h->repo, first, dirs);
 }
 
-/* The trust domain of h's files, within which a file's blocks are shared
- * by content (http.c): the endpoint's origin (scheme://host:port, in lower
- * case) and the repo id ([datasets/]ORG/NAME), "ORIGIN REPO"; a new
- * string, or NULL. */
-static char *domain_of(const struct hf *h)
-{
-	CURLU *u = curl_url();
-	char *scheme = NULL, *host = NULL, *port = NULL, *d = NULL;
-
-	if (u && curl_url_set(u, CURLUPART_URL, h->endpoint, 0) == CURLUE_OK &&
-	    curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
-	    curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
-	    curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) ==
-	    CURLUE_OK &&
-	    asprintf(&d, "%s://%s:%s %s%s", scheme, host, port,
-		     h->dataset ? "datasets/" : "", h->repo) < 0)
-		d = NULL;
-	for (char *c = d; c && *c != ' '; c++)
-		*c = (char)tolower((unsigned char)*c);
-	curl_free(scheme);
-	curl_free(host);
-	curl_free(port);
-	curl_url_cleanup(u);
-	return d;
-}
-
 /* The Hub's endpoint (HF_ENDPOINT, else the Hub's own) and the repo's
  * folder in the Hugging Face cache, into h: 0 or -errno. */
 static int endpoint_of(struct hf *h, struct stfs_error *err)
@@ -528,114 +502,99 @@ static int endpoint_of(struct hf *h, struct stfs_error *err)
 	return 0;
 }
 
+/* The start: the argument parsed, the endpoint, the token, offline or
+ * not, and the auth of the Hub's requests (*auth): 0 or -errno. */
+static int begin(struct stfs_location *loc, struct hf *h,
+		 struct stfs_auth **auth, struct stfs_error *err)
+{
+	int rc;
+
+	if ((rc = parse(loc->arg, h, err)) || (rc = endpoint_of(h, err)))
+		return rc;
+	h->token = stfs_hf_token();
+	h->net = loc->net;
+	h->offline = stfs_hf_truthy(getenv("HF_HUB_OFFLINE")) ||
+		     stfs_remote_offline(loc->net);
+	if (!(*auth = stfs_auth_new(h->token, NULL, NULL, NULL, NULL)) ||
+	    /* the CA bundle the Python tools (requests) trust */
+	    (stfs_env("REQUESTS_CA_BUNDLE") &&
+	     !((*auth)->ca_file = strdup(stfs_env("REQUESTS_CA_BUNDLE")))))
+		return stfs_nomem(err);
+	return 0;
+}
+
+/* The revision resolved to a commit and SUBDIR listed into loc->files:
+ * online, or offline from the Hugging Face cache (its refs, its snapshot
+ * *snap), else from the answers stfs's cache kept (*own: the files then
+ * open from stfs's cache).  0 or -errno. */
+static int find(struct stfs_location *loc, struct hf *h,
+		struct stfs_auth *auth, char **snap, int *own,
+		struct stfs_error *err)
+{
+	int rc;
+
+	if (h->offline) {
+		if ((rc = stfs_hf_resolve_cached(h, err)) &&
+		    stfs_remote_offline(h->net) && resolve(h, auth, NULL) == 0)
+			rc = 0;
+		if (rc)
+			return rc;
+	} else if ((rc = resolve(h, auth, err))) {
+		return rc;
+	}
+	if (asprintf(snap, "%s/snapshots/%s%s%s", h->cache, h->sha,
+		     *h->subdir ? "/" : "", h->subdir) < 0) {
+		*snap = NULL;
+		return stfs_nomem(err);
+	}
+	h->rl = &loc->files;
+	*own = h->offline && stfs_remote_offline(h->net) &&
+	       access(*snap, F_OK) != 0 &&
+	       list_online(h, auth, 1, NULL) == 0;
+	rc = 0;
+	if (!*own)
+		rc = h->offline ? stfs_hf_list_cached(h, *snap, 0, "", err) :
+				  list_online(h, auth, 1, err);
+	if (!rc && h->offline && access(*snap, F_OK) == 0)
+		rc = stfs_rlist_walk(&loc->files, *snap, h->cache, err);
+	loc->files.listed = 1;
+	return rc;
+}
+
+/* The weights among the files: the FILE the argument names, else the
+ * index or the shards; a repo with none at the top still mounts (its
+ * %repo/), with a note naming the folders that hold weights.  0 or
+ * -errno. */
+static int pick(struct stfs_location *loc, struct hf *h,
+		struct stfs_error *err)
+{
+	int rc;
+
+	if (h->file)
+		return pick_file(h, loc, err);
+	rc = stfs_location_pick_one(loc, h->names, h->n, "the repo", err);
+	if (rc != -ENOENT)
+		return rc;
+	rc = no_weights(h, err);
+	if (!loc->files.n || h->file)
+		return rc;
+	loc->kind = STFS_LOC_DIR;
+	if (err && !(loc->note = strdup(err->msg)))
+		return stfs_nomem(err);
+	return 0;
+}
+
 int stfs_locate_hf(struct stfs_location *loc, struct stfs_error *err)
 {
 	struct hf h = { 0 };
 	struct stfs_auth *auth = NULL;
-	char *snap = NULL, *sub = NULL;
-	struct stat st;
-	int rc, own;
+	char *snap = NULL;
+	int rc, own = 0;
 
-	if ((rc = parse(loc->arg, &h, err)))
-		goto out;
-	if ((rc = endpoint_of(&h, err)))
-		goto out;
-	h.token = stfs_hf_token();
-	h.net = loc->net;
-	h.offline = stfs_hf_truthy(getenv("HF_HUB_OFFLINE")) ||
-		    stfs_remote_offline(loc->net);
-	if (!(auth = stfs_auth_new(h.token, NULL, NULL, NULL, NULL)) ||
-	    /* the CA bundle the Python tools (requests) trust */
-	    (stfs_env("REQUESTS_CA_BUNDLE") &&
-	     !(auth->ca_file = strdup(stfs_env("REQUESTS_CA_BUNDLE"))))) {
-		rc = stfs_nomem(err);
-		goto out;
-	}
-	/* offline: the Hugging Face cache's refs, else the revision's
-	 * answer stfs's cache kept */
-	if (h.offline) {
-		if ((rc = stfs_hf_resolve_cached(&h, err)) &&
-		    stfs_remote_offline(h.net) && resolve(&h, auth, NULL) == 0)
-			rc = 0;
-		if (rc)
-			goto out;
-	} else if ((rc = resolve(&h, auth, err))) {
-		goto out;
-	}
-	if (asprintf(&snap, "%s/snapshots/%s%s%s", h.cache, h.sha,
-		     *h.subdir ? "/" : "", h.subdir) < 0) {
-		snap = NULL;
-		rc = stfs_nomem(err);
-		goto out;
-	}
-	h.rl = &loc->files;
-	/* offline: the Hugging Face cache's snapshot, else the listing
-	 * stfs's cache kept (the files then open from stfs's cache) */
-	own = h.offline && stfs_remote_offline(h.net) &&
-	      access(snap, F_OK) != 0 && list_online(&h, auth, 1, NULL) == 0;
-	if (!own)
-		rc = h.offline ? stfs_hf_list_cached(&h, snap, 0, "", err) :
-			     list_online(&h, auth, 1, err);
-	if (!rc && h.offline && access(snap, F_OK) == 0)
-		rc = stfs_rlist_walk(&loc->files, snap, h.cache, err);
-	loc->files.listed = 1;
-	if (rc)
-		goto out;
-	if (h.file) {
-		if ((rc = pick_file(&h, loc, err)))
-			goto out;
-	} else if ((rc = stfs_location_pick_one(loc, h.names, h.n, "the repo",
-					       err))) {
-		if (rc != -ENOENT)
-			goto out;
-		/* nothing here: which folders have weights?  (a repo of
-		 * other files still mounts: %repo/ shows them) */
-		rc = no_weights(&h, err);
-		if (!loc->files.n || h.file)
-			goto out;
-		loc->kind = STFS_LOC_DIR;
-		if (err && !(loc->note = strdup(err->msg))) {
-			rc = stfs_nomem(err);
-			goto out;
-		}
-		rc = 0;
-	}
-	/* what the service says of each file */
-	loc->etag_names = h.names;
-	loc->etags = h.etags;
-	loc->netags = h.n;
-	h.names = h.etags = NULL;
-	h.n = 0;
-	if (!(sub = stfs_url_escape_path(h.subdir)) ||
-	    asprintf(&loc->base, "%s/%s%s/resolve/%s%s%s", h.endpoint,
-		     h.dataset ? "datasets/" : "", h.repo, h.sha,
-		     *sub ? "/" : "", sub) < 0) {
-		loc->base = NULL;
-		rc = stfs_nomem(err);
-		goto out;
-	}
-	if (stat(snap, &st) == 0 && S_ISDIR(st.st_mode)) {
-		loc->local_base = snap;
-		snap = NULL;
-	}
-	if (!(loc->domain = domain_of(&h))) {
-		rc = stfs_nomem(err);
-		goto out;
-	}
-	loc->repo = h.repo;
-	h.repo = NULL;
-	if (!(loc->revision = strdup(h.sha))) {
-		rc = stfs_nomem(err);
-		goto out;
-	}
-	loc->auth = auth;
-	auth = NULL;
-	loc->offline = h.offline;
-	if (h.offline && !loc->local_base && !own)
-		rc = stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "offline, "
-			       "and not in the Hugging Face cache");
-out:
-	free(sub);
+	if (!(rc = begin(loc, &h, &auth, err)) &&
+	    !(rc = find(loc, &h, auth, &snap, &own, err)) &&
+	    !(rc = pick(loc, &h, err)))
+		rc = stfs_hf_answer(&h, loc, &auth, &snap, own, err);
 	free(snap);
 	stfs_auth_unref(auth);
 	hf_free(&h);

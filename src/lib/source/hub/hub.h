@@ -1,8 +1,9 @@
 /*
  * hub.h: what the hf:// locator's files share (hub.c, the locator and the
- * Hub's API; hfcache.c, the Hub's conventions and the Hugging Face cache;
- * hubjson.c, the Hub's JSON answers): the state of one hf:// argument
- * while it is located.  Private to the source layer.
+ * Hub's API; hubloc.c, the location it fills; hfcache.c, the Hub's
+ * conventions and the Hugging Face cache; hubjson.c, the Hub's JSON
+ * answers): the state of one hf:// argument while it is located.  Private
+ * to the source layer.
  */
 #ifndef STFS_HUB_H
 #define STFS_HUB_H
@@ -40,6 +41,15 @@ struct hf {
  * 0 or -ENOMEM. */
 int stfs_hf_push(struct hf *h, const char *name, const char *etag);
 int stfs_hf_push_dir(struct hf *h, const char *dir, size_t len);
+
+/* hubloc.c: the location filled from what the locator found (the
+ * listing's ETags, the base URL, the snapshot *snap if it is a folder,
+ * the trust domain, the repo, the commit, *auth); with the Hugging Face
+ * cache offline and no snapshot nor own listing (own), -ENOENT.  0 or
+ * -errno; what it takes from h, *snap and *auth is set to NULL there. */
+int stfs_hf_answer(struct hf *h, struct stfs_location *loc,
+		   struct stfs_auth **auth, char **snap, int own,
+		   struct stfs_error *err);
 
 /* hubjson.c: 40 lower-case hex digits */
 int stfs_hf_is_sha(const char *s);

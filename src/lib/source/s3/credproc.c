@@ -11,31 +11,20 @@
  * Version 1 (a number), AccessKeyId, SecretAccessKey, and optionally
  * SessionToken and Expiration (without one the keys never expire).  The
  * command line is never quoted in a message (it may hold a secret): only
- * its first word.
+ * its first word.  The process itself is run by spawn.c.
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "format.h"
 #include "s3.h"
 
 #define LINE_MAX_ (16u << 10)
 #define WORDS_MAX 256
-#define OUT_MAX (64u << 10)
-#define ERR_KEEP 4096
-#define TIME_MAX_MS 30000
-
-extern char **environ;
 
 void stfs_words_free(char **w)
 {
@@ -131,148 +120,11 @@ bad:
 	return NULL;
 }
 
-static long long now_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
-/* Run argv; its stdout (at most OUT_MAX) into out, the start of its
- * stderr into errs; killed when *cancel turns nonzero.  0 with *status,
- * or -errno with err. */
-static int cancelled(const int *cancel)
-{
-	return cancel && __atomic_load_n(cancel, __ATOMIC_ACQUIRE);
-}
-
-static int run(char **argv, const int *cancel, char *out, size_t *outlen,
-	       char *errs, int *status, struct stfs_error *err)
-{
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t at;
-	int po[2] = { -1, -1 }, pe[2] = { -1, -1 }, rc = 0, over = 0;
-	size_t el = 0;
-	long long end = now_ms() + TIME_MAX_MS;
-	pid_t pid;
-
-	*outlen = 0;
-	errs[0] = '\0';
-	if (pipe2(po, O_CLOEXEC) || pipe2(pe, O_CLOEXEC)) {
-		rc = stfs_fail(err, -errno, NULL, STFS_NO_OFFSET, "pipe: %s",
-			       strerror(errno));
-		goto out;
-	}
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, po[1], 1);
-	posix_spawn_file_actions_adddup2(&fa, pe[1], 2);
-	/* a process group of its own: what it started dies with it */
-	posix_spawnattr_init(&at);
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
-	posix_spawnattr_setpgroup(&at, 0);
-	rc = posix_spawnp(&pid, argv[0], &fa, &at, argv, environ);
-	posix_spawnattr_destroy(&at);
-	posix_spawn_file_actions_destroy(&fa);
-	close(po[1]);
-	close(pe[1]);
-	po[1] = pe[1] = -1;
-	if (rc) {
-		rc = stfs_fail(err, -rc, NULL, STFS_NO_OFFSET, "cannot run "
-			       "%s: %s", argv[0], strerror(rc));
-		goto out;
-	}
-	while (po[0] >= 0 || pe[0] >= 0) {
-		struct pollfd p[2] = { { po[0], POLLIN, 0 },
-				       { pe[0], POLLIN, 0 } };
-		long long left = end - now_ms();
-		char buf[4096];
-
-		if (left <= 0 || over || cancelled(cancel))
-			break;
-		/* a tenth of a second at most: a cancel is seen soon */
-		if (poll(p, 2, left < 100 ? (int)left : 100) < 0 &&
-		    errno != EINTR)
-			break;
-		for (int i = 0; i < 2; i++) {
-			int *fd = i ? &pe[0] : &po[0];
-			ssize_t got;
-
-			if (*fd < 0 || !(p[i].revents & (POLLIN | POLLHUP |
-							 POLLERR)))
-				continue;
-			got = read(*fd, buf, sizeof(buf));
-			if (got <= 0) {
-				if (got < 0 && errno == EINTR)
-					continue;
-				close(*fd);
-				*fd = -1;
-				continue;
-			}
-			if (!i) {
-				if (*outlen + (size_t)got > OUT_MAX) {
-					over = 1;
-					break;
-				}
-				memcpy(out + *outlen, buf, (size_t)got);
-				*outlen += (size_t)got;
-			} else if (el < ERR_KEEP) {
-				size_t k = (size_t)got < ERR_KEEP - el ?
-					   (size_t)got : ERR_KEEP - el;
-
-				memcpy(errs + el, buf, k);
-				el += k;
-				errs[el] = '\0';
-			}
-		}
-		explicit_bzero(buf, sizeof(buf));
-	}
-	if (po[0] >= 0 || pe[0] >= 0) {
-		kill(-pid, SIGKILL);
-		while (waitpid(pid, status, 0) < 0 && errno == EINTR)
-			;
-		rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "%s %s; "
-			       "killed", argv[0], over ? "printed over 64 KiB" :
-			       cancelled(cancel) ? "was still running when "
-			       "stopped" : "ran over 30 s");
-		goto out;
-	}
-	/* both pipes closed: it is ending (bounded by the time left) */
-	for (;;) {
-		pid_t w = waitpid(pid, status, WNOHANG);
-
-		if (w == pid)
-			break;
-		if (w < 0 && errno != EINTR) {
-			rc = stfs_fail(err, -errno, NULL, STFS_NO_OFFSET,
-				       "waitpid: %s", strerror(errno));
-			break;
-		}
-		if (now_ms() > end || cancelled(cancel)) {
-			kill(-pid, SIGKILL);
-			while (waitpid(pid, status, 0) < 0 && errno == EINTR)
-				;
-			rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "%s "
-				       "ran over 30 s; killed", argv[0]);
-			break;
-		}
-		(void)stfs_nap(10, NULL);
-	}
-out:
-	for (int i = 0; i < 2; i++) {
-		if (po[i] >= 0)
-			close(po[i]);
-		if (pe[i] >= 0)
-			close(pe[i]);
-	}
-	return rc;
-}
-
 int stfs_process_fetch(const struct stfs_creds_src *src, const int *cancel,
 		       struct stfs_creds_keys *k, struct stfs_error *err)
 {
-	char *out = malloc(OUT_MAX + 1), errs[ERR_KEEP + 1], q[300];
+	char *out = malloc(STFS_CHILD_OUT_MAX + 1);
+	char errs[STFS_CHILD_ERR_KEEP + 1], q[300];
 	const char *why;
 	struct stfs_credjson j;
 	char **argv;
@@ -287,7 +139,7 @@ int stfs_process_fetch(const struct stfs_creds_src *src, const int *cancel,
 		return stfs_fail(err, -EINVAL, NULL, STFS_NO_OFFSET, "the "
 				 "profile's credential_process: %s", why);
 	}
-	rc = run(argv, cancel, out, &len, errs, &status, err);
+	rc = stfs_child_run(argv, cancel, out, &len, errs, &status, err);
 	if (!rc && (!WIFEXITED(status) || WEXITSTATUS(status))) {
 		size_t n = strcspn(errs, "\n");
 
@@ -322,7 +174,7 @@ int stfs_process_fetch(const struct stfs_creds_src *src, const int *cancel,
 				       "the credential_process %s printed: %s",
 				       argv[0], why);
 	}
-	explicit_bzero(out, OUT_MAX + 1);
+	explicit_bzero(out, STFS_CHILD_OUT_MAX + 1);
 	free(out);
 	stfs_words_free(argv);
 	return rc;

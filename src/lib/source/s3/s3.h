@@ -217,6 +217,18 @@ const char *stfs_creds_open_why(int rc);
  * stfs_words_free()), or NULL with *why (unbalanced quotes, empty). */
 char **stfs_words(const char *line, const char **why);
 void stfs_words_free(char **w);
+/* Run argv as a child (spawn.c): stdin /dev/null, its stdout (at most
+ * STFS_CHILD_OUT_MAX bytes) into out with *outlen, the start of its
+ * stderr (STFS_CHILD_ERR_KEEP bytes, NUL-terminated) into errs; killed
+ * with its process group past STFS_CHILD_TIME_MS, past that much output,
+ * or once *cancel (may be NULL) reads nonzero.  0 with its *status (as
+ * waitpid gives it), or -errno with err. */
+#define STFS_CHILD_OUT_MAX (64u << 10)
+#define STFS_CHILD_ERR_KEEP 4096
+#define STFS_CHILD_TIME_MS 30000
+int stfs_child_run(char **argv, const int *cancel, char *out,
+		   size_t *outlen, char *errs, int *status,
+		   struct stfs_error *err);
 
 /* The provider of kind, when the environment or the profile sets it up
  * (s3.c asks them in botocore's order): 0 with *out (NULL: not set up; for
