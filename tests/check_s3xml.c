@@ -300,9 +300,19 @@ START_TEST(t_s3_list_hostile)
 	ck_assert_int_eq(list(s, &k, &more), 0);
 	ck_assert_int_eq(more, 1);
 	free(s);
+}
+END_TEST
 
-	/* nesting: 16 deep is taken, 17 is not, and a million is refused
-	 * at once */
+/* Nesting: 16 deep is taken, 17 is not, and a million is refused at
+ * once. */
+START_TEST(t_s3_list_deep)
+{
+	struct keys k;
+	int more;
+	char *s;
+	size_t n;
+	clock_t t0;
+
 	{
 		char deep[1024] = HEAD;
 		char *p = deep + strlen(deep);
@@ -429,6 +439,7 @@ Suite *s3xml_suite(void)
 	tcase_add_test(tc, t_s3_list);
 	tcase_add_test(tc, t_s3_list_malformed);
 	tcase_add_test(tc, t_s3_list_hostile);
+	tcase_add_test(tc, t_s3_list_deep);
 	tcase_add_test(tc, t_s3_list_count);
 	tcase_add_test(tc, t_s3_error);
 	suite_add_tcase(s, tc);

@@ -52,6 +52,36 @@ static int role_ok(const char *r, size_t n)
 	return 1;
 }
 
+/* The keys of the role's answer doc (its JSON, len bytes) into k: 0, or
+ * -errno with err (a Code other than Success: -EACCES). */
+static int keys_of(const char *role, const char *doc, size_t len,
+		   struct stfs_creds_keys *k, struct stfs_error *err)
+{
+	struct stfs_credjson j;
+	const char *why;
+	int rc;
+
+	if ((rc = stfs_credjson_parse(doc, len, &j, &why)))
+		return rc == -ENOMEM ? stfs_nomem(err) :
+		       stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the role "
+				 "%s's credentials: %s", role, why);
+	if (stfs_credjson_str(&j, "Code") &&
+	    strcmp(stfs_credjson_str(&j, "Code"), "Success")) {
+		const char *code = stfs_credjson_str(&j, "Code");
+		char q[80];
+
+		rc = stfs_fail(err, -EACCES, NULL, STFS_NO_OFFSET, "the role "
+			       "%s: Code %s", role, stfs_quote(code,
+			       strlen(code), q, sizeof(q)));
+	} else if ((rc = stfs_credjson_keys(&j, "Token", 1, k, &why))) {
+		rc = stfs_fail(err, rc == -ENOMEM ? rc : -EIO, NULL,
+			       STFS_NO_OFFSET, "the role %s's credentials: %s",
+			       role, why);
+	}
+	stfs_credjson_free(&j);
+	return rc;
+}
+
 int stfs_imds_fetch(struct stfs_http_client *h,
 		    const struct stfs_creds_src *src, struct stfs_creds_keys *k,
 		    struct stfs_error *err)
@@ -61,8 +91,6 @@ int stfs_imds_fetch(struct stfs_http_client *h,
 		"Content-Type:",        /* no body, so no type */
 	};
 	char *url = NULL, *token = NULL, *role = NULL, *doc = NULL, *hdr = NULL;
-	const char *why;
-	struct stfs_credjson j;
 	size_t len, n;
 	int rc;
 
@@ -109,26 +137,7 @@ int stfs_imds_fetch(struct stfs_http_client *h,
 			    0, STFS_REQ_ONCE, ANSWER_MAX, &doc, &len, err);
 	if (rc)
 		goto fail;
-	if ((rc = stfs_credjson_parse(doc, len, &j, &why))) {
-		rc = rc == -ENOMEM ? stfs_nomem(err) :
-		     stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the role "
-			       "%s's credentials: %s", role, why);
-		goto out;
-	}
-	if (stfs_credjson_str(&j, "Code") &&
-	    strcmp(stfs_credjson_str(&j, "Code"), "Success")) {
-		const char *code = stfs_credjson_str(&j, "Code");
-		char q[80];
-
-		rc = stfs_fail(err, -EACCES, NULL, STFS_NO_OFFSET, "the role "
-			       "%s: Code %s", role, stfs_quote(code,
-			       strlen(code), q, sizeof(q)));
-	} else if ((rc = stfs_credjson_keys(&j, "Token", 1, k, &why))) {
-		rc = stfs_fail(err, rc == -ENOMEM ? rc : -EIO, NULL,
-			       STFS_NO_OFFSET, "the role %s's credentials: %s",
-			       role, why);
-	}
-	stfs_credjson_free(&j);
+	rc = keys_of(role, doc, len, k, err);
 	goto out;
 fail:
 	{
