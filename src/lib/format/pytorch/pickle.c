@@ -207,7 +207,7 @@ int stfs_pk_memo_get(struct stfs_pk *pk, uint64_t idx)
 int stfs_pk_collect(struct stfs_pk *pk, enum stfs_pk_kind k,
 		   struct stfs_pk_val **out)
 {
-	size_t at;
+	size_t at = 0;
 	struct stfs_pk_val *c;
 	int rc = stfs_pk_find_mark(pk, &at);
 
