@@ -371,7 +371,7 @@ static int open_unreachable(struct http_src *s, int rc,
 		stfs_remote_log(s->obj.r, line);
 		return 0;
 	}
-	if (err) {
+	if (err && stfs_remote_cache(s->obj.r)) {
 		snprintf(line, sizeof(line), "%s; and the cache %s", err->msg,
 			 s->untrusted ? "is not read (these credentials could "
 			 "not be keyed in it)" : s->trust ? "holds no copy "
