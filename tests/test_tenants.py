@@ -157,11 +157,12 @@ def a_reads(src, mnt, cache, want, *opts):
         assert T.wait_gone(mnt)
 
 
-def b_gets_nothing(src, mnt, cache, secret, state, why=()):
-    """Tenant B mounts src on the node cache: refused (exit 1, naming src
-    and each of why), or mounted with not one byte of A's tensor (secret)
-    in w."""
-    r = stfs("mount", "-o", "cache=%s,%s" % (cache, FAST), src, mnt)
+def b_gets_nothing(src, mnt, cache, secret, state, why=(), opts=""):
+    """Tenant B mounts src (with more -o opts) on the node cache: refused
+    (exit 1, naming src and each of why), or mounted with not one byte of
+    A's tensor (secret) in w."""
+    r = stfs("mount", "-o", "cache=%s,%s%s" % (cache, FAST, opts), src,
+             mnt)
     T._mounts.append(mnt)
     if r.returncode == 0:
         try:
@@ -196,14 +197,17 @@ def matrix(gates, spellings, mnt, cache, secret):
         for g in gates:
             g.set(state)
         for src, environ, online in spellings:
-            with env(**environ):
+            # "_CRED": B carries a credential in the URL; "_OPTS": B's
+            # more -o options
+            with env(**{k: v for k, v in environ.items() if k[0] != "_"}):
                 why = online if state == "up" else ()
                 if state != "up" and "://" in src and \
                         src.split("://")[0] in ("http", "https") and \
                         not environ.get("_CRED"):
                     why = (UNREACHABLE,)
                 try:
-                    b_gets_nothing(src, mnt, cache, secret, state, why)
+                    b_gets_nothing(src, mnt, cache, secret, state, why,
+                                   environ.get("_OPTS", ""))
                 except AssertionError as e:
                     failed.append("%s %s: %s" % (
                         state, sorted(k for k in environ if k[0] != "_"),
@@ -296,16 +300,20 @@ def test_hub_gated(d, mnt):
 
 # ---- S3 -------------------------------------------------------------------
 
-def s3_matrix(d, mnt, a_env, prefix):
-    """A reads s3://models/PREFIX/ with the keys a_env gives; B names the
-    object every other way."""
+def s3_matrix(d, mnt, a_env, prefix, style=()):
+    """A reads s3://models/PREFIX/ with the keys a_env gives (with style,
+    its -o s3_style= option, virtual-hosted through the endpoint
+    localhost: Swift's storage_domain); B names the object every other
+    way."""
     sw = s3server.shared()
     gate = Gate(int(sw.endpoint.rsplit(":", 1)[1]))
     cache = os.path.join(d, "cache")
     try:
         data, secret = model(os.path.join(d, "m.safetensors"), 3)
         sw.put("models", prefix + "/model.safetensors", data)
-        base = dict(AWS_ENDPOINT_URL=gate.url, AWS_ENDPOINT_URL_S3=None,
+        endpoint = gate.url.replace("127.0.0.1", "localhost") if style \
+            else gate.url
+        base = dict(AWS_ENDPOINT_URL=endpoint, AWS_ENDPOINT_URL_S3=None,
                     AWS_ACCESS_KEY_ID=None, AWS_SECRET_ACCESS_KEY=None,
                     AWS_SESSION_TOKEN=None, AWS_REGION=None,
                     AWS_DEFAULT_REGION=None, AWS_PROFILE=None,
@@ -315,7 +323,8 @@ def s3_matrix(d, mnt, a_env, prefix):
                     NETRC=os.path.join(d, "nonetrc"))
         with env(**base):
             with env(**a_env):
-                a_reads("s3://models/%s/" % prefix, mnt, cache, secret)
+                a_reads("s3://models/%s/" % prefix, mnt, cache, secret,
+                        *style)
             path = "%s/models/%s/model.safetensors" % (gate.url, prefix)
             virtual = "http://models.localhost:%d/%s/model.safetensors" % (
                 gate.port, prefix)
@@ -325,6 +334,8 @@ def s3_matrix(d, mnt, a_env, prefix):
                 ("s3://models/%s/" % prefix, {}, ()),
                 ("s3://models/%s/model.safetensors" % prefix, {},
                  ("HTTP 4",)),
+                ("s3://models/%s/model.safetensors" % prefix,
+                 {"_OPTS": ",s3_style=virtual"}, ()),
                 ("s3://models/%s/" % prefix,
                  {"AWS_ACCESS_KEY_ID": s3server.ACCESS,
                   "AWS_SECRET_ACCESS_KEY": "not-the-secret"},
@@ -334,7 +345,7 @@ def s3_matrix(d, mnt, a_env, prefix):
             # the control: A's own keys read the object offline
             with env(**a_env):
                 a_reads("s3://models/%s/" % prefix, mnt, cache, secret,
-                        "offline")
+                        "offline", *style)
     finally:
         gate.stop()
 
@@ -343,6 +354,14 @@ def test_s3_env_keys(d, mnt):
     """A private object read with keys from the environment."""
     s3_matrix(d, mnt, {"AWS_ACCESS_KEY_ID": s3server.ACCESS,
                        "AWS_SECRET_ACCESS_KEY": s3server.SECRET}, "tenv")
+
+
+def test_s3_virtual(d, mnt):
+    """A private object read virtual-hosted (-o s3_style=virtual): its
+    URL, http://models.localhost:PORT/..., as a plain source."""
+    s3_matrix(d, mnt, {"AWS_ACCESS_KEY_ID": s3server.ACCESS,
+                       "AWS_SECRET_ACCESS_KEY": s3server.SECRET}, "tvirt",
+              ("s3_style=virtual",))
 
 
 def test_s3_file_keys(d, mnt):
@@ -422,6 +441,7 @@ def run():
         return T.run_tests([
             test_hub_gated,
             test_s3_env_keys,
+            test_s3_virtual,
             test_s3_file_keys,
             test_https_password,
         ])
