@@ -286,10 +286,13 @@ def test_hub_gated(d, mnt):
         with env(HF_TOKEN=hubemu.TOKEN):
             a_reads("hf://org/gated@" + sha, mnt, cache, secret,
                     "offline")
-        r = stfs("mount", "-o", "cache=%s,offline" % cache,
-                 "hf://org/gated@" + sha, mnt)
-        T._mounts.append(mnt)
-        assert r.returncode == 1, ("offline with no token", r)
+        for other in (None, "hf_another_token"):
+            with env(HF_TOKEN=other):
+                r = stfs("mount", "-o", "cache=%s,offline" % cache,
+                         "hf://org/gated@" + sha, mnt)
+            T._mounts.append(mnt)
+            assert r.returncode == 1 and "offline" in r.stderr, (
+                "offline with token %s" % other, r)
         w.gate.set("refused")
         w.cdn.set("refused")
         a_reads("%s/org/open/resolve/%s/model.safetensors" % (
@@ -342,7 +345,17 @@ def s3_matrix(d, mnt, a_env, prefix, style=()):
                  ("SignatureDoesNotMatch",)),
             ]
             matrix([gate], spellings, mnt, cache, secret)
-            # the control: A's own keys read the object offline
+            # offline, no keys or other ones: nothing; A's own keys read
+            # the object offline (the control)
+            for other in ({}, {"AWS_ACCESS_KEY_ID": s3server.ACCESS,
+                               "AWS_SECRET_ACCESS_KEY": "not-the-secret"}):
+                with env(**other):
+                    r = stfs("mount", "-o", ",".join(
+                        ("cache=" + cache, "offline") + tuple(style)),
+                        "s3://models/%s/" % prefix, mnt)
+                T._mounts.append(mnt)
+                assert r.returncode == 1 and "offline" in r.stderr, (
+                    other, r)
             with env(**a_env):
                 a_reads("s3://models/%s/" % prefix, mnt, cache, secret,
                         "offline", *style)
