@@ -25,6 +25,7 @@ int main(void)
 	srunner_add_suite(sr, torch_suite());
 	srunner_add_suite(sr, cache_suite());
 	srunner_add_suite(sr, creds_suite());
+	srunner_add_suite(sr, trust_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

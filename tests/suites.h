@@ -22,5 +22,6 @@ Suite *torch_suite(void);
 Suite *repo_suite(void);
 Suite *cache_suite(void);
 Suite *creds_suite(void);
+Suite *trust_suite(void);
 
 #endif

@@ -751,14 +751,56 @@ def test_offline_cache(d):
             assert r["code"] == "FailedPrecondition" and "Couldn't connect" \
                 in r["message"] and "never accepted" in r["message"], r
             assert node.daemons("offline") == off
-            # the token went to no offline daemon, nor anywhere else
-            no_secret_anywhere(node, hubemu.TOKEN)
+            # the token went nowhere but to the offline daemon, whose
+            # environment holds it to name its trust domain in the node
+            # cache (it sends it nowhere: offline)
+            no_secret_anywhere(node, hubemu.TOKEN, off)
             for pod, vid in (("pod-b", "v2"), ("pod-c", "v3")):
                 assert node.unpublish(pod, vid)["code"] == "OK"
             end = time.time() + 10
             while node.daemons() and time.time() < end:
                 time.sleep(0.05)
             assert not node.daemons() and not mounts_under(node.state)
+
+
+def test_offline_tenant_url(d):
+    """Volume A reads a gated hf:// file with its token; volume B names
+    the file's resolve URL as a plain source, with no secret: refused
+    while the Hub answers (401) and while it cannot be reached (the node
+    cache holds A's bytes only in A's token's trust domain), with or
+    without allowOfflineCache; no daemon, nothing mounted."""
+    os.chmod(os.path.dirname(d), 0o711)     # the daemons (nobody) get in
+    with World(d) as w:
+        secret = os.urandom(65536)
+        path = T.write_st(os.path.join(d, "m.safetensors"),
+                          [("a", "U8", [65536], secret)])
+        with open(path, "rb") as f:
+            sha = w.hub.push(w.hub.repo("org/gated", gated=True),
+                             {"model.safetensors": f.read()})
+        url = "%s/org/gated/resolve/%s/model.safetensors" % (w.hub.url, sha)
+        want = {"a": hashlib.sha256(secret).hexdigest()}
+        with Node(os.path.join(d, "node"),
+                  env={"HF_ENDPOINT": w.hub.url}) as node:
+            r = node.publish("pod-a", {"source": "hf://org/gated@" + sha,
+                                       "options": "retries=0"},
+                             {"HF_TOKEN": hubemu.TOKEN})
+            assert r["code"] == "OK", r
+            assert pod_read(node.target("pod-a"), ["a"]) == want
+            assert node.unpublish("pod-a")["code"] == "OK"
+            end = time.time() + 10
+            while node.daemons() and time.time() < end:
+                time.sleep(0.05)
+            assert not node.daemons()
+            plain = {"source": url, "options": "retries=0"}
+            r = node.publish("pod-b", plain, {}, vid="vb")
+            assert r["code"] == "Internal" and "401" in r["message"], r
+            w.hub.stop()
+            for attrs in (plain, dict(plain, allowOfflineCache="true")):
+                r = node.publish("pod-b", attrs, {}, vid="vb")
+                assert r["code"] != "OK", ("B mounted A's bytes", r)
+                assert "Couldn't connect" in r["message"], r
+                assert not node.daemons() and not mounts_under(node.state)
+                assert not os.path.ismount(node.target("pod-b"))
 
 
 def test_s3_keys(d):
@@ -810,6 +852,7 @@ def run():
                             test_refusals, test_host_policy,
                             test_max_daemons, test_hub_token,
                             test_two_sources_one_cache, test_offline_cache,
+                            test_offline_tenant_url,
                             test_s3_keys])
     finally:
         s3server.stop_shared()

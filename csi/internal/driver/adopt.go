@@ -112,7 +112,7 @@ func (drv *Driver) Adopt() (int, error) {
 		d := &daemon{key: key, dir: path, live: true, targets: map[string]bool{},
 			vol: &Volume{Source: m.Source, Options: m.Options, ReadaheadKB: m.ReadaheadKB, Secrets: map[string]string{},
 				Offline: m.Offline},
-			needsSecrets: m.Secrets && !m.Offline} // offline: no request, no credential
+			needsSecrets: m.Secrets} // offline too: they name its trust domain
 		drv.mu.Lock()
 		for _, t := range targets {
 			d.targets[t] = true

@@ -137,9 +137,12 @@ func (drv *Driver) start(d *daemon) error {
 	// every connection of a URL the volume named is checked by stfs
 	// itself, on the address it goes to (redirects, DNS rebinding)
 	opts = append(opts, drv.cfg.Policy.StfsOptions(d.vol.Source)...)
+	// offline: not one request, but the credentials name what of the
+	// node cache it may read (stfs keeps what a credential fetched in
+	// its own trust domain: docs/remote-cache.md, "Trust domains")
 	env := d.vol.Secrets
-	if d.vol.Offline { // not one request: no credential needed
-		opts, env = append(opts, "offline"), nil
+	if d.vol.Offline {
+		opts = append(opts, "offline")
 	}
 	req := launch.Request{ID: d.key, Source: d.vol.Source, Options: opts, Env: env}
 	err = launch.WriteMessage(conn, req, fd)

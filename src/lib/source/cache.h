@@ -135,6 +135,17 @@ int stfs_cache_put_doc(struct stfs_cache *c, const char *url,
 int stfs_cache_get_doc(struct stfs_cache *c, const char *url, char **buf,
 		       size_t *len, char *why, size_t whysz);
 
+/* The trust tag of a credential in cache c (blocks/trustkey.c): into
+ * out, "trust:CLS:HEX", HEX 128 bits of an HMAC-SHA256 of cls and the
+ * idlen bytes of id (the credential, secret and all) under the cache's own
+ * random key (v1/trust.key, made at first use unless c is offline), so
+ * that keys starting with it name what that credential fetched and no
+ * other source spelling can name them, and no name or log holds the
+ * secret: 0, or -errno (-ENOENT: no cache, or offline with no key). */
+int stfs_cache_trust_tag(struct stfs_cache *c, const char *cls,
+			 const void *id, size_t idlen, char *out,
+			 size_t outsz);
+
 /* The text of usage (n bytes: a number as written, digits with no
  * leading zero, and a newline) into *out: 0, or -EINVAL. */
 int stfs_cache_parse_usage(const char *text, size_t n, uint64_t *out);

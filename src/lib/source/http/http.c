@@ -42,6 +42,10 @@ struct http_src {
 	char *url;
 	char *domain;               /* a Hub file's trust domain, or NULL */
 	struct stfs_auth *auth;     /* its credentials, or NULL */
+	char *trust;                /* their trust tag (trust.c), or NULL:
+				 * public */
+	int untrusted;              /* credentials with no tag: the cache
+				 * is neither read nor written */
 	struct stfs_resolver rv;    /* where its redirect points */
 	char etag[256];
 	char last_modified[256];
@@ -134,6 +138,7 @@ static void http_close(struct stfs_source *src)
 	stfs_lookup_fini(&s->obj);
 	stfs_resolver_fini(&s->rv);
 	stfs_auth_unref(s->auth);
+	free(s->trust);
 	free(s->head);
 	free(s->url);
 	free(s->domain);
@@ -197,12 +202,39 @@ static const struct stfs_source_ops http_ops = {
 	.follow = http_follow,
 };
 
-/* The kept answer naming what url's blocks are keyed by: "alias URL". */
-static char *alias_of(const char *url)
+/* The cache of s: none when its credentials have no trust tag. */
+static struct stfs_cache *cache_of(const struct http_src *s)
 {
-	char *a;
+	return s->untrusted ? NULL : stfs_remote_cache(s->obj.r);
+}
 
-	return asprintf(&a, "stfs-alias %s", url) < 0 ? NULL : a;
+/* The cache key of name (s's URL, its content key) within s's trust
+ * domain: a new string, or NULL. */
+static char *trusted(const struct http_src *s, const char *name)
+{
+	return stfs_http_trust_key(s->trust, name);
+}
+
+/* Is key (a kept alias's) one of s's trust domain? */
+static int in_domain(const struct http_src *s, const char *key)
+{
+	if (!s->trust)
+		return strncmp(key, "trust:", 6) != 0;
+	return !strncmp(key, s->trust, strlen(s->trust)) &&
+	       key[strlen(s->trust)] == ' ';
+}
+
+/* The kept answer naming what s's blocks are keyed by: "alias URL", in
+ * s's trust domain. */
+static char *alias_of(const struct http_src *s)
+{
+	char *a, *k;
+
+	if (asprintf(&a, "stfs-alias %s", s->url) < 0)
+		return NULL;
+	k = trusted(s, a);
+	free(a);
+	return k;
 }
 
 /* The content key of s from the answer r at open (*key, malloc'd; NULL if
@@ -214,13 +246,16 @@ static char *alias_of(const char *url)
  * hub.c gave): a tensor read is never checked against the sha256 (only a
  * whole read is, verify.c), so another repo or endpoint that names the
  * same content, and serves other bytes, must never share its blocks.  A
- * source with no domain (not a Hub file) has no content key. */
+ * source with no domain (not a Hub file) has no content key.  The key is
+ * in s's trust domain (trust.c): content fetched with a token is never
+ * shared with a mount without it. */
 static void content_key(const struct http_src *s,
 			const struct stfs_http_resp *r, char **key,
 			char *ver, size_t versz)
 {
 	const char *e = s->rv.linked_etag[0] ? s->rv.linked_etag :
 			r->linked_etag[0] ? r->linked_etag : r->etag;
+	char *k = NULL;
 	size_t n;
 
 	*key = NULL;
@@ -235,24 +270,28 @@ static void content_key(const struct http_src *s,
 		return;
 	snprintf(ver, versz, "%s:%.*s", n == 64 ? "sha256" : "git-blob",
 		 (int)n, e);
-	if (asprintf(key, "content:%s %s", s->domain, ver) < 0) {
-		*key = NULL;
+	if (asprintf(&k, "content:%s %s", s->domain, ver) < 0 ||
+	    !(*key = trusted(s, k)))
 		ver[0] = '\0';
-	}
+	free(k);
 }
 
 /* Open s from the cache alone: its latest version's size and head (its
  * blocks under its URL, or under the content key a kept alias names). */
 static int open_cached(struct http_src *s, struct stfs_error *err)
 {
-	struct stfs_cache *c = stfs_remote_cache(s->obj.r);
-	char *alias = alias_of(s->url), *text = NULL, why[160], *nl;
+	struct stfs_cache *c = cache_of(s);
+	char *alias = alias_of(s), *key = trusted(s, s->url), *text = NULL;
+	char why[160], *nl;
 	size_t n;
 	int rc = -ENOENT;
 
+	/* the alias names a content key of the same trust domain (it was
+	 * written in it, and holds the whole key, tag and all) */
 	if (c && alias && !stfs_cache_get_doc(c, alias, &text, &n, why,
 					      sizeof(why)) &&
-	    (nl = strchr(text, '\n')) && strlen(nl + 1) < sizeof(s->version)) {
+	    (nl = strchr(text, '\n')) && strlen(nl + 1) < sizeof(s->version) &&
+	    in_domain(s, text)) {
 		*nl = '\0';
 		if (!(rc = stfs_cache_latest(c, text, &s->obj.cobj, s->version,
 					     sizeof(s->version))))
@@ -260,8 +299,12 @@ static int open_cached(struct http_src *s, struct stfs_error *err)
 	}
 	free(alias);
 	free(text);
-	if (rc && (!c || stfs_cache_latest(c, s->url, &s->obj.cobj,
-					    s->version, sizeof(s->version))))
+	if (rc)
+		rc = c && key ? stfs_cache_latest(c, key, &s->obj.cobj,
+						  s->version,
+						  sizeof(s->version)) : -ENOENT;
+	free(key);
+	if (rc)
 		return stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "not in "
 				 "the cache (offline)");
 	s->obj.size = s->obj.cobj.size;
@@ -308,15 +351,49 @@ static int take_version(struct http_src *s, const struct stfs_http_resp *r,
 	return 0;
 }
 
+/* The origin of s cannot be reached (rc: the transport's error, in err):
+ * s opens from the cache only what this mount could have read online,
+ * which its keys ensure (the blocks of its own trust domain: fetched with
+ * its credentials, or public ones with none); else rc, the reason
+ * saying so: 0, or rc. */
+static int open_unreachable(struct http_src *s, int rc,
+			    struct stfs_error *err)
+{
+	struct stfs_error e2 = { 0 };
+	char line[900];
+
+	if (open_cached(s, &e2) == 0) {
+		snprintf(line, sizeof(line), "stfs: %s: %s; reading what the "
+			 "cache holds (fetched %s)", s->url,
+			 err ? err->msg : "no connection",
+			 s->trust ? "with these credentials" :
+			 "with no credential");
+		stfs_remote_log(s->obj.r, line);
+		return 0;
+	}
+	if (err && stfs_remote_cache(s->obj.r)) {
+		snprintf(line, sizeof(line), "%s; and the cache %s", err->msg,
+			 s->untrusted ? "is not read (these credentials could "
+			 "not be keyed in it)" : s->trust ? "holds no copy "
+			 "fetched with these credentials (one fetched with "
+			 "others, or none, is never served to them)" :
+			 "holds no copy fetched without credentials (one "
+			 "fetched with credentials is served only to a mount "
+			 "with the same ones)");
+		stfs_fail(err, rc, NULL, STFS_NO_OFFSET, "%s", line);
+	}
+	return rc;
+}
+
 /* Open s from the network: its first block, size and version.  With no
- * server to answer, what the cache holds. */
+ * server to answer, what the cache holds of s's trust domain. */
 static int open_remote(struct http_src *s, struct stfs_error *err)
 {
 	struct stfs_remote *r = s->obj.r;
 	struct stfs_request q = { .url = s->url, .auth = s->auth,
 				  .len = STFS_HTTP_FIRST,
 				  .want_total = UINT64_MAX };
-	struct stfs_cache *c = stfs_remote_cache(r);
+	struct stfs_cache *c = cache_of(s);
 	struct stfs_http_resp resp;
 	CURL *h = stfs_httpc_handle(r->http);
 	int rc;
@@ -330,32 +407,22 @@ static int open_remote(struct http_src *s, struct stfs_error *err)
 			       "did not say the object's size (no "
 			       "Content-Range)");
 	if (rc == -ENETUNREACH || rc == -EHOSTUNREACH) {
-		/* no server: what the cache has, if it has it */
-		struct stfs_error e2 = { 0 };
-		char line[768];
-
-		if (open_cached(s, &e2) == 0) {
-			snprintf(line, sizeof(line), "stfs: %s: %s; reading "
-				 "what the cache holds", s->url,
-				 err ? err->msg : "no connection");
-			stfs_remote_log(r, line);
-			rc = 0;
-		}
+		rc = open_unreachable(s, rc, err);
 	} else if (!rc && !(rc = take_version(s, &resp, err))) {
-		char *key, ver[80], *alias, *text;
+		char *key, ver[80], *alias, *text, *own = trusted(s, s->url);
 
 		s->obj.size = resp.total;
 		content_key(s, &resp, &key, ver, sizeof(ver));
 		/* keyed by content: its blocks under the key (versioned by the
 		 * content, whatever ETag the server's copy has), and an alias
-		 * for offline opens of this URL */
-		rc = !key || !s->version[0] ?
-		     stfs_cache_object(c, s->url, s->version, resp.total,
+		 * for offline opens of this URL; both in s's trust domain */
+		rc = !own ? -ENOMEM : !key || !s->version[0] ?
+		     stfs_cache_object(c, own, s->version, resp.total,
 				       &s->obj.cobj, err) :
 		     stfs_cache_object(c, key, ver, resp.total, &s->obj.cobj,
 				       err);
-		if (!rc && key && s->version[0] &&
-		    (alias = alias_of(s->url))) {
+		free(own);
+		if (!rc && key && s->version[0] && (alias = alias_of(s))) {
 			if (asprintf(&text, "%s\n%s", key, s->version) >= 0) {
 				(void)stfs_cache_put_doc(c, alias, text,
 							 strlen(text));
@@ -419,8 +486,11 @@ int stfs_source_open_http(struct stfs_remote *r, const char *url,
 				 "out of memory");
 	/* the cache, made and checked when a remote source first opens
 	 * (a local mount never touches it): one not private fails here */
-	if (!(rc = stfs_cache_ready(stfs_remote_cache(r), err)))
+	if (!(rc = stfs_cache_ready(stfs_remote_cache(r), err))) {
+		/* the trust domain its bytes are kept in (trust.c) */
+		s->untrusted = stfs_http_trust(r, auth, 0, &s->trust) != 0;
 		rc = r->o.offline ? open_cached(s, err) : open_remote(s, err);
+	}
 	if (rc) {
 		http_close(&s->base);
 		return rc;

@@ -57,6 +57,19 @@ int stfs_http_get(struct stfs_remote *r, const char *url,
 		  const char *etag, size_t max, char **body, size_t *len,
 		  struct stfs_http_resp *resp, struct stfs_error *err);
 
+/* ---- trust domains (trust.c) -------------------------------------------- */
+
+/* The trust tag of what a request with a (and flags, STFS_REQ_*) fetches,
+ * by the credential it carries: *tag NULL when it carries none (public),
+ * else a new "trust:CLASS:HEX" (blocks/trustkey.c): 0, or -errno (a
+ * credential, and no tag for it: nothing it fetches may be cached or read
+ * from the cache). */
+int stfs_http_trust(struct stfs_remote *r, const struct stfs_auth *a,
+		    unsigned flags, char **tag);
+/* The cache key of key (a URL, a content key) in the trust domain tag
+ * (NULL: public, key itself): a new string, or NULL. */
+char *stfs_http_trust_key(const char *tag, const char *key);
+
 /* ---- an HTTP answer (httphdr.c), as the client and the locators see it -- */
 
 /* What stfs takes from a response's header lines. */

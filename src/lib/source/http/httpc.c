@@ -745,8 +745,8 @@ int stfs_http_get(struct stfs_remote *r, const char *url,
 	/* offline: not one request; what was kept, if it was */
 	if (r->o.offline)
 		return flags & STFS_REQ_KEEP ?
-		       stfs_http_kept_get(r, url, etag, max, body, len, resp,
-					  err) :
+		       stfs_http_kept_get(r, url, auth, flags, etag, max,
+					  body, len, resp, err) :
 		       stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "offline");
 	if (!(h = stfs_httpc_handle(r->http)))
 		return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET,
@@ -756,7 +756,7 @@ int stfs_http_get(struct stfs_remote *r, const char *url,
 	rc = stfs_httpc_fetch(r->http, h, &q, NULL, body, len, resp, err);
 	stfs_httpc_release(r->http, h);
 	if (!rc && (flags & STFS_REQ_KEEP) && resp->status == 200)
-		stfs_http_kept_put(r, url, resp, *body, *len);
+		stfs_http_kept_put(r, url, auth, flags, resp, *body, *len);
 	return rc;
 }
 

@@ -43,14 +43,19 @@ int stfs_http_kept_encode(const struct stfs_http_resp *r, const char *body,
 int stfs_http_kept_decode(const char *text, size_t n,
 			  struct stfs_http_resp *r, size_t *body_at);
 /* The answer kept for url, offline (with etag, it must be that
- * version's): as stfs_http_get() gives one; -ENOENT (not kept), -EIO (it
- * fails its check: logged), -EFBIG (more than max). */
+ * version's), in the trust domain of auth and flags (trust.c: one kept
+ * for a request with other credentials, or none, is not this one's): as
+ * stfs_http_get() gives one; -ENOENT (not kept), -EIO (it fails its
+ * check: logged), -EFBIG (more than max). */
 int stfs_http_kept_get(struct stfs_remote *r, const char *url,
+		       const struct stfs_auth *auth, unsigned flags,
 		       const char *etag, size_t max, char **body,
 		       size_t *len, struct stfs_http_resp *resp,
 		       struct stfs_error *err);
-/* Keep the answer resp, body for url (when there is a cache). */
+/* Keep the answer resp, body for url (when there is a cache), in the
+ * trust domain of auth and flags. */
 void stfs_http_kept_put(struct stfs_remote *r, const char *url,
+			const struct stfs_auth *auth, unsigned flags,
 			const struct stfs_http_resp *resp, const char *body,
 			size_t len);
 

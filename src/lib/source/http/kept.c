@@ -5,7 +5,9 @@
  * checked as a block is) with what the callers read of its headers; with
  * -o offline, stfs_http_get() answers it from there, and makes no
  * request.  So a mount of a pinned source mounts again with no network
- * from stfs's own cache.
+ * from stfs's own cache.  An answer is kept in the trust domain of the
+ * request's credentials (trust.c): only a mount with the same ones (or,
+ * for one fetched with none, a mount with none) is ever answered with it.
  *
  * The encoding: a first line "stfs-kept 1", then one line "NAME VALUE"
  * per field kept (the status, the validators, the next page's link, S3's
@@ -169,18 +171,35 @@ int stfs_http_kept_decode(const char *text, size_t n,
 	}
 }
 
+/* The cache key of url's answer for a request with auth and flags: url
+ * in their trust domain (trust.c), a new string; NULL (none may be kept:
+ * credentials with no tag, or out of memory). */
+static char *kept_key(struct stfs_remote *r, const char *url,
+		      const struct stfs_auth *auth, unsigned flags)
+{
+	char *tag, *key;
+
+	if (stfs_http_trust(r, auth, flags, &tag))
+		return NULL;
+	key = stfs_http_trust_key(tag, url);
+	free(tag);
+	return key;
+}
+
 int stfs_http_kept_get(struct stfs_remote *r, const char *url,
+		       const struct stfs_auth *auth, unsigned flags,
 		       const char *etag, size_t max, char **body,
 		       size_t *len, struct stfs_http_resp *resp,
 		       struct stfs_error *err)
 {
 	struct stfs_http_resp k;
-	char *text, why[160], line[900];
+	char *text, why[160], line[900], *key = kept_key(r, url, auth, flags);
 	size_t n, at;
 	int rc;
 
-	rc = stfs_cache_get_doc(stfs_remote_cache(r), url, &text, &n, why,
-				sizeof(why));
+	rc = key ? stfs_cache_get_doc(stfs_remote_cache(r), key, &text, &n,
+				      why, sizeof(why)) : -ENOENT;
+	free(key);
 	if (rc == -EBADMSG) {
 		snprintf(line, sizeof(line), "stfs: %s: the answer kept in the "
 			 "cache failed its check: %s; not served (offline)",
@@ -216,15 +235,18 @@ int stfs_http_kept_get(struct stfs_remote *r, const char *url,
 }
 
 void stfs_http_kept_put(struct stfs_remote *r, const char *url,
+			const struct stfs_auth *auth, unsigned flags,
 			const struct stfs_http_resp *resp, const char *body,
 			size_t len)
 {
-	char *text;
+	char *text, *key;
 	size_t n;
 
-	if (!stfs_remote_cache(r) ||
-	    stfs_http_kept_encode(resp, body, len, &text, &n))
+	if (!stfs_remote_cache(r) || !(key = kept_key(r, url, auth, flags)))
 		return;
-	(void)stfs_cache_put_doc(stfs_remote_cache(r), url, text, n);
-	free(text);
+	if (!stfs_http_kept_encode(resp, body, len, &text, &n)) {
+		(void)stfs_cache_put_doc(stfs_remote_cache(r), key, text, n);
+		free(text);
+	}
+	free(key);
 }
