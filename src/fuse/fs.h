@@ -89,8 +89,9 @@ void stfs_prefetch_stop(struct stfs_fs *fs);
 
 /* fsmetrics.c: the counters' state for fs->metrics, and the file of -o
  * metrics=path (NULL: none) written once: 0, or -errno with why.  Then
- * its writer thread started (in the daemon) and stopped, the file
- * written a last time; all freed with fs->metrics. */
+ * its writer thread started (in the daemon) and stopped (before the model
+ * closes); freed with fs->metrics (after: the file written a last time,
+ * if the writer started). */
 int stfs_fsmetrics_init(struct stfs_fs *fs, const char *path, char *why,
 			size_t whysz);
 int stfs_fsmetrics_start(struct stfs_fs *fs);
