@@ -141,6 +141,67 @@ def test_nginx_cold_warm(d, mnt):
         ngx.stop()
 
 
+def stats_json(mnt):
+    r = subprocess.run([T.STFS, "stats", "--json", mnt], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return {(m["name"], tuple(sorted(m["labels"].items()))): m["value"]
+            for m in json.loads(r.stdout)["metrics"]}
+
+
+def test_warm_and_check(d, mnt):
+    """`stfs prefetch`: the bytes asked and cached are those its state
+    says; a cached block spoiled on disk is one check failure (and
+    fetched again)."""
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    _, tensors = big_file(data)
+    ngx = Nginx(os.path.join(d, "ngx"), data)
+    cache = os.path.join(d, "cache")
+    try:
+        p = T.mount_fg(ngx.url("big.safetensors"), mnt, "-o",
+                       "cache=" + cache)
+        try:
+            r = subprocess.run([T.STFS, "prefetch", "-q", mnt],
+                               capture_output=True, text=True, timeout=300)
+            assert r.returncode == 0, r.stderr
+            asked = int(os.getxattr(mnt, "user.stfs.prefetch.bytes_asked"))
+            cached = int(os.getxattr(mnt,
+                                     "user.stfs.prefetch.bytes_cached"))
+            s = stats_json(mnt)
+        finally:
+            T.stop_fg(p, mnt)
+        assert asked == cached > 0
+        assert val(s, "stfs_prefetch_asked_bytes_total", by="warm") == \
+            asked, (s, asked)
+        assert val(s, "stfs_prefetch_cached_bytes_total", by="warm") == \
+            cached
+        # spoil block 5 (20 MiB in: layer 0's) after its header
+        blk = [f for f in (os.path.join(r_, f_) for r_, _, fs in
+                           os.walk(cache) for f_ in fs)
+               if os.path.basename(f) == "5"]
+        assert len(blk) == 1, blk
+        with open(blk[0], "r+b") as f:
+            f.seek(4096 + 12345)
+            b = f.read(1)
+            f.seek(4096 + 12345)
+            f.write(bytes([b[0] ^ 0xff]))
+        path = os.path.join(d, "m.prom")
+        p = T.mount_fg(ngx.url("big.safetensors"), mnt, "-o",
+                       "cache=%s,metrics=%s" % (cache, path))
+        try:
+            assert read(os.path.join(mnt, "layers/0/w")) == tensors[0][3]
+        finally:
+            T.stop_fg(p, mnt)
+        s = parse(slurp(path))
+        assert val(s, "stfs_verify_failures_total", what="cache_block") == 1
+        assert val(s, "stfs_cache_blocks_total", result="hit") > 0
+        print("     warm: %d bytes asked and cached; 1 spoiled block, 1 "
+              "failed check" % asked)
+    finally:
+        ngx.stop()
+
+
 def test_429(d, mnt):
     data = os.path.join(d, "data")
     os.mkdir(data)
@@ -380,6 +441,7 @@ def main():
         return T.run_tests([
             test_nginx_cold_warm,
             test_429,
+            test_warm_and_check,
             test_promtool_node_exporter,
             test_no_secret,
             test_series_bound,
