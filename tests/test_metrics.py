@@ -427,12 +427,14 @@ def test_stats(d, mnt):
         assert r.returncode == 1 and "nometrics" in r.stderr, r.stderr
     finally:
         T.stop_fg(p, mnt)
-    # a file that cannot be written: refused at mount, nothing mounted
-    r = subprocess.run([T.STFS, "mount", src, mnt, "-o",
-                        "metrics=" + os.path.join(d, "no", "such", "m.prom")],
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 1 and "metrics=" in r.stderr and \
-        not T.is_mount(mnt), r.stderr
+    # a file that cannot be written, or both options: refused at mount,
+    # nothing mounted
+    for o in ("metrics=" + os.path.join(d, "no", "such", "m.prom"),
+              "metrics=%s/m2.prom,nometrics" % d):
+        r = subprocess.run([T.STFS, "mount", src, mnt, "-o", o],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1 and "metrics=" in r.stderr and \
+            not T.is_mount(mnt), r.stderr
 
 
 def main():

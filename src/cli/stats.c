@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <math.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include "cli.h"
 #include "mount.h"
 #include "progress.h"
+#include "promline.h"
 
 #define TEXT_MAX (1u << 20)
 
@@ -66,24 +68,33 @@ static char *fetch(const char *mnt)
 	return NULL;
 }
 
-/* One series line split in place: name, labels ("" or a="b",...),
- * value.  0, or -1 for a comment or blank line. */
-static int split(char *line, char **name, char **labels, char **value)
+/* JSON: every series. */
+static int print_json(char *t)
 {
-	char *sp, *br;
+	struct stfs_prom_series s;
+	char *save = NULL, *line;
+	int first = 1, rc;
 
-	if (!*line || *line == '#' || !(sp = strrchr(line, ' ')))
-		return -1;
-	*sp = '\0';
-	*value = sp + 1;
-	*name = line;
-	*labels = (char *)"";
-	if ((br = strchr(line, '{'))) {
-		*br = '\0';
-		*labels = br + 1;
-		if ((sp = strrchr(*labels, '}')))
-			*sp = '\0';
+	printf("{\"metrics\": [");
+	for (line = strtok_r(t, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		if ((rc = stfs_prom_line(line, &s)) < 0)
+			return rc;
+		if (rc)
+			continue;
+		/* (names, label names and values: plain ASCII words) */
+		printf("%s\n  {\"name\": \"%s\", \"labels\": {", first ? "" :
+		       ",", s.name);
+		first = 0;
+		for (unsigned i = 0; i < s.nlabels; i++)
+			printf("%s\"%s\": \"%s\"", i ? ", " : "", s.label[i],
+			       s.value_of[i]);
+		if (isfinite(s.v))
+			printf("}, \"value\": %s}", s.value);
+		else
+			printf("}, \"value\": \"%s\"}", s.value);
 	}
+	printf("\n]}\n");
 	return 0;
 }
 
@@ -94,73 +105,54 @@ static int ends(const char *s, const char *tail)
 	return n >= k && !strcmp(s + n - k, tail);
 }
 
-/* JSON: every series. */
-static void print_json(char *t)
-{
-	char *save = NULL, *line, *name, *labels, *value;
-	int first = 1;
-
-	printf("{\"metrics\": [");
-	for (line = strtok_r(t, "\n", &save); line;
-	     line = strtok_r(NULL, "\n", &save)) {
-		if (split(line, &name, &labels, &value))
-			continue;
-		printf("%s\n  {\"name\": \"%s\", \"labels\": {", first ? "" :
-		       ",", name);
-		first = 0;
-		/* a="b",c="d": label values are of fixed sets, plain words */
-		for (char *p = labels, *eq; *p && (eq = strchr(p, '='));) {
-			char *q = strchr(eq + 2, '"');
-
-			if (eq[1] != '"' || !q)
-				break;
-			printf("%s\"%.*s\": \"%.*s\"", p == labels ? "" : ", ",
-			       (int)(eq - p), p, (int)(q - eq - 2), eq + 2);
-			p = q[1] == ',' ? q + 2 : q + 1;
-		}
-		printf("}, \"value\": %s}", value);
-	}
-	printf("\n]}\n");
-}
-
 /* For a person: the series not 0; a histogram by its count and mean. */
-static void print_text(char *t)
+static int print_text(char *t)
 {
-	char *save = NULL, *line, *name, *labels, *value;
+	struct stfs_prom_series s;
+	char *save = NULL, *line;
 	double sum = 0;
 	unsigned zero = 0;
+	int rc;
 
 	for (line = strtok_r(t, "\n", &save); line;
 	     line = strtok_r(NULL, "\n", &save)) {
 		char shown[64], full[256];
-		double v;
+		int k;
 
-		if (split(line, &name, &labels, &value) ||
-		    ends(name, "_bucket"))
+		if ((rc = stfs_prom_line(line, &s)) < 0)
+			return rc;
+		if (rc || ends(s.name, "_bucket"))
 			continue;
-		v = strtod(value, NULL);
-		snprintf(full, sizeof(full), "%s%s%s%s", name, *labels ? "{" :
-			 "", labels, *labels ? "}" : "");
-		if (ends(name, "_sum")) {
-			sum = v;
+		k = snprintf(full, sizeof(full), "%s%s", s.name,
+			     s.nlabels ? "{" : "");
+		for (unsigned i = 0; i < s.nlabels && k > 0 &&
+		     (size_t)k < sizeof(full); i++)
+			k += snprintf(full + k, sizeof(full) - (size_t)k,
+				      "%s%s=\"%s\"", i ? "," : "", s.label[i],
+				      s.value_of[i]);
+		if (s.nlabels && k > 0 && (size_t)k < sizeof(full))
+			snprintf(full + k, sizeof(full) - (size_t)k, "}");
+		if (ends(s.name, "_sum")) {
+			sum = s.v;
 			continue;
 		}
-		if (v == 0) {
+		if (s.v == 0) {
 			zero++;
 			continue;
 		}
-		if (ends(name, "_count")) {
-			printf("%-64s %.0f, mean %.3f ms\n", full, v,
-			       sum / v * 1e3);
+		if (ends(s.name, "_count")) {
+			printf("%-64s %.0f, mean %.3f ms\n", full, s.v,
+			       sum / s.v * 1e3);
 			continue;
 		}
-		if (strstr(name, "_bytes"))
-			stfs_human_size((uint64_t)v, shown, sizeof(shown));
+		if (strstr(s.name, "_bytes") && s.v > 0 && s.v < 1.8e19)
+			stfs_human_size((uint64_t)s.v, shown, sizeof(shown));
 		else
-			snprintf(shown, sizeof(shown), "%s", value);
+			snprintf(shown, sizeof(shown), "%s", s.value);
 		printf("%-64s %s\n", full, shown);
 	}
 	printf("(%u series at 0 not shown; --json shows all)\n", zero);
+	return 0;
 }
 
 int stfs_stats_main(int argc, char **argv)
@@ -190,10 +182,13 @@ int stfs_stats_main(int argc, char **argv)
 	}
 	if (!(t = fetch(argv[optind])))
 		return 1;
-	if (json)
-		print_json(t);
-	else
-		print_text(t);
+	if ((json ? print_json(t) : print_text(t)) < 0) {
+		fflush(stdout);
+		fprintf(stderr, "stfs: %s: its counters are not in the format "
+			"stfs writes\n", argv[optind]);
+		free(t);
+		return 1;
+	}
 	free(t);
 	return fflush(stdout) ? 1 : 0;
 }

@@ -94,6 +94,11 @@ void stfs_prefetch_stop(struct stfs_fs *fs);
  * if the writer started). */
 int stfs_fsmetrics_init(struct stfs_fs *fs, const char *path, char *why,
 			size_t whysz);
+/* Before: fs->metrics made (none with off: -o nometrics) and named in the
+ * remote options ro: 0, or -1 after saying why (metrics= with
+ * nometrics; no memory). */
+int stfs_fsmetrics_new(struct stfs_fs *fs, struct stfs_remote_opts *ro,
+		       const char *path, int off, const char *src);
 int stfs_fsmetrics_start(struct stfs_fs *fs);
 void stfs_fsmetrics_stop(struct stfs_fs *fs);
 void stfs_fsmetrics_free(struct stfs_fs *fs);

@@ -175,6 +175,22 @@ static void *writer(void *arg)
 	return NULL;
 }
 
+int stfs_fsmetrics_new(struct stfs_fs *fs, struct stfs_remote_opts *ro,
+		       const char *path, int off, const char *src)
+{
+	if (off && path) {
+		fprintf(stderr, "stfs: %s: metrics= and nometrics: give one\n",
+			src);
+		return -1;
+	}
+	if (!off && !(fs->metrics = stfs_metrics_new())) {
+		fprintf(stderr, "stfs: %s: out of memory\n", src);
+		return -1;
+	}
+	stfs_remote_opts_metrics(ro, fs->metrics);
+	return 0;
+}
+
 int stfs_fsmetrics_init(struct stfs_fs *fs, const char *path, char *why,
 			size_t whysz)
 {
