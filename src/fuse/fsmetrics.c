@@ -294,6 +294,8 @@ void stfs_fsmetrics_free(struct stfs_fs *fs)
 			fuse_log(FUSE_LOG_ERR, "stfs: metrics=%s: cannot write "
 				 "it at unmount: %s\n", fm->path,
 				 strerror(-rc));
+		else if (!fm->started && fm->path)
+			(void)unlink(fm->path);  /* a mount that failed */
 		pthread_mutex_destroy(&fm->mu);
 		pthread_cond_destroy(&fm->cv);
 		free(fm->path);

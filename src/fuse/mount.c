@@ -509,6 +509,7 @@ static int open_model(struct stfs_opts *o, const char *src,
 	stfs_open_line_stop(&line, o->remote);
 	if (rc) {
 		fprintf(stderr, "stfs: %s: %s\n", src, err.msg);
+		stfs_fsmetrics_free(fs);
 		return -1;
 	}
 	return 0;
