@@ -7,7 +7,13 @@ docs/metrics.md) against what real servers started here saw.
   requests; after a warm read (a new mount, the same cache) the bytes read
   from the cache equal the bytes read, none fetched but the open's;
 - a fault server answering 429: the 429s counted equal those it sent, and
-  the retries too;
+  the retries too; one answering 404 once mounted: the reader's errno is
+  the one counted, the 404s as 4xx;
+- hf:// through the Hub emulator (tests/hubemu.py): resolves equal its
+  302s, lists its API answers, every request one it or nginx saw; the
+  HF_TOKEN in no output;
+- `stfs prefetch`: the bytes asked and cached equal its state's; a cached
+  block spoiled on disk is one failed check;
 - the file: `promtool check metrics` (Debian's prometheus) finds nothing
   to say; Debian's node exporter, its textfile collector pointed at the
   file's directory on a free loopback port, serves the same values; a
@@ -19,6 +25,7 @@ docs/metrics.md) against what real servers started here saw.
 - `stfs stats`: the mount's values, --json, its exit statuses, EPERM for
   another user (allow_other), and -o nometrics.
 """
+import errno
 import json
 import os
 import pwd
@@ -32,8 +39,9 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
-from fixtures import (Nginx, big_file, free_port, read,  # noqa: E402
-                      wait_blocks, wait_port)
+import hubemu  # noqa: E402
+from fixtures import (Nginx, big_file, env, free_port, read,  # noqa: E402
+                      wait_blocks, wait_port, world)
 from rawhttp import RawServer, file_range  # noqa: E402
 
 SERIES = 293            # docs/metrics.md: the series of every daemon
@@ -202,6 +210,48 @@ def test_warm_and_check(d, mnt):
         ngx.stop()
 
 
+def test_hub_kinds(d, mnt):
+    """hf:// through the Hub emulator and nginx behind its /resolve: the
+    redirects counted as resolves equal the emulator's 302s, the API
+    calls as lists its other answers, the ranges nginx's requests, every
+    request one of theirs; the token (HF_TOKEN) in no output."""
+    with world(d) as w, env(HF_TOKEN=hubemu.TOKEN):
+        tensors = [("layers.%d.w" % i, "U8", [1 << 20], os.urandom(1 << 20))
+                   for i in range(3)]
+        src = T.write_st(os.path.join(d, "m.safetensors"), tensors)
+        w.hub.push(w.hub.repo("org/m"), {"model.safetensors": read(src),
+                                         "README.md": b"# model\n"})
+        path = os.path.join(d, "m.prom")
+        p = T.mount_fg("hf://org/m", mnt, "-o", "metrics=" + path)
+        try:
+            for i in range(3):
+                assert read(os.path.join(mnt, "layers/%d/w" % i)) == \
+                    tensors[i][3]
+            outs = [os.getxattr(mnt, "user.stfs.metrics").decode()]
+        finally:
+            T.stop_fg(p, mnt)
+        text = slurp(path)
+        s = parse(text)
+        hub = list(w.hub.log.entries)
+        sent = w.ngx.sent()
+        resolves = sum(1 for e in hub if "/resolve/" in e["path"] and
+                       e["status"] == 302)
+        api = sum(1 for e in hub if e["path"].startswith("/api/"))
+        assert val(s, "stfs_http_requests_total", kind="resolve",
+                   **{"class": "3xx"}) == resolves > 0, (s, hub)
+        assert total(s, "stfs_http_requests_total", kind="list") == \
+            api > 0, (api, hub)
+        assert total(s, "stfs_http_requests_total") == len(hub) + len(sent)
+        assert total(s, "stfs_http_requests_total", kind="range") == \
+            len(hub) + len(sent) - resolves - api
+        assert total(s, "stfs_http_requests_total", kind="credentials") == 0
+        for o in outs + [text]:
+            assert hubemu.TOKEN not in o and "org/m" not in o
+        print("     %d resolves, %d API calls, %d ranges: as the Hub and "
+              "nginx saw them" % (resolves, api, total(
+                  s, "stfs_http_requests_total", kind="range")))
+
+
 def test_429(d, mnt):
     data = os.path.join(d, "data")
     os.mkdir(data)
@@ -242,6 +292,49 @@ def test_429(d, mnt):
           (sent["429"], val(s, "stfs_http_requests_total", kind="range",
                             **{"class": "429"}),
            total(s, "stfs_http_retries_total")))
+
+
+def test_read_errors(d, mnt):
+    """A server that answers 404 once mounted: the reader's errno is the
+    one counted, every failed read counted, the 404s as 4xx."""
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    _, tensors = big_file(data)
+    src = os.path.join(data, "big.safetensors")
+    gone = {"on": False, "n": 0}
+
+    def answer(method, path, headers):
+        first, last, size, body = file_range(src, headers)
+        if gone["on"]:
+            gone["n"] += 1
+            return "404 Not Found", [], b""
+        return "206 Partial Content", ['ETag: "v1"',
+                                       "Content-Range: bytes %d-%d/%d" %
+                                       (first, last, size)], body
+
+    srv = RawServer(answer)
+    path = os.path.join(d, "m.prom")
+    p = T.mount_fg(srv.url("big.safetensors"), mnt, "-o",
+                   "nocache,metrics=" + path)
+    got = None
+    try:
+        gone["on"] = True
+        try:
+            read(os.path.join(mnt, "layers/2/w"))
+        except OSError as e:
+            got = e.errno
+    finally:
+        T.stop_fg(p, mnt)
+    s = parse(slurp(path))
+    name = errno.errorcode[got]
+    assert got and val(s, "stfs_read_errors_total", errno=name) >= 1, \
+        (got, s)
+    assert total(s, "stfs_read_errors_total") == \
+        val(s, "stfs_read_errors_total", errno=name)
+    assert val(s, "stfs_http_requests_total", kind="range",
+               **{"class": "4xx"}) == gone["n"] > 0
+    print("     %s: %d failed reads counted; %d 404s" % (
+        name, val(s, "stfs_read_errors_total", errno=name), gone["n"]))
 
 
 def local_model(d, n=3):
@@ -443,6 +536,8 @@ def main():
         return T.run_tests([
             test_nginx_cold_warm,
             test_429,
+            test_hub_kinds,
+            test_read_errors,
             test_warm_and_check,
             test_promtool_node_exporter,
             test_no_secret,
