@@ -12,6 +12,9 @@ docs/metrics.md) against what real servers started here saw.
 - hf:// through the Hub emulator (tests/hubemu.py): resolves equal its
   302s, lists its API answers, every request one it or nginx saw; the
   HF_TOKEN in no output;
+- s3:// on the tests' Swift with keys from the container endpoint
+  emulator (tests/credemu.py): its calls are the credentials requests
+  counted; the keys, session token and authorization token in no output;
 - `stfs prefetch`: the bytes asked and cached equal its state's; a cached
   block spoiled on disk is one failed check;
 - the file: `promtool check metrics` (Debian's prometheus) finds nothing
@@ -39,7 +42,9 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
+import credemu  # noqa: E402
 import hubemu  # noqa: E402
+import s3server  # noqa: E402
 from fixtures import (Nginx, big_file, env, free_port, read,  # noqa: E402
                       wait_blocks, wait_port, world)
 from rawhttp import RawServer, file_range  # noqa: E402
@@ -250,6 +255,65 @@ def test_hub_kinds(d, mnt):
         print("     %d resolves, %d API calls, %d ranges: as the Hub and "
               "nginx saw them" % (resolves, api, total(
                   s, "stfs_http_requests_total", kind="range")))
+
+
+def test_s3_credentials(d, mnt):
+    """s3:// on the tests' Swift with temporary keys from the container
+    endpoint emulator (tests/credemu.py): its calls are the credentials
+    requests counted, the listing a list; the keys, session token and the
+    endpoint's authorization token in no output."""
+    sw = s3server.shared()
+    t = T.write_st(os.path.join(d, "m.safetensors"),
+                   [("w", "U8", [1 << 20], os.urandom(1 << 20))])
+    sw.put("models", "metrics/m.safetensors", read(t))
+    iss = credemu.Issuer(os.path.join(sw.dir, "sts-creds.json"))
+    cont = credemu.Container(iss)
+    path = os.path.join(d, "m.prom")
+    try:
+        with env(AWS_ENDPOINT_URL_S3=sw.endpoint, AWS_ENDPOINT_URL=None,
+                 AWS_REGION="us-east-1", AWS_DEFAULT_REGION=None,
+                 AWS_ACCESS_KEY_ID=None, AWS_SECRET_ACCESS_KEY=None,
+                 AWS_SESSION_TOKEN=None, AWS_PROFILE=None,
+                 AWS_ROLE_ARN=None, AWS_WEB_IDENTITY_TOKEN_FILE=None,
+                 AWS_CONTAINER_CREDENTIALS_FULL_URI=cont.url +
+                 credemu.Container.PATH,
+                 AWS_CONTAINER_CREDENTIALS_RELATIVE_URI=None,
+                 AWS_CONTAINER_AUTHORIZATION_TOKEN=cont.auth,
+                 AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE=None,
+                 AWS_EC2_METADATA_DISABLED="true",
+                 AWS_SHARED_CREDENTIALS_FILE=os.path.join(d, "none"),
+                 AWS_CONFIG_FILE=os.path.join(d, "none"),
+                 XDG_CACHE_HOME=os.path.join(d, "xdg")):
+            p = T.mount_fg("s3://models/metrics/", mnt, "-o",
+                           "metrics=" + path)
+            try:
+                assert read(os.path.join(mnt, "w")) == \
+                    read(t)[-(1 << 20):]
+                outs = [os.getxattr(mnt, "user.stfs.metrics").decode()]
+            finally:
+                T.stop_fg(p, mnt)
+        text = slurp(path)
+        s = parse(text)
+        calls = len(cont.requests)
+        assert total(s, "stfs_http_requests_total",
+                     kind="credentials") == calls > 0, (s, calls)
+        assert val(s, "stfs_http_requests_total", kind="credentials",
+                   **{"class": "2xx"}) == calls
+        assert total(s, "stfs_http_requests_total", kind="list") >= 1
+        assert total(s, "stfs_http_requests_total", kind="range") >= 1
+        keys = [v for k in iss.issued for v in (k["AccessKeyId"],
+                                                k["SecretAccessKey"],
+                                                k["Token"])]
+        assert keys
+        for o in outs + [text]:
+            for secret in keys + [cont.auth]:
+                assert secret not in o, secret
+            assert "models" not in o and "metrics/" not in o
+        print("     %d credentials calls counted, as the endpoint saw; "
+              "%d secrets in no output" % (calls, len(keys) + 1))
+    finally:
+        cont.stop()
+        s3server.stop_shared()
 
 
 def test_429(d, mnt):
@@ -537,6 +601,7 @@ def main():
             test_nginx_cold_warm,
             test_429,
             test_hub_kinds,
+            test_s3_credentials,
             test_read_errors,
             test_warm_and_check,
             test_promtool_node_exporter,
