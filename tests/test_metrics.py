@@ -316,6 +316,48 @@ def test_s3_credentials(d, mnt):
         s3server.stop_shared()
 
 
+def test_evicted(d, mnt):
+    """A cache of 16 MiB under a 120 MiB read: the bytes evicted are the
+    bytes of the block files written (each block nginx sent, and a 4 KiB
+    header) less those left, and what is left is under the limit."""
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    src, tensors = big_file(data)
+    ngx = Nginx(os.path.join(d, "ngx"), data)
+    cache, path = os.path.join(d, "cache"), os.path.join(d, "m.prom")
+    try:
+        p = T.mount_fg(ngx.url("big.safetensors"), mnt, "-o",
+                       "cache_size=16M,cache=%s,metrics=%s" % (cache, path))
+        try:
+            for i in range(3):
+                assert read(os.path.join(mnt, "layers/%d/w" % i)) == \
+                    tensors[i][3]
+        finally:
+            T.stop_fg(p, mnt)
+        # each block fetched is a block file written, of its bytes and a
+        # 4 KiB header (a block evicted before its reader came is
+        # fetched and written again; one read from its middle comes in
+        # two ranges, the second ending where the block does); the
+        # open's first 64 KiB are not a block
+        size, block = os.path.getsize(src), 4 << 20
+        written = 0
+        for st, n, rng in ngx.sent():
+            first, last = map(int, rng[len("bytes="):].split("-"))
+            if rng != "bytes=0-65535":
+                written += n + (4096 if (last + 1) % block == 0 or
+                                last == size - 1 else 0)
+    finally:
+        ngx.stop()
+    s = parse(slurp(path))
+    left = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in
+               os.walk(cache) for f in fs if f.isdigit())
+    ev = val(s, "stfs_cache_evicted_bytes_total")
+    assert ev == written - left > 0, (ev, written, left)
+    assert left <= 16 << 20 and val(s, "stfs_cache_limit_bytes") == 16 << 20
+    print("     %d bytes evicted of %d written, %d left" % (ev, written,
+                                                           left))
+
+
 def test_429(d, mnt):
     data = os.path.join(d, "data")
     os.mkdir(data)
@@ -604,6 +646,7 @@ def main():
             test_s3_credentials,
             test_read_errors,
             test_warm_and_check,
+            test_evicted,
             test_promtool_node_exporter,
             test_no_secret,
             test_series_bound,
