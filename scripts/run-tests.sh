@@ -131,7 +131,8 @@ fi
 
 # ThreadSanitizer over the threaded remote code: workers, the cache's
 # writer, parallel opens, readers sharing blocks, the refresh of
-# temporary AWS credentials (creds).  A report is a failure.
+# temporary AWS credentials (creds), the counters (metrics: the writer
+# thread, the requests timed).  A report is a failure.
 tsan_logs=$PWD/build-tsan/tsan-logs
 if run_build build-tsan -Db_sanitize=thread -Dbuildtype=debug \
 	-Dwerror=true; then
@@ -139,7 +140,7 @@ if run_build build-tsan -Db_sanitize=thread -Dbuildtype=debug \
 	rm -rf "$tsan_logs" && mkdir -p "$tsan_logs"
 	TSAN_OPTIONS="log_path=$tsan_logs/report second_deadlock_stack=1" \
 	meson test -C build-tsan --print-errorlogs \
-		--num-processes 1 remote prefetch hub s3 creds ||
+		--num-processes 1 remote prefetch hub s3 creds metrics ||
 		tail -80 build-tsan/meson-logs/testlog.txt
 	count build-tsan/meson-logs/testlog.json
 	if [ -n "$(ls -A "$tsan_logs")" ]; then
