@@ -137,6 +137,7 @@ func (drv *Driver) start(d *daemon) error {
 	// every connection of a URL the volume named is checked by stfs
 	// itself, on the address it goes to (redirects, DNS rebinding)
 	opts = append(opts, drv.cfg.Policy.StfsOptions(d.vol.Source)...)
+	opts = append(opts, drv.metricsOptions(d.key)...)
 	env := d.vol.Secrets
 	if d.vol.Offline { // not one request: no credential needed
 		opts, env = append(opts, "offline"), nil
@@ -297,6 +298,7 @@ func (drv *Driver) recover(d *daemon, gen int, why string) {
 		drv.stopLocked(d)
 		return
 	}
+	drv.countRecovery()
 	drv.restartLocked(d)
 }
 
@@ -349,6 +351,7 @@ func (drv *Driver) stopLocked(d *daemon) {
 	}
 	os.Remove(d.dir)
 	os.Remove(d.dir + ".json")
+	drv.forgetMetrics(d.key)
 	if d.conn != nil {
 		d.conn.Close()
 	}
