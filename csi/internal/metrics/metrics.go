@@ -95,7 +95,7 @@ func New(dir string, max int, daemons func() []Daemon) *Set {
 		Help: "The plugin's --max-daemons (0: no limit).",
 	})
 	maxG.Set(float64(max))
-	s.reg.MustRegister(s.publishes, s.refusals, s.recoveries, s.latency, s.dropped, live, maxG,
+	s.reg.MustRegister(s.publishes, s.refusals, s.recoveries, s.latency, live, maxG,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		(*merged)(s))
 	for _, r := range []string{ResultOK, ResultRefused, ResultTimeout, ResultError} {
@@ -191,6 +191,7 @@ func (m *merged) Collect(ch chan<- prometheus.Metric) {
 		ds = ds[:s.max]
 	}
 	fams := map[string]*family{}
+	defer s.dropped.Collect(ch) // with what this scrape dropped
 	for _, d := range ds {
 		ch <- prometheus.MustNewConstMetric(infoDesc, prometheus.GaugeValue, 1, d.Key, SafeSource(d.Source))
 		b, err := readFile(s.Path(d.Key))
