@@ -31,17 +31,19 @@ import sys
 # layer").  Bottom first.
 ALLOWED = {
     "source": set(),                    # the door: source.c
+    "metrics": set(),                   # the owner's counters (metrics.h)
     "scheme": set(),                    # URLs and schemes
     "rlist": {"source"},                # a repository's list of files
     "local": {"source"},                # a local file
-    "blocks": {"source"},               # the block engine and the cache
-    "http": {"blocks", "scheme", "source"},
-    "s3": {"http", "blocks", "locate", "rlist", "scheme", "source"},
+    "blocks": {"source", "metrics"},    # the block engine and the cache
+    "http": {"blocks", "scheme", "source", "metrics"},
+    "s3": {"http", "blocks", "locate", "rlist", "scheme", "source",
+           "metrics"},
     "hub": {"http", "blocks", "locate", "rlist", "scheme", "source"},
     "locate": {"http", "blocks", "local", "rlist", "scheme", "source"},
     "repo": {"locate", "http", "blocks", "local", "rlist", "scheme",
              "source"},
-    "remote": {"http", "blocks", "s3", "source"},
+    "remote": {"http", "blocks", "s3", "source", "metrics"},
     "services": {"locate", "http", "hub", "s3", "source"},
 }
 
@@ -63,9 +65,10 @@ HEADER_ROOM = {
     "remote.h": "blocks",
     "auth.h": "http",
     "locate.h": "locate",
+    "metrics.h": "metrics",
 }
 # Headers below src/lib/source: the format layer, the public header.
-BELOW = {"format.h", "stfs/stfs.h"}
+BELOW = {"format.h", "stfs/stfs.h", "stfs/metrics.h"}
 
 
 def room_of(rel):

@@ -554,4 +554,5 @@ void stfs_fs_destroy(struct stfs_fs *fs)
 	while (fs->handles)
 		handle_free(fs, fs->handles);
 	stfs_xattr_destroy(fs);
+	stfs_fsmetrics_free(fs);
 }

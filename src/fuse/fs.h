@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "stfs/stfs.h"
+#include "stfs/metrics.h"
 
 #define STFS_DEFAULT_THREADS 4
 #define STFS_DEFAULT_READAHEAD 1024
@@ -47,6 +48,9 @@ struct stfs_fs {
 	pthread_mutex_t warm_mu;
 	struct stfs_warm *warm;
 	struct stfs_warm_status warm_last;
+	/* its counters (NULL: -o nometrics), and fsmetrics.c's state */
+	struct stfs_metrics *metrics;
+	struct stfs_fsmetrics *fm;
 };
 
 struct stfs_fs_meta {
@@ -82,6 +86,27 @@ void stfs_prefetch_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd,
 int stfs_prefetch_start(struct stfs_fs *fs, const char *spec, size_t len);
 /* Stop the warm, before the model closes. */
 void stfs_prefetch_stop(struct stfs_fs *fs);
+
+/* fsmetrics.c: the counters' state for fs->metrics, and the file of -o
+ * metrics=path (NULL: none) written once: 0, or -errno with why.  Then
+ * its writer thread started (in the daemon) and stopped, the file
+ * written a last time; all freed with fs->metrics. */
+int stfs_fsmetrics_init(struct stfs_fs *fs, const char *path, char *why,
+			size_t whysz);
+int stfs_fsmetrics_start(struct stfs_fs *fs);
+void stfs_fsmetrics_stop(struct stfs_fs *fs);
+void stfs_fsmetrics_free(struct stfs_fs *fs);
+/* Each request (its fuse_in_header, n bytes read) and each reply (its
+ * fuse_out_header) on the channel, timed (io.c). */
+void stfs_fsmetrics_request(struct stfs_fs *fs, const void *hdr, size_t n);
+void stfs_fsmetrics_reply(struct stfs_fs *fs, const void *hdr, size_t n);
+/* The root's STFS_METRICS_XATTR (mount.h): answered, 1; or 0 (another
+ * name). */
+int stfs_fsmetrics_xattr(fuse_req_t req, struct stfs_fs *fs,
+			 const char *name, size_t size);
+/* What a mount of a URL fetched, for the log at unmount. */
+void stfs_fsmetrics_log_stats(const char *src,
+			      const struct stfs_remote_stats *st);
 
 /* Fill the derived fields of fs from fs->model: 0 or -ENOMEM. */
 int stfs_fs_init(struct stfs_fs *fs);

@@ -27,6 +27,8 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 	ssize_t n = read(fd, buf, len);
 	const struct fuse_in_header *in = buf;
 
+	if (n > 0)
+		stfs_fsmetrics_request(fs, buf, (size_t)n);
 	if (!fs->init_replied && n >= (ssize_t)sizeof(*in) &&
 	    in->opcode == FUSE_INIT)
 		fs->init_unique = in->unique;
@@ -53,6 +55,8 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count,
 		iov[1].iov_base = fs->init_out;
 		fs->init_replied = 1;
 	}
+	if (count >= 1)
+		stfs_fsmetrics_reply(fs, iov[0].iov_base, iov[0].iov_len);
 	return writev(fd, iov, count);
 }
 

@@ -68,6 +68,8 @@ struct stfs_opts {
 	char *remote_bad;
 	char *log;
 	char *prefetch;         /* -o prefetch=: a warm's lines (prefetch.c) */
+	char *metrics;          /* -o metrics=PATH, nometrics (fsmetrics.c) */
+	int nometrics;
 };
 
 enum {
@@ -103,6 +105,8 @@ static const struct fuse_opt stfs_opt_spec[] = {
 	STFS_OPT("readahead=%s", readahead, 0),
 	STFS_OPT("max_request=%s", max_request, 0),
 	STFS_OPT("log=%s", log, 0),
+	STFS_OPT("metrics=%s", metrics, 0),
+	STFS_OPT("nometrics", nometrics, 1),
 	FUSE_OPT_KEY("max_read=", KEY_MAX_READ),   /* libfuse's, and ours */
 	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
 	FUSE_OPT_KEY("-d", KEY_DEBUG),
@@ -243,24 +247,6 @@ static int number_opt(const char *src, const char *name, const char *text,
 	}
 	*out = v;
 	return 0;
-}
-
-/* What a mount of a URL fetched, for the log at unmount. */
-static void log_remote_stats(const char *src,
-			     const struct stfs_remote_stats *st)
-{
-	if (st->requests || st->cache_hits)
-		fuse_log(FUSE_LOG_INFO, "stfs: %s: fetched %llu bytes in %llu "
-			 "requests (%llu retries), %llu blocks read from the "
-			 "cache, %llu reads failed; of the requests %llu "
-			 "resolves (%llu rate-limited)\n", src,
-			 (unsigned long long)st->bytes,
-			 (unsigned long long)st->requests,
-			 (unsigned long long)st->retries,
-			 (unsigned long long)st->cache_hits,
-			 (unsigned long long)st->failed,
-			 (unsigned long long)st->resolves,
-			 (unsigned long long)st->rate_limited);
 }
 
 /* The options of remote sources together: 0, or -1 after saying what is
@@ -514,6 +500,11 @@ static int open_model(struct stfs_opts *o, const char *src,
 	mo.warn = warn_stderr;
 	mo.ctx = (void *)src;
 	stfs_remote_opts_log(o->remote, log_line, NULL);
+	if (!o->nometrics && !(fs->metrics = stfs_metrics_new())) {
+		fprintf(stderr, "stfs: %s: out of memory\n", src);
+		return -1;
+	}
+	stfs_remote_opts_metrics(o->remote, fs->metrics);
 	mo.remote = o->remote;
 	/* on a terminal, a line while a slow source is listed and read */
 	stfs_open_line_start(&line, o->remote, stderr);
@@ -533,7 +524,7 @@ static int serve_model(struct fuse_args *args, struct stfs_opts *o,
 {
 	struct fuse_session *se = NULL;
 	struct stfs_remote_stats stats;
-	char *fsname = NULL, *mopts = NULL;
+	char *fsname = NULL, *mopts = NULL, why[PATH_MAX + 128];
 	unsigned ra_now = 0;
 	int ret = 1, rc;
 
@@ -562,6 +553,11 @@ static int serve_model(struct fuse_args *args, struct stfs_opts *o,
 			o->log ? o->log : "syslog");
 	if (stfs_fs_init(fs)) {
 		fprintf(stderr, "stfs: %s: out of memory\n", src);
+		goto out_model;
+	}
+	if (fs->metrics && stfs_fsmetrics_init(fs, o->metrics, why,
+					       sizeof(why))) {
+		fprintf(stderr, "stfs: %s: %s\n", src, why);
 		goto out_model;
 	}
 	if (fuse_set_signal_handlers(se) != 0) {
@@ -601,19 +597,22 @@ static int serve_model(struct fuse_args *args, struct stfs_opts *o,
 			fs->readahead_kb, strerror(-rc), ra_now);
 	if (stfs_daemonize(o->foreground, o->log, src) != 0)
 		goto out_unmount;
+	if (stfs_fsmetrics_start(fs))
+		fuse_log(FUSE_LOG_ERR, "stfs: %s: no metrics= writer\n", src);
 	if (o->prefetch &&
 	    stfs_prefetch_start(fs, o->prefetch, strlen(o->prefetch)))
 		fuse_log(FUSE_LOG_ERR, "stfs: %s: -o prefetch: %s\n", src,
 			 fs->warm_last.error);
 	ret = stfs_serve(se, threads) ? 1 : 0;
 	stfs_prefetch_stop(fs);
+	stfs_fsmetrics_stop(fs);
 	/* Reads still in flight answer on the session's fd, which unmounting
 	 * closes (and the number may then name another file): closing the
 	 * model ends their transfers and waits for their replies first. */
 	stfs_remote_stats(stfs_model_remote(fs->model), &stats);
 	stfs_model_close(fs->model);
 	fs->model = NULL;
-	log_remote_stats(src, &stats);
+	stfs_fsmetrics_log_stats(src, &stats);
 out_unmount:
 	fuse_session_unmount(se);
 out_signals:
@@ -638,6 +637,7 @@ static void opts_free(struct stfs_opts *o)
 	free(o->mountpoint);
 	free(o->log);
 	free(o->prefetch);
+	free(o->metrics);
 	free(o->convert);
 	for (size_t i = 0; i < o->ninclude; i++)
 		free(o->include[i]);

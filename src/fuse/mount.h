@@ -17,6 +17,12 @@
 #define STFS_PREFETCH_SPEC_MAX 4096
 #define STFS_IOC_PREFETCH _IOW('S', 0x33, char[STFS_PREFETCH_SPEC_MAX])
 
+/* `stfs stats` reads a mount's counters from this xattr of its root: the
+ * Prometheus text of -o metrics=PATH (docs/metrics.md); the mount's
+ * owner and root only (EPERM), ENODATA with -o nometrics.
+ * src/fuse/fsmetrics.c. */
+#define STFS_METRICS_XATTR "user.stfs.metrics"
+
 /* `stfs mount ...` and the mount-helper form; argv[0] is the program.
  * Returns the exit status. */
 int stfs_mount_main(int argc, char **argv);

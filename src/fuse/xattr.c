@@ -252,6 +252,8 @@ void stfs_xattr_get(fuse_req_t req, fuse_ino_t ino,
 			reply_value(req, m->m->value, m->m->value_len, size);
 			return;
 		}
+		if (stfs_fsmetrics_xattr(req, fs, name, size))
+			return;
 		if ((n = stfs_prefetch_value(fs, name, pf, sizeof(pf))) >= 0) {
 			reply_value(req, pf, (size_t)n, size);
 			return;

@@ -35,6 +35,7 @@
 
 #include "format.h"
 #include "source.h"
+#include "metrics.h"
 #include "content.h"
 #include "gather.h"
 
@@ -559,6 +560,8 @@ void stfs_content_read(const struct stfs_content *c, uint64_t off,
 				s->u.r.off + lo, n };
 			map = stfs_source_map(s->u.r.src);
 			if (map) {
+				stfs_m_read(s->u.r.src->metrics,
+					    STFS_FROM_LOCAL, n);
 				*v = (struct iovec){ (char *)map + s->u.r.off +
 						     lo, n };
 				break;

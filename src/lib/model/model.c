@@ -19,6 +19,7 @@
 
 #include "format.h"
 #include "content.h"
+#include "metrics.h"
 #include "model.h"
 
 #define QMAX 160
@@ -421,6 +422,8 @@ int stfs_model_open_opts(const char *source, const struct stfs_model_opts *o,
 	stfs_remote_progress_end(m->remote);
 	stfs_remote_park(m->remote);
 	stfs_location_park(m->loc);
+	for (size_t i = 0; i < m->nfiles; i++)  /* (reads of a map) */
+		m->files[i]->src->metrics = stfs_remote_metrics(m->remote);
 	*out = m;
 	return 0;
 fail:

@@ -32,6 +32,7 @@ struct stfs_cache {
 	int told;                       /* a write that failed was logged */
 	int usage;                      /* usage, shared by the daemons
 					 * of the directory, or -1 */
+	struct stfs_metrics *metrics;   /* its owner's counters, or NULL */
 	pthread_mutex_t mu;
 };
 

@@ -21,6 +21,7 @@
 #include "remote.h"
 #include "http/http.h"
 #include "s3/service.h"
+#include "metrics.h"
 
 /* ---- options ------------------------------------------------------------- */
 
@@ -326,6 +327,7 @@ int stfs_remote_new(const struct stfs_remote_opts *opts,
 		return stfs_fail(err, rc, NULL, STFS_NO_OFFSET, "cache: %s",
 				 strerror(-rc));
 	}
+	r->cache.metrics = r->o.metrics;
 	if (!(r->http = calloc(1, sizeof(*r->http))) ||
 	    stfs_httpc_init(r->http, &r->o, &r->count)) {
 		free(r->http);
@@ -386,4 +388,30 @@ void stfs_remote_stats(const struct stfs_remote *r,
 	out->failed = atomic_load(&r->count.failed);
 	out->resolves = atomic_load(&r->count.resolves);
 	out->rate_limited = atomic_load(&r->count.rate_limited);
+}
+
+/* ---- the owner's counters (metrics.h) -------------------------------------- */
+
+void stfs_remote_opts_metrics(struct stfs_remote_opts *o,
+			      struct stfs_metrics *m)
+{
+	o->metrics = m;
+}
+
+struct stfs_metrics *stfs_remote_metrics(const struct stfs_remote *r)
+{
+	return r ? r->o.metrics : NULL;
+}
+
+void stfs_metrics_sample(struct stfs_metrics *m, const struct stfs_remote *r)
+{
+	struct stfs_cache *c;
+
+	if (!m || !r || !r->o.cache_dir)
+		return;
+	c = (struct stfs_cache *)&r->cache;
+	pthread_mutex_lock(&c->mu);
+	atomic_store(&m->cache_used, c->used);
+	atomic_store(&m->cache_limit, c->max_bytes);
+	pthread_mutex_unlock(&c->mu);
 }

@@ -72,6 +72,8 @@ struct stfs_remote_opts {
 	void *log_ctx;
 	void (*progress)(void *ctx, const struct stfs_open_progress *p);
 	void *progress_ctx;
+	struct stfs_metrics *metrics;   /* the owner's, or NULL (metrics.h) */
+	int credentials;                /* a credential service's client */
 };
 
 /* What the remote did (stfs_remote_stats()). */

@@ -71,6 +71,7 @@ struct stfs_source {
 	struct stfs_source_info info;
 	const void *map;            /* info.size bytes, or NULL */
 	const char *origin[STFS_ORIGIN_COUNT]; /* the locator's, or NULL */
+	struct stfs_metrics *metrics; /* its model's counters, or NULL */
 };
 
 /* Read [off, off + len) of s asynchronously (see read_async).  Reads past

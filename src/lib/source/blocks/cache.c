@@ -54,6 +54,7 @@
 
 #include "format.h"
 #include "cache.h"
+#include "metrics.h"
 
 int stfs_cache_init(struct stfs_cache *c, const char *dir, uint64_t max,
 		    size_t block, int offline)
@@ -535,8 +536,10 @@ static void evict(struct stfs_cache *c, uint64_t keep_free)
 
 		if (d < 0)
 			continue;
-		if (unlinkat(d, sc.list[i].name, 0) == 0)
+		if (unlinkat(d, sc.list[i].name, 0) == 0) {
 			sc.total -= sc.list[i].size;
+			stfs_m_evicted(c->metrics, sc.list[i].size);
+		}
 		close(d);
 	}
 	c->used = sc.total + c->writing;

@@ -30,6 +30,7 @@
 
 #include "format.h"
 #include "remote.h"
+#include "metrics.h"
 #include "blocks/blocks.h"
 
 #define FAIL_MEMORY_MS 500
@@ -64,6 +65,7 @@ static void failed_check(struct stfs_object *o, uint64_t b,
 		 b * o->r->o.block + stfs_block_len(o, b) - 1, why, offline ?
 		 "not served (offline: EIO)" : "removed, and fetched again");
 	stfs_remote_log(o->r, line);
+	stfs_m_verify(o->r->o.metrics, STFS_VERIFY_CACHE_BLOCK);
 	pthread_rwlock_wrlock(&o->fd_lock);
 	if (o->slot[k].fd >= 0 && o->slot[k].ino == bad->ino &&
 	    o->slot[k].dev == bad->dev) {
@@ -139,6 +141,8 @@ static int cached(struct stfs_object *o, void *buf, size_t len,
 
 		int rc = cached_block(o, b, in, buf, n);
 
+		if (len)
+			stfs_m_block(o->r->o.metrics, rc == 0);
 		if (rc)
 			return rc;
 		buf = (char *)buf + n;

@@ -30,6 +30,7 @@
 
 #include "format.h"
 #include "remote.h"
+#include "metrics.h"
 #include "scheme.h"
 #include "http/http.h"
 #include "httphdr.h"
@@ -105,6 +106,7 @@ static void http_read_async(struct stfs_source *src, void *buf, size_t len,
 	int rc;
 
 	if (off + len <= s->head_len) {
+		stfs_m_read(s->obj.r->o.metrics, STFS_FROM_FETCH, len);
 		memcpy(buf, s->head + off, len);
 		done(arg, 0);
 		return;
@@ -114,6 +116,8 @@ static void http_read_async(struct stfs_source *src, void *buf, size_t len,
 	 * retry of a read that just failed fails at once, not after a
 	 * worker is free (they may all wait for a Retry-After) */
 	rc = stfs_blocks_lookup(&s->obj, buf, len, off);
+	stfs_m_read(s->obj.r->o.metrics, rc ? STFS_FROM_FETCH : STFS_FROM_CACHE,
+		    rc == 0 || rc == -ENOENT ? len : 0);
 	if (rc == 0)
 		stfs_pool_hit(&s->obj, off, len, ext);
 	if (rc != -ENOENT) {

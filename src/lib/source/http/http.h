@@ -191,6 +191,8 @@ void stfs_transfer_wake(struct stfs_transfers *t, CURL *h);
 #define STFS_REQ_ONCE 16u
 /* No credentials of ~/.netrc (credential services: stfs_http_call()) */
 #define STFS_REQ_NONETRC 32u
+/* A request to the object's own URL, which redirects (counted apart) */
+#define STFS_REQ_RESOLVE 64u
 #define STFS_HTTP_REDIRECT 1
 
 #define STFS_IDLE_MAX 16
@@ -238,6 +240,13 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 		     const struct stfs_request *q, char *buf, char **body,
 		     size_t *got, struct stfs_http_resp *resp,
 		     struct stfs_error *err);
+
+/* One attempt of q with h, answered status (0: none) with got body
+ * bytes (attempt 0: the first), counted into the client's owner's
+ * counters, if any (counted.c). */
+void stfs_httpc_counted(struct stfs_http_client *c, CURL *h,
+			const struct stfs_request *q, long status, size_t got,
+			unsigned attempt);
 
 /* One call of a credential service (s3/: STS, IMDS, the container
  * endpoint): method ("GET", "PUT" or "POST") on url with header lines and

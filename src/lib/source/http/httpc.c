@@ -611,6 +611,7 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 		c->count->requests++;
 		rc = perform(c, h, &x, &status, errbuf);
 		c->count->bytes += x.got;
+		stfs_httpc_counted(c, h, q, status, x.got, k);
 		retry_after = x.r.retry_after_s ? x.r.retry_after_s :
 			      status == 429 ? x.r.ratelimit_t : 0;
 		if (resp)

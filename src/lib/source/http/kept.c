@@ -24,6 +24,7 @@
 
 #include "format.h"
 #include "remote.h"
+#include "metrics.h"
 #include "httphdr.h"
 
 #define MAGIC "stfs-kept 1\n"
@@ -182,6 +183,7 @@ int stfs_http_kept_get(struct stfs_remote *r, const char *url,
 	rc = stfs_cache_get_doc(stfs_remote_cache(r), url, &text, &n, why,
 				sizeof(why));
 	if (rc == -EBADMSG) {
+		stfs_m_verify(r->o.metrics, STFS_VERIFY_KEPT_ANSWER);
 		snprintf(line, sizeof(line), "stfs: %s: the answer kept in the "
 			 "cache failed its check: %s; not served (offline)",
 			 url, why);

@@ -490,7 +490,7 @@ static int resolve(struct stfs_object *o, CURL *h,
 
 	q2.url = o->url;
 	q2.auth = o->auth;
-	q2.flags |= STFS_REQ_NOFOLLOW | STFS_REQ_NO429;
+	q2.flags |= STFS_REQ_NOFOLLOW | STFS_REQ_NO429 | STFS_REQ_RESOLVE;
 	do {
 		o->r->count.resolves++;
 		r->status = 0;

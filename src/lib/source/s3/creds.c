@@ -537,6 +537,8 @@ int stfs_creds_try(const struct stfs_aws_conf *a, const char *region,
 	c->ho.min_speed = 4096;
 	c->ho.retries = 2;
 	c->ho.connections = 1;
+	c->ho.metrics = r->o.metrics;   /* counted as credentials */
+	c->ho.credentials = 1;
 	if (stfs_httpc_init(&c->http, &c->ho, &c->count)) {
 		src_free(&c->src);
 		free(c);
