@@ -107,7 +107,7 @@ func main() {
 	flag.IntVar(&cfg.Limits.Threads, "max-threads", 16, "the most threads= a volume may ask (0: stfs's 256)")
 	flag.IntVar(&cfg.Limits.Connections, "max-connections", 16, "the most connections= a volume may ask (0: stfs's 256)")
 	metricsAddr := flag.String("metrics-address", "", "serve Prometheus metrics (the plugin's and its daemons') on HOST:PORT/metrics (default: off; docs/kubernetes.md suggests :9818)")
-	metricsDir := flag.String("metrics-dir", "", "where the daemons write their metrics files (default: STATE-DIR/metrics; the daemons' container must see it at the same path)")
+	metricsDir := flag.String("metrics-dir", "", "where the daemons write their metrics files (default: the --launcher socket's folder's metrics/, which the daemons see at the same path)")
 	flag.Parse()
 	if *showVersion {
 		fmt.Println("stfs-csi", version)
@@ -135,7 +135,7 @@ func main() {
 	if *metricsAddr != "" {
 		dir := *metricsDir
 		if dir == "" {
-			dir = filepath.Join(cfg.StateDir, "metrics")
+			dir = filepath.Join(filepath.Dir(cfg.Launcher), "metrics")
 		}
 		if err := serveMetrics(drv, *metricsAddr, dir); err != nil {
 			log.Fatalf("stfs-csi: --metrics-address %s: %v", *metricsAddr, err)

@@ -7,11 +7,12 @@ package driver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -21,18 +22,27 @@ import (
 
 // EnableMetrics makes the driver count into a registry whose daemons'
 // files are under dir (made the daemons' user's, 0700): their daemons
-// are started with -o metrics=DIR/KEY.prom from now on.
+// are started with -o metrics=DIR/KEY.prom from now on.  dir's parent
+// may be the daemons' user's (the launcher's folder): dir is changed
+// through a descriptor that did not follow a symbolic link, and read
+// through it.
 func (drv *Driver) EnableMetrics(dir string) (*metrics.Set, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, err
 	}
-	if err := os.Chown(dir, drv.cfg.DaemonUID, drv.cfg.DaemonGID); err != nil {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	if err := unix.Fchown(fd, drv.cfg.DaemonUID, drv.cfg.DaemonGID); err != nil {
+		unix.Close(fd)
 		return nil, err
 	}
-	if err := os.Chmod(dir, 0o700); err != nil {
+	if err := unix.Fchmod(fd, 0o700); err != nil {
+		unix.Close(fd)
 		return nil, err
 	}
-	drv.metrics = metrics.New(dir, drv.cfg.MaxDaemons, drv.metricsDaemons)
+	drv.metrics = metrics.New(dir, fd, drv.cfg.MaxDaemons, drv.metricsDaemons)
 	return drv.metrics, nil
 }
 
@@ -42,16 +52,9 @@ func (drv *Driver) PruneMetrics() {
 	if drv.metrics == nil {
 		return
 	}
-	dir := filepath.Dir(drv.metrics.Path("x"))
-	ents, _ := os.ReadDir(dir)
 	drv.mu.Lock()
 	defer drv.mu.Unlock()
-	for _, e := range ents {
-		key := strings.TrimSuffix(e.Name(), ".prom")
-		if drv.daemons[key] == nil {
-			os.Remove(filepath.Join(dir, e.Name()))
-		}
-	}
+	drv.metrics.Prune(func(key string) bool { return drv.daemons[key] != nil })
 }
 
 // metricsDaemons lists the daemons for a scrape.
@@ -79,15 +82,14 @@ func (drv *Driver) metricsOptions(key string) []string {
 	if drv.metrics == nil {
 		return nil
 	}
-	p := drv.metrics.Path(key)
-	os.Remove(p)
-	return []string{"metrics=" + p}
+	drv.metrics.Remove(key)
+	return []string{"metrics=" + drv.metrics.Path(key)}
 }
 
 // forgetMetrics removes the file of the daemon key, stopped.
 func (drv *Driver) forgetMetrics(key string) {
 	if drv.metrics != nil {
-		os.Remove(drv.metrics.Path(key))
+		drv.metrics.Remove(key)
 	}
 }
 

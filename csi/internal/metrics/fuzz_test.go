@@ -16,6 +16,7 @@ func FuzzDaemonFile(f *testing.F) {
 	f.Add([]byte("# TYPE stfs_h histogram\nstfs_h_bucket{le=\"1\"} 1\nstfs_h_bucket{le=\"+Inf\"} 2\nstfs_h_count 2\nstfs_h_sum 3\nstfs_h_count 1\n"))
 	f.Add([]byte("# TYPE stfs_x counter\nstfs_x_total 1\nstfs_x_count 2\n# TYPE stfs_y gauge\nstfs_y{a=\"\\n\"} NaN\n"))
 	dir := f.TempDir()
+	set := newSet(f, dir, 2, func() []Daemon { return []Daemon{{Key: "k", Source: "/m"}} })
 	f.Fuzz(func(t *testing.T, b []byte) {
 		samples, _, err := Parse(b)
 		if err == nil {
@@ -35,7 +36,6 @@ func FuzzDaemonFile(f *testing.F) {
 				t.Fatalf("%d series", n)
 			}
 		}
-		set := New(dir, 2, func() []Daemon { return []Daemon{{Key: "k", Source: "/m"}} })
 		if err := os.WriteFile(set.Path("k"), b, 0o600); err != nil {
 			t.Fatal(err)
 		}

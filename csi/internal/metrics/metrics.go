@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/sys/unix"
 )
 
 // Daemon is what the plugin tells of one of its daemons.
@@ -35,6 +37,7 @@ type Daemon struct {
 type Set struct {
 	reg        *prometheus.Registry
 	dir        string
+	dirFD      int // dir, opened without following a link: files are read through it
 	max        int
 	daemons    func() []Daemon
 	publishes  *prometheus.CounterVec
@@ -53,10 +56,11 @@ const (
 	ResultError   = "error"
 )
 
-// New makes the registry: dir holds the daemons' files, max is
-// --max-daemons (0: no limit), daemons lists the plugin's daemons.
-func New(dir string, max int, daemons func() []Daemon) *Set {
-	s := &Set{reg: prometheus.NewRegistry(), dir: dir, max: max, daemons: daemons}
+// New makes the registry: dir holds the daemons' files (dirFD is it,
+// opened; the Set owns it), max is --max-daemons (0: no limit), daemons
+// lists the plugin's daemons.
+func New(dir string, dirFD int, max int, daemons func() []Daemon) *Set {
+	s := &Set{reg: prometheus.NewRegistry(), dir: dir, dirFD: dirFD, max: max, daemons: daemons}
 	s.publishes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "stfs_csi_publishes_total",
 		Help: "NodePublishVolume calls by result: ok, refused (see stfs_csi_refusals_total), timeout, error.",
@@ -107,6 +111,28 @@ func New(dir string, max int, daemons func() []Daemon) *Set {
 // Path is where the daemon key writes its metrics.
 func (s *Set) Path(key string) string {
 	return filepath.Join(s.dir, key+".prom")
+}
+
+// Remove removes the file of the daemon key (stopped, or starting again).
+func (s *Set) Remove(key string) {
+	unix.Unlinkat(s.dirFD, key+".prom", 0)
+}
+
+// Prune removes every file of the folder but those of the keys keep
+// wants (a previous run's daemons, stopped meanwhile).
+func (s *Set) Prune(keep func(key string) bool) {
+	fd, err := unix.Openat(s.dirFD, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	f := os.NewFile(uintptr(fd), s.dir)
+	defer f.Close()
+	names, _ := f.Readdirnames(-1)
+	for _, n := range names {
+		if !strings.HasSuffix(n, ".prom") || !keep(strings.TrimSuffix(n, ".prom")) {
+			unix.Unlinkat(s.dirFD, n, 0)
+		}
+	}
 }
 
 // Handler serves the registry.
@@ -194,7 +220,7 @@ func (m *merged) Collect(ch chan<- prometheus.Metric) {
 	defer s.dropped.Collect(ch) // with what this scrape dropped
 	for _, d := range ds {
 		ch <- prometheus.MustNewConstMetric(infoDesc, prometheus.GaugeValue, 1, d.Key, SafeSource(d.Source))
-		b, err := readFile(s.Path(d.Key))
+		b, err := readFile(s.dirFD, d.Key+".prom")
 		if err != nil {
 			if err == errTooLarge || err == errNotFile {
 				s.dropped.WithLabelValues(err.Error()).Inc()

@@ -71,7 +71,7 @@ func TestMerge(t *testing.T) {
 		{Key: "aaaa", Source: "https://user:tok_SECRET@example.com/m.safetensors?X-Amz-Signature=SIG_SECRET#frag", Live: true},
 		{Key: "bbbb", Source: "hf://org/repo@main", Live: false},
 	}}
-	s := New(dir, 64, f.list)
+	s := newSet(t, dir, 64, f.list)
 	if err := os.WriteFile(s.Path("aaaa"), []byte(daemonFile), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ const PluginSeries = 200
 func TestBound(t *testing.T) {
 	dir := t.TempDir()
 	f := &fakeDaemons{}
-	s := New(dir, 64, f.list)
+	s := newSet(t, dir, 64, f.list)
 	_, own := scrape(t, s)
 	if own > PluginSeries {
 		t.Fatalf("the plugin alone has %d series > %d", own, PluginSeries)
@@ -183,7 +183,7 @@ func TestBound(t *testing.T) {
 func TestNotARegularFile(t *testing.T) {
 	dir := t.TempDir()
 	f := &fakeDaemons{ds: []Daemon{{Key: "l", Source: "/m"}, {Key: "p", Source: "/m"}}}
-	s := New(dir, 4, f.list)
+	s := newSet(t, dir, 4, f.list)
 	secret := filepath.Join(dir, "secret")
 	os.WriteFile(secret, []byte("stfs_secret_total 42\n"), 0o600)
 	if err := os.Symlink(secret, s.Path("l")); err != nil {
@@ -258,6 +258,16 @@ func TestNil(t *testing.T) {
 	var s *Set
 	s.Publish(ResultOK, "", time.Second)
 	s.Recovery()
+}
+
+// newSet: a Set on dir, opened as the driver opens it.
+func newSet(tb testing.TB, dir string, max int, daemons func() []Daemon) *Set {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { unix.Close(fd) })
+	return New(dir, fd, max, daemons)
 }
 
 func mkfifo(p string) error { return unix.Mkfifo(p, 0o600) }

@@ -60,17 +60,18 @@ var (
 	errNotFile  = errors.New("not_a_file")
 )
 
-// readFile reads path (a regular file, not followed through a symbolic
-// link, never a FIFO that would block) up to MaxFileBytes.
-func readFile(path string) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+// readFile reads name in the folder dirFD (a regular file, not followed
+// through a symbolic link, never a FIFO that would block) up to
+// MaxFileBytes.
+func readFile(dirFD int, name string) ([]byte, error) {
+	fd, err := unix.Openat(dirFD, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) {
 			return nil, errNotFile
 		}
 		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), path)
+	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
