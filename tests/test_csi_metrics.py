@@ -14,6 +14,8 @@ what the test's servers saw.
   recovery is counted once, the publishes by result and the refusal by
   reason as made; a daemon unpublished past its grace time leaves no
   series; `promtool check metrics` is clean on the plugin's output.
+  Every query of the Grafana dashboard
+  (deploy/kubernetes/examples/grafana-dashboard.json) has an answer.
 - test_hub_token: a gated hf:// volume (the Hub emulator) with a token:
   the token is nowhere in /metrics, nor a credential the source URL held.
 - test_series_bound: 64 daemons (one local model, 64 readahead= values),
@@ -180,6 +182,25 @@ def promtool_clean(text):
     assert r.returncode == 0 and not out.strip(), out
 
 
+DASHBOARD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                         "deploy", "kubernetes", "examples",
+                         "grafana-dashboard.json")
+
+
+def dashboard_answers(prom):
+    """Every query of the Grafana dashboard ($volume: all of them) is
+    PromQL that Prometheus answers with at least one series."""
+    with open(DASHBOARD) as f:
+        dash = json.load(f)
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    assert len(exprs) >= 15
+    for e in exprs:
+        q = e.replace("$volume", ".*").replace("$__rate_interval", "1m")
+        r = prom.api("query", query=q)["result"]
+        assert r, "the dashboard's %s: no series" % e
+    print("   the dashboard's %d queries all answered" % len(exprs))
+
+
 def model(d, n=8):
     src = os.path.join(d, "model")
     os.makedirs(src, exist_ok=True)
@@ -297,6 +318,7 @@ def test_scrape(d):
         assert prom.one("sum(stfs_csi_refusals_total)") == 1
         text = plugin_text(node)
         promtool_clean(text)
+        dashboard_answers(prom)
         # the second volume unpublished: past its grace time its daemon
         # goes, and its series with it
         assert node.unpublish("pod-b", vid="vol-2")["code"] == "OK"
