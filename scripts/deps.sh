@@ -34,7 +34,7 @@ full=(check clang libclang-rt-14-dev python3-torch r-base-core debhelper
       swift-container swift-object memcached openssl ca-certificates
       awscli squashfuse squashfs-tools python3-onnx python3-venv runc
       python3-requests python3-yaml python3-packaging python3-dateutil
-      python3-jmespath python3-urllib3 prometheus)
+      python3-jmespath python3-urllib3 prometheus prometheus-node-exporter)
 case "${1:-test}" in
 demo) pkgs=("${base[@]}") ;;
 test|bench) pkgs=("${base[@]}" "${full[@]}") ;;

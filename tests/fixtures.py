@@ -83,6 +83,8 @@ events { worker_connections 256; }
 http {
   log_format ranges '$request_uri $status $http_range [$http_authorization]';
   access_log %(d)s/access.log ranges;
+  log_format sent '$status $body_bytes_sent "$http_range"';
+  access_log %(d)s/sent.log sent;
   client_body_temp_path %(d)s/tmp;
   proxy_temp_path %(d)s/tmp;
   fastcgi_temp_path %(d)s/tmp;
@@ -118,6 +120,16 @@ http {
                 m = re.search(r"bytes=(\d+)-(\d+)", line)
                 if m:
                     out.append((int(m.group(1)), int(m.group(2))))
+        return out
+
+    def sent(self):
+        """(status, body bytes sent, Range asked or "") of every request
+        logged so far (test_metrics.py)."""
+        out = []
+        with open(os.path.join(self.d, "sent.log")) as f:
+            for line in f:
+                st, n, rng = line.rstrip("\n").split(" ", 2)
+                out.append((int(st), int(n), rng.strip('"').strip("-")))
         return out
 
     def stop(self):

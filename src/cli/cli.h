@@ -12,6 +12,8 @@ int stfs_umount_main(int argc, char **argv);
 
 /* prefetch.c: `stfs prefetch`; argv[0] is "prefetch". */
 int stfs_prefetch_main(int argc, char **argv);
+/* stats.c: `stfs stats`; argv[0] is "stats". */
+int stfs_stats_main(int argc, char **argv);
 
 /* scrub.c: overwrite, in place, the password and query of each URL in
  * argv (what /proc/PID/cmdline shows); returns private copies of the

@@ -89,10 +89,16 @@ void stfs_prefetch_stop(struct stfs_fs *fs);
 
 /* fsmetrics.c: the counters' state for fs->metrics, and the file of -o
  * metrics=path (NULL: none) written once: 0, or -errno with why.  Then
- * its writer thread started (in the daemon) and stopped, the file
- * written a last time; all freed with fs->metrics. */
+ * its writer thread started (in the daemon) and stopped (before the model
+ * closes); freed with fs->metrics (after: the file written a last time,
+ * if the writer started). */
 int stfs_fsmetrics_init(struct stfs_fs *fs, const char *path, char *why,
 			size_t whysz);
+/* Before: fs->metrics made (none with off: -o nometrics) and named in the
+ * remote options ro: 0, or -1 after saying why (metrics= with
+ * nometrics; no memory). */
+int stfs_fsmetrics_new(struct stfs_fs *fs, struct stfs_remote_opts *ro,
+		       const char *path, int off, const char *src);
 int stfs_fsmetrics_start(struct stfs_fs *fs);
 void stfs_fsmetrics_stop(struct stfs_fs *fs);
 void stfs_fsmetrics_free(struct stfs_fs *fs);

@@ -39,7 +39,7 @@ struct stfs_fsmetrics {
 	char *path, *tmp;               /* absolute; NULL: no file */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	int stop, running;
+	int stop, running, started;
 	pthread_t th;
 	struct slot slot[SLOTS];
 };
@@ -175,6 +175,22 @@ static void *writer(void *arg)
 	return NULL;
 }
 
+int stfs_fsmetrics_new(struct stfs_fs *fs, struct stfs_remote_opts *ro,
+		       const char *path, int off, const char *src)
+{
+	if (off && path) {
+		fprintf(stderr, "stfs: %s: metrics= and nometrics: give one\n",
+			src);
+		return -1;
+	}
+	if (!off && !(fs->metrics = stfs_metrics_new())) {
+		fprintf(stderr, "stfs: %s: out of memory\n", src);
+		return -1;
+	}
+	stfs_remote_opts_metrics(ro, fs->metrics);
+	return 0;
+}
+
 int stfs_fsmetrics_init(struct stfs_fs *fs, const char *path, char *why,
 			size_t whysz)
 {
@@ -242,6 +258,7 @@ int stfs_fsmetrics_start(struct stfs_fs *fs)
 		fm->tmp = NULL;
 		return -ENOMEM;
 	}
+	fm->started = 1;        /* the file is written at the end */
 	if (pthread_create(&fm->th, NULL, writer, fs))
 		return -EAGAIN;
 	fm->running = 1;
@@ -251,28 +268,32 @@ int stfs_fsmetrics_start(struct stfs_fs *fs)
 void stfs_fsmetrics_stop(struct stfs_fs *fs)
 {
 	struct stfs_fsmetrics *fm = fs->fm;
-	int rc;
 
-	if (!fm || !fm->path)
+	if (!fm || !fm->running)
 		return;
-	if (fm->running) {
-		pthread_mutex_lock(&fm->mu);
-		fm->stop = 1;
-		pthread_cond_signal(&fm->cv);
-		pthread_mutex_unlock(&fm->mu);
-		pthread_join(fm->th, NULL);
-		fm->running = 0;
-	}
-	if (fm->tmp && (rc = write_file(fs)))
-		fuse_log(FUSE_LOG_ERR, "stfs: metrics=%s: cannot write it at "
-			 "unmount: %s\n", fm->path, strerror(-rc));
+	pthread_mutex_lock(&fm->mu);
+	fm->stop = 1;
+	pthread_cond_signal(&fm->cv);
+	pthread_mutex_unlock(&fm->mu);
+	pthread_join(fm->th, NULL);
+	fm->running = 0;
+	if (fs->model)          /* the gauges, while there is a cache */
+		stfs_metrics_sample(fs->metrics, stfs_model_remote(fs->model));
 }
 
 void stfs_fsmetrics_free(struct stfs_fs *fs)
 {
 	struct stfs_fsmetrics *fm = fs->fm;
+	int rc;
 
 	if (fm) {
+		/* the last file, once the model is closed: what its reads
+		 * and requests in flight at unmount did is in it */
+		stfs_fsmetrics_stop(fs);
+		if (fm->started && (rc = write_file(fs)))
+			fuse_log(FUSE_LOG_ERR, "stfs: metrics=%s: cannot write "
+				 "it at unmount: %s\n", fm->path,
+				 strerror(-rc));
 		pthread_mutex_destroy(&fm->mu);
 		pthread_cond_destroy(&fm->cv);
 		free(fm->path);

@@ -500,11 +500,8 @@ static int open_model(struct stfs_opts *o, const char *src,
 	mo.warn = warn_stderr;
 	mo.ctx = (void *)src;
 	stfs_remote_opts_log(o->remote, log_line, NULL);
-	if (!o->nometrics && !(fs->metrics = stfs_metrics_new())) {
-		fprintf(stderr, "stfs: %s: out of memory\n", src);
+	if (stfs_fsmetrics_new(fs, o->remote, o->metrics, o->nometrics, src))
 		return -1;
-	}
-	stfs_remote_opts_metrics(o->remote, fs->metrics);
 	mo.remote = o->remote;
 	/* on a terminal, a line while a slow source is listed and read */
 	stfs_open_line_start(&line, o->remote, stderr);

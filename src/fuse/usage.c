@@ -19,6 +19,7 @@ void stfs_usage(FILE *out)
 "                    [--s3-style=path|virtual] SOURCE\n"
 "       stfs prefetch [--include=GLOB] [--exclude=GLOB] [--background]\n"
 "                     [-q | --json] [--status] MOUNTPOINT [PATH...]\n"
+"       stfs stats [--json] MOUNTPOINT\n"
 "       stfs umount [-z] MOUNTPOINT\n"
 "       stfs --help | --version\n"
 "\n"
@@ -60,6 +61,10 @@ void stfs_usage(FILE *out)
 "                     up to %d, as far as fs.fuse.max_pages_limit allows;\n"
 "                     given, root raises that limit)\n"
 "  -o log=FILE        where a background daemon logs (default: syslog)\n"
+"  -o metrics=PATH    write the daemon's counters to PATH (Prometheus text\n"
+"                     format, every 10 s and at unmount, replaced\n"
+"                     atomically: for node exporter's textfile collector;\n"
+"                     stfs stats shows them); nometrics: count nothing\n"
 "  -o prefetch=all|GLOB  for URL sources: warm the cache once the mount is\n"
 "                     live, as stfs prefetch does (GLOB repeatable)\n"
 "  -o connect_timeout=S, stall_timeout=S, retries=N, connections=N\n"
@@ -103,7 +108,8 @@ void stfs_usage(FILE *out)
 "AWS_EC2_METADATA_DISABLED=true skips it).  Temporary ones are refreshed\n"
 "before they expire; inspect and the log name the provider and key id.\n"
 "\n"
-"Exit status: 0 success, 1 invalid source or failed mount, 2 usage error.\n"
+"Exit status: 0 success, 1 invalid source or failed mount (stats: not an\n"
+"stfs mount, nometrics, or not its owner), 2 usage error.\n"
 "See stfs(1).\n", STFS_HEADER_FILE, STFS_DEFAULT_THREADS, STFS_DEFAULT_READAHEAD,
 	STFS_DEFAULT_MAX_REQUEST);
 }

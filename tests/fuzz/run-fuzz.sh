@@ -3,7 +3,7 @@
 # meson and clang (ASan + UBSan, in build-fuzz/) and fuzz each for SECONDS
 # (default 60); given names
 # (header, index, http, remote, xml, gguf, zip, pickle, cache, prefetch,
-# creds),
+# creds, promline),
 # only those:
 #   fuzz_header  the header parser and the name mapping, seeded with the
 #                header of every file in tests/data/real and examples/;
@@ -32,14 +32,16 @@
 #   fuzz_creds   what the credential services answer: the container
 #                endpoint's, IMDS's and a credential_process's JSON, STS's
 #                AssumeRoleWithWebIdentity XML, an Expiration, a
-#                credential_process line, a container endpoint's URL.
+#                credential_process line, a container endpoint's URL;
+#   fuzz_promline a line of a mount's counters as `stfs stats` reads it
+#                (the Prometheus text format), seeded with stfs's lines.
 # Inputs in tests/fuzz/regressions/<harness>/ are replayed first; crashes
 # are written there too, for review, and become regression inputs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-60}
 shift || true
-harnesses=${*:-header index http remote xml gguf zip pickle cache prefetch creds}
+harnesses=${*:-header index http remote xml gguf zip pickle cache prefetch creds promline}
 out=build-fuzz
 # meson builds the harnesses (-Dfuzz=true, tests/fuzz/meson.build) with
 # clang, ASan and UBSan, against libstfs built room by room as always: the
@@ -155,6 +157,12 @@ printf '+model-0000[12]-*\n-*.bin\n#7\n' > "$out/seeds-prefetch/seed000"
 printf 'all\n\n#4294967296\n+layers/0/*\n' > "$out/seeds-prefetch/seed001"
 printf '+\n-\n#\nnot a line\n' > "$out/seeds-prefetch/seed002"
 printf '+a\0+b\n' > "$out/seeds-prefetch/seed003"
+mkdir -p "$out"/{corpus,seeds}-promline
+printf 'stfs_http_requests_total{kind="range",class="429"} 3' > "$out/seeds-promline/seed000"
+printf 'stfs_fuse_request_duration_seconds_bucket{op="read",le="+Inf"} 12' > "$out/seeds-promline/seed001"
+printf 'stfs_fetch_first_byte_seconds_sum 0.000012318' > "$out/seeds-promline/seed002"
+printf '# HELP stfs_x A help line' > "$out/seeds-promline/seed003"
+printf 'a{b="c\\",d="e"} +Inf' > "$out/seeds-promline/seed004"
 mkdir -p "$out"/{corpus,seeds}-creds
 c=$out/seeds-creds
 { printf '\0'; printf '{"Code" : "Success","LastUpdated":"2026-11-27T12:00:00Z","Type":"AWS-HMAC","AccessKeyId":"ASIAIOSFODNN7EXAMPLE","SecretAccessKey":"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY","Token":"IQoJb3JpZ2luX2VjE\\u002b==","Expiration":"2026-11-27T18:00:00Z"}'; } > "$c/seed000"

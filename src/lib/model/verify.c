@@ -25,6 +25,7 @@
 #include "format.h"
 #include "content.h"
 #include "model.h"
+#include "metrics.h"
 
 #define HELD_MAX 8              /* early reads held, at most */
 #define HELD_BYTES (16u << 20)  /* and their bytes, and how far ahead */
@@ -194,6 +195,9 @@ static int finish(struct stfs_verify *v, char *why, size_t whysz)
 	if (!strcmp(hex, want))
 		return 0;
 	v->state = 2;
+	if (v->m)
+		stfs_m_verify(stfs_remote_metrics(v->m->remote),
+			      STFS_VERIFY_FILE_DIGEST);
 	snprintf(v->why, sizeof(v->why), "checksum mismatch at the end of a "
 		 "whole read: expected %.*s %s, computed %s",
 		 (int)(want - 1 - v->f->sum), v->f->sum, want, hex);

@@ -33,6 +33,7 @@
 #include "format.h"
 #include "remote.h"
 #include "blocks/blocks.h"
+#include "metrics.h"
 
 /* A reader waiting for its bytes [at, at + len) of a block on the wire:
  * answered by done(arg, rc) on the fetching thread, or, without done (a
@@ -630,7 +631,9 @@ void stfs_blocks_prefetch(struct stfs_fetcher *f, struct stfs_object *o,
 {
 	char none;
 
-	(void)block_read(f, o, b, 0, &none, 0, NULL);
+	if (block_read(f, o, b, 0, &none, 0, NULL) == 0)
+		stfs_m_prefetch(o->r->o.metrics, STFS_PF_READAHEAD, 1,
+				stfs_block_len(o, b));
 }
 
 int stfs_blocks_warm(struct stfs_fetcher *f, struct stfs_object *o,

@@ -30,6 +30,7 @@
 #include "format.h"
 #include "remote.h"
 #include "blocks/blocks.h"
+#include "metrics.h"
 
 struct stfs_job {
 	struct stfs_object *s;
@@ -117,6 +118,9 @@ static void run_job(struct stfs_fetcher *f, struct stfs_job *j)
 		j->rc = f->h ? stfs_blocks_warm(f, j->s, j->off) : -ENOMEM;
 		if (j->rc)
 			r->count.failed++;
+		else
+			stfs_m_prefetch(r->o.metrics, STFS_PF_WARM, 1,
+					stfs_block_len(j->s, j->off));
 		return;
 	}
 	if (!j->done) {
@@ -275,6 +279,8 @@ static void prefetch(struct stfs_object *s, uint64_t from, uint64_t to,
 		*p->pf_tail = j;
 		p->pf_tail = &j->next;
 		p->n_pf_queued++;
+		stfs_m_prefetch(r->o.metrics, STFS_PF_READAHEAD, 0,
+				stfs_block_len(s, b));
 		pthread_cond_signal(&p->work);
 	}
 	s->pf_next = b;
@@ -421,6 +427,7 @@ void stfs_pool_warm(struct stfs_object *s, uint64_t b, stfs_source_done done,
 	struct stfs_job t = { .s = s, .off = b, .done = done, .arg = arg,
 			      .warm = 1 };
 
+	stfs_m_prefetch(s->r->o.metrics, STFS_PF_WARM, 0, stfs_block_len(s, b));
 	enqueue(s, &t, NULL);
 }
 

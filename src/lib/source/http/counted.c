@@ -1,7 +1,7 @@
 /*
  * counted.c: each attempt of an HTTP request counted into its client's
  * owner's counters (metrics.h): what it was for (a range of an object,
- * a request to a URL that redirects, a HEAD, a listing or other call of
+ * a request to a URL answered with a redirect, a HEAD, a listing or other call of
  * a service's API, a credential service's call), its answer's status
  * class, the body bytes it got, and for a range its time to first byte.
  */
@@ -20,7 +20,10 @@ void stfs_httpc_counted(struct stfs_http_client *c, CURL *h,
 	curl_off_t first_us = 0;
 	enum stfs_m_kind kind =
 		c->o->credentials ? STFS_KIND_CREDENTIALS :
-		(q->flags & STFS_REQ_RESOLVE) ? STFS_KIND_RESOLVE :
+		/* the object's own URL: a resolve if it redirects, else
+		 * the range it asked for */
+		(q->flags & STFS_REQ_RESOLVE) && status >= 300 &&
+		status < 400 ? STFS_KIND_RESOLVE :
 		q->method && !strcmp(q->method, "HEAD") ? STFS_KIND_HEAD :
 		q->whole ? STFS_KIND_LIST : STFS_KIND_RANGE;
 
