@@ -13,7 +13,8 @@ what the test's servers saw.
   volume's cache reads the bytes its pod read with nothing fetched, the
   recovery is counted once, the publishes by result and the refusal by
   reason as made; a daemon unpublished past its grace time leaves no
-  series; `promtool check metrics` is clean on the plugin's output.
+  series; a restart of the plugin keeps the series of the daemon it
+  adopts; `promtool check metrics` is clean on the plugin's output.
   Every query of the Grafana dashboard
   (deploy/kubernetes/examples/grafana-dashboard.json) has an answer.
 - test_hub_token: a gated hf:// volume (the Hub emulator) with a token:
@@ -249,12 +250,12 @@ def test_scrape(d):
         by = {x["metric"]["kind"]: float(x["value"][1]) for x in prom.api(
             "query", query="sum by (kind) (stfs_http_requests_total{%s})"
             % v)["result"]}
-        # every request nginx saw is counted, those of the tensors'
-        # bytes (after the publish) as range requests
-        assert by["range"] == n - opened and sum(by.values()) == n and \
-            gets == n, (by, gets, n, opened, open(bodies).read())
-        print("   cold: %d bytes fetched, %d range requests (+%d to open) "
-              "= nginx's (file %d bytes)" % (body, n - opened, opened, size))
+        # every request nginx saw is a range request (a GET with Range:
+        # the header's at the publish, then the tensors')
+        assert by["range"] == gets == n and sum(by.values()) == n, \
+            (by, gets, n, opened, open(bodies).read())
+        print("   cold: %d bytes fetched in %d range requests (%d at the "
+              "publish) = nginx's (file %d bytes)" % (body, n, opened, size))
         # the warm read: another volume of the source (its own daemon),
         # from the node cache: nothing more fetched
         assert node.publish("pod-b", {"source": url,
@@ -273,8 +274,9 @@ def test_scrape(d):
         assert nginx_seen(bodies)[::2] == (body2, n2)  # the tensors: none
         assert prom.one("sum(stfs_fetched_bytes_total{%s})" % v2) == \
             body2 - body
+        # its only requests: the header's, at its publish
         assert prom.one('sum(stfs_http_requests_total{%s,kind="range"})'
-                        % v2) == 0
+                        % v2) == n2 - n
         assert prom.one("sum(stfs_http_requests_total{%s})" % v2) == n2 - n
         assert prom.one('stfs_read_bytes_total{%s,from="cache"}' % v2) \
             == want
@@ -330,6 +332,14 @@ def test_scrape(d):
         assert prom.query("count({%s})" % v2) == []
         assert prom.query('count({%s})' % v) != []
         assert 'volume="%s"' % key2[0] not in plugin_text(node)
+        # a restart of the plugin (an upgrade): the daemon it adopts keeps
+        # its file and its series
+        node.restart_plugin()
+        t = time.time()
+        prom.scraped_after(written_after(node, key, t))
+        assert prom.one("stfs_csi_daemons") == 1
+        assert prom.one('count(stfs_read_bytes_total{%s})' % v) == 3
+        assert prom.query("count({%s})" % v2) == []
     finally:
         if prom:
             prom.close()
