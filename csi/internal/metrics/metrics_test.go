@@ -141,6 +141,7 @@ func TestBound(t *testing.T) {
 	f := &fakeDaemons{}
 	s := newSet(t, dir, 64, f.list)
 	_, own := scrape(t, s)
+	t.Logf("the plugin alone: %d series", own)
 	if own > PluginSeries {
 		t.Fatalf("the plugin alone has %d series > %d", own, PluginSeries)
 	}
