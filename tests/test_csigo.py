@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """test_csigo.py: the CSI driver's Go module (csi/) checked as Go code:
-gofmt has nothing to say, go vet passes, go test passes, and go test
--race on the driver and the metrics (the volume
+gofmt has nothing to say, go vet passes, go test passes (the volume
 attributes' checks, the manifests under deploy/kubernetes/ decoded
-strictly into Kubernetes' types), all offline: the modules come from the
+strictly into Kubernetes' types, the metrics' checks of a daemon's file),
+and so does go test -race on the driver and the metrics, all offline: the modules come from the
 cache scripts/deps.sh fills (`go mod download` in csi/), pinned by
 csi/go.sum."""
 import os
