@@ -5,25 +5,26 @@ on a free loopback port, with real mounts (a node as in test_csi.py:
 csifix.Node).  PromQL answers (the Prometheus HTTP API) are compared with
 what the test's servers saw.
 
-- test_scrape: an http:// source on nginx (its access log in the combined
-  format: each response's body bytes): a publish, a cold read, a warm read
-  (a second volume of the same source, its daemon reading the node cache),
-  a refused publish, a kill -9 recovery.  The daemons' fetched bytes equal
-  nginx's body bytes, their range requests nginx's GET requests, the warm
-  volume's cache reads the bytes its pod read with nothing fetched, the
-  recovery is counted once, the publishes by result and the refusal by
-  reason as made; a daemon unpublished past its grace time leaves no
-  series; a restart of the plugin keeps the series of the daemon it
-  adopts; `promtool check metrics` is clean on the plugin's output.
-  Every query of the Grafana dashboard
-  (deploy/kubernetes/examples/grafana-dashboard.json) has an answer.
+- test_scrape: an http:// source on nginx (a signed link: a signature in
+  its query; nginx's access log in the combined format, each response's
+  body bytes): a publish, a cold read, a warm read (a second volume of the
+  same source, its own daemon reading the node cache), a refused publish,
+  a kill -9 recovery.  The daemons' fetched bytes equal nginx's body
+  bytes, their range requests nginx's request count; the warm volume
+  reads from the cache the bytes its pod read, its only request its
+  header's; the recovery is counted once; the publishes by result and the
+  refusal by reason as made; every query of the Grafana dashboard
+  (deploy/kubernetes/examples/grafana-dashboard.json) has an answer; the
+  signature is not in /metrics; `promtool check metrics` is clean; a
+  daemon unpublished past its grace time leaves no series; a restart of
+  the plugin keeps the series of the daemon it adopts.
 - test_hub_token: a gated hf:// volume (the Hub emulator) with a token:
-  the token is nowhere in /metrics, nor a credential the source URL held.
-- test_series_bound: 64 daemons (one local model, 64 readahead= values),
-  then one on a source of 10,000 tensors read whole: the series count
-  stays under the bound docs/kubernetes.md states (200 + --max-daemons x
-  501), and the 10,000-tensor volume has exactly as many series as a
-  one-tensor one.
+  the token is nowhere in /metrics.
+- test_series_bound: 64 daemons (one local model, 64 readahead= values;
+  STFS_CSI_METRICS_DAEMONS=N for another count), then one on a source of
+  10,000 tensors (2,000 of them read): the series count stays under the
+  bound docs/kubernetes.md states (200 + --max-daemons x 501), and the
+  10,000-tensor volume has exactly as many series as a one-tensor one.
 """
 import json
 import os
@@ -45,6 +46,7 @@ PROMTOOL = "/usr/bin/promtool"
 # the bound docs/kubernetes.md states: the plugin's own series, and per
 # daemon its file's (at most 500) and its info series
 PLUGIN_SERIES = 200
+SIGNATURE = "sig_csi_metrics_never_shown_5678"
 PER_DAEMON = 501
 
 
@@ -219,7 +221,10 @@ def test_scrape(d):
     os.makedirs(ngx_d)
     bodies = os.path.join(ngx_d, "bodies.log")
     ngx = Nginx(ngx_d, src, extra="    access_log %s combined;\n" % bodies)
-    url = ngx.url("model.safetensors")
+    # a signed link's signature in the query: a credential the info
+    # metric must not show (nginx serves the file whatever the query)
+    plain = ngx.url("model.safetensors")
+    url = plain + "?X-Amz-Signature=" + SIGNATURE
     size = os.path.getsize(os.path.join(src, "model.safetensors"))
     want = sum(256 * 256 * 4 for _ in paths)
     node = metrics_node(os.path.join(d, "node"), grace="1s")
@@ -233,7 +238,7 @@ def test_scrape(d):
         assert prom.one('stfs_csi_publishes_total{result="ok"}') == 1
         assert prom.one("stfs_csi_daemons") == 1
         assert prom.one("stfs_csi_publish_duration_seconds_count") == 1
-        key = key_of(prom, url)
+        key = key_of(prom, plain)
         # what the daemon asked to open the source (its header)
         opened = nginx_seen(bodies)[2]
         assert opened >= 1
@@ -320,6 +325,7 @@ def test_scrape(d):
         assert prom.one("sum(stfs_csi_refusals_total)") == 1
         text = plugin_text(node)
         promtool_clean(text)
+        assert SIGNATURE not in text and "X-Amz" not in text
         dashboard_answers(prom)
         # the second volume unpublished: past its grace time its daemon
         # goes, and its series with it
