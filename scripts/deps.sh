@@ -19,7 +19,8 @@
 # Streamer and boto3, for tests/bench/bench_runai.py);
 # runc, which runs the Kubernetes driver's image in its test; Prometheus
 # (promtool) and its node exporter, which tests/test_metrics.py runs on
-# the daemon's -o metrics= file; the Go
+# the daemon's -o metrics= file, and which scrapes the driver's /metrics
+# in tests/test_csi_metrics.py; the Go
 # modules of the Kubernetes driver, csi/, pinned by csi/go.sum, into Go's
 # module cache with `go mod download`, so that its tests build offline: Go
 # itself (>= the version csi/go.mod names) must be on PATH or in

@@ -6,8 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,6 +34,27 @@ one stfs daemon per mount.  See docs/kubernetes.md.
 
 plugin options:
 `)
+}
+
+// serveMetrics serves the driver's registry on addr/metrics.
+func serveMetrics(drv *driver.Driver, addr, dir string) error {
+	set, err := drv.EnableMetrics(dir)
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", set.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, MaxHeaderBytes: 16 << 10}
+	go func() {
+		log.Fatalf("stfs-csi: metrics on %s: %v", l.Addr(), srv.Serve(l))
+	}()
+	log.Printf("stfs-csi: metrics on http://%s/metrics, the daemons' files in %s", l.Addr(), dir)
+	return nil
 }
 
 func userOf(s string) (int, int, error) {
@@ -82,6 +106,8 @@ func main() {
 	flag.IntVar(&cfg.MaxDaemons, "max-daemons", 64, "at most so many stfs daemons on the node (0: no limit); beyond, a publish needing a new one is ResourceExhausted")
 	flag.IntVar(&cfg.Limits.Threads, "max-threads", 16, "the most threads= a volume may ask (0: stfs's 256)")
 	flag.IntVar(&cfg.Limits.Connections, "max-connections", 16, "the most connections= a volume may ask (0: stfs's 256)")
+	metricsAddr := flag.String("metrics-address", "", "serve Prometheus metrics (the plugin's and its daemons') on HOST:PORT/metrics (default: off; docs/kubernetes.md suggests :9818)")
+	metricsDir := flag.String("metrics-dir", "", "where the daemons write their metrics files (default: the --launcher socket's folder's metrics/, which the daemons see at the same path)")
 	flag.Parse()
 	if *showVersion {
 		fmt.Println("stfs-csi", version)
@@ -106,12 +132,22 @@ func main() {
 	if err != nil {
 		log.Fatalf("stfs-csi: %v", err)
 	}
+	if *metricsAddr != "" {
+		dir := *metricsDir
+		if dir == "" {
+			dir = filepath.Join(filepath.Dir(cfg.Launcher), "metrics")
+		}
+		if err := serveMetrics(drv, *metricsAddr, dir); err != nil {
+			log.Fatalf("stfs-csi: --metrics-address %s: %v", *metricsAddr, err)
+		}
+	}
 	// the daemons of a previous run (an upgrade): their pods read on
 	if n, err := drv.Adopt(); err != nil {
 		log.Printf("stfs-csi: adopting the daemons of a previous run: %v", err)
 	} else if n > 0 {
 		log.Printf("stfs-csi: adopted %d daemons of a previous run", n)
 	}
+	drv.PruneMetrics()
 	l, err := driver.Listen(cfg.Endpoint)
 	if err != nil {
 		log.Fatalf("stfs-csi: %v", err)

@@ -137,6 +137,7 @@ func (drv *Driver) start(d *daemon) error {
 	// every connection of a URL the volume named is checked by stfs
 	// itself, on the address it goes to (redirects, DNS rebinding)
 	opts = append(opts, drv.cfg.Policy.StfsOptions(d.vol.Source)...)
+	opts = append(opts, drv.metricsOptions(d.key)...)
 	// offline: not one request, but the credentials name what of the
 	// node cache it may read (stfs keeps what a credential fetched in
 	// its own trust domain: docs/remote-cache.md, "Trust domains")
@@ -300,6 +301,7 @@ func (drv *Driver) recover(d *daemon, gen int, why string) {
 		drv.stopLocked(d)
 		return
 	}
+	drv.countRecovery()
 	drv.restartLocked(d)
 }
 
@@ -352,6 +354,7 @@ func (drv *Driver) stopLocked(d *daemon) {
 	}
 	os.Remove(d.dir)
 	os.Remove(d.dir + ".json")
+	drv.forgetMetrics(d.key)
 	if d.conn != nil {
 		d.conn.Close()
 	}

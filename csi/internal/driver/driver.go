@@ -17,6 +17,8 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
+
+	"stfs/csi/internal/metrics"
 )
 
 // Config of the plugin.
@@ -53,7 +55,8 @@ type Driver struct {
 	daemons map[string]*daemon
 	targets map[string]published
 	stop    chan struct{}
-	nodeKey []byte // keys the daemons' keys (accepted.go)
+	nodeKey []byte       // keys the daemons' keys (accepted.go)
+	metrics *metrics.Set // nil: no --metrics-address (metrics.go)
 }
 
 // New checks cfg and prepares the node's directories.
@@ -126,7 +129,7 @@ func Listen(endpoint string) (net.Listener, error) {
 
 // Serve runs the gRPC server and the mount checks until l closes.
 func (drv *Driver) Serve(l net.Listener) error {
-	s := grpc.NewServer(grpc.UnaryInterceptor(logCalls))
+	s := grpc.NewServer(grpc.ChainUnaryInterceptor(logCalls, drv.observe))
 	csi.RegisterIdentityServer(s, drv)
 	csi.RegisterNodeServer(s, drv)
 	go func() {

@@ -2,6 +2,7 @@ package manifests
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"stfs/csi/internal/driver"
@@ -28,6 +30,27 @@ type kustomization struct {
 		NewName string `json:"newName,omitempty"`
 		NewTag  string `json:"newTag,omitempty"`
 	} `json:"images"`
+}
+
+// podMonitor: the fields of the Prometheus Operator's PodMonitor
+// (monitoring.coreos.com/v1) the example uses, decoded strictly.
+type podMonitor struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       struct {
+		Selector            metav1.LabelSelector `json:"selector"`
+		PodMetricsEndpoints []struct {
+			Port          string `json:"port"`
+			Path          string `json:"path"`
+			Interval      string `json:"interval"`
+			ScrapeTimeout string `json:"scrapeTimeout"`
+			Relabelings   []struct {
+				SourceLabels []string `json:"sourceLabels"`
+				TargetLabel  string   `json:"targetLabel"`
+			} `json:"relabelings"`
+		} `json:"podMetricsEndpoints"`
+	} `json:"spec"`
 }
 
 // object: one document decoded strictly into its kind's Go type.
@@ -51,6 +74,10 @@ func object(t *testing.T, where string, doc []byte) any {
 		obj = &corev1.PersistentVolumeClaim{}
 	case "v1 Pod":
 		obj = &corev1.Pod{}
+	case "v1 Service":
+		obj = &corev1.Service{}
+	case "monitoring.coreos.com/v1 PodMonitor":
+		obj = &podMonitor{}
 	case "apps/v1 DaemonSet":
 		obj = &appsv1.DaemonSet{}
 	case "apps/v1 Deployment":
@@ -103,6 +130,9 @@ func TestManifests(t *testing.T) {
 		t.Fatalf("only %d manifests under %s", len(files), dir)
 	}
 	kinds := map[string]int{}
+	var node *corev1.PodSpec
+	var services []*corev1.Service
+	var monitors []*podMonitor
 	for _, f := range files {
 		for i, doc := range documents(t, f) {
 			where := filepath.Base(f) + "#" + string(rune('0'+i))
@@ -124,6 +154,16 @@ func TestManifests(t *testing.T) {
 			case *appsv1.DaemonSet:
 				kinds["DaemonSet"]++
 				checkNode(t, where, &o.Spec.Template.Spec)
+				node = &o.Spec.Template.Spec
+				if !selects(o.Spec.Selector.MatchLabels, o.Spec.Template.Labels) {
+					t.Errorf("%s: the selector misses the pods", where)
+				}
+			case *corev1.Service:
+				kinds["Service"]++
+				services = append(services, o)
+			case *podMonitor:
+				kinds["PodMonitor"]++
+				monitors = append(monitors, o)
 			case *corev1.PersistentVolume:
 				kinds["PersistentVolume"]++
 				c := o.Spec.CSI
@@ -139,9 +179,70 @@ func TestManifests(t *testing.T) {
 			}
 		}
 	}
-	for _, k := range []string{"Kustomization", "CSIDriver", "DaemonSet", "PersistentVolume"} {
+	for _, k := range []string{"Kustomization", "CSIDriver", "DaemonSet", "PersistentVolume", "Service", "PodMonitor"} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s among the manifests", k)
+		}
+	}
+	if node != nil {
+		checkMetrics(t, node, services, monitors)
+	}
+}
+
+// selects: every label of sel is on labels.
+func selects(sel, labels map[string]string) bool {
+	for k, v := range sel {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return len(sel) > 0
+}
+
+// checkMetrics: the plugin's --metrics-address port is its container port
+// "metrics", unique in the pod; the Service and the PodMonitor select the
+// node's pods and name that port.
+func checkMetrics(t *testing.T, p *corev1.PodSpec, services []*corev1.Service, monitors []*podMonitor) {
+	port := int32(0)
+	seen := map[int32]string{}
+	var labels map[string]string
+	for _, c := range p.Containers {
+		for _, cp := range c.Ports {
+			if o, dup := seen[cp.ContainerPort]; dup {
+				t.Errorf("port %d: %s and %s", cp.ContainerPort, o, c.Name)
+			}
+			seen[cp.ContainerPort] = c.Name
+			if cp.Name == "metrics" && c.Name == "plugin" {
+				port = cp.ContainerPort
+			}
+		}
+		for _, a := range c.Args {
+			if strings.HasPrefix(a, "--health-port=") {
+				var hp int32
+				fmt.Sscanf(a, "--health-port=%d", &hp)
+				if o, dup := seen[hp]; dup && o != "plugin" {
+					t.Errorf("the health port %d is %s's", hp, o)
+				}
+			}
+		}
+		if c.Name == "plugin" && !strings.Contains(strings.Join(c.Args, " "), fmt.Sprintf("--metrics-address=:%d", port)) {
+			t.Errorf("the plugin's --metrics-address is not its metrics port %d: %q", port, c.Args)
+		}
+	}
+	labels = map[string]string{"app.kubernetes.io/name": "stfs-csi-node"}
+	if port == 0 {
+		t.Errorf("the plugin has no container port named metrics")
+	}
+	for _, s := range services {
+		if !selects(s.Spec.Selector, labels) || len(s.Spec.Ports) != 1 ||
+			s.Spec.Ports[0].TargetPort.String() != "metrics" || s.Spec.Ports[0].Port != port {
+			t.Errorf("Service %s: not the plugin's metrics port: %+v", s.Name, s.Spec)
+		}
+	}
+	for _, m := range monitors {
+		if !selects(m.Spec.Selector.MatchLabels, labels) || len(m.Spec.PodMetricsEndpoints) != 1 ||
+			m.Spec.PodMetricsEndpoints[0].Port != "metrics" || m.Spec.PodMetricsEndpoints[0].Path != "/metrics" {
+			t.Errorf("PodMonitor %s: not the plugin's metrics port: %+v", m.Metadata.Name, m.Spec)
 		}
 	}
 }
