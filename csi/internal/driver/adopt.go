@@ -42,6 +42,10 @@ func writeMeta(d *daemon) error {
 // topDevice: the device ("MAJOR:MINOR") of the topmost mount on path, by
 // /proc/self/mountinfo; "" when nothing is mounted there.
 func topDevice(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return ""
+	}
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return ""
@@ -52,7 +56,7 @@ func topDevice(path string) string {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		fl := strings.Fields(sc.Text())
-		if len(fl) > 4 && unescape(fl[4]) == path {
+		if len(fl) > 4 && unescape(fl[4]) == abs {
 			dev = fl[2]
 		}
 	}

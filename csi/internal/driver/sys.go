@@ -45,14 +45,15 @@ func unmountAll(path string) error {
 	return fmt.Errorf("unmount %s: still mounted", path)
 }
 
-// isMountPoint: is path a mount point, by /proc/self/mountinfo (a stat of
-// a dead FUSE mount would fail).
+// isMountPoint: is path a mount point, by the calling thread's mountinfo
+// (a stat of a dead FUSE mount would fail; the thread's: a unit test's
+// thread has a mount namespace of its own).
 func isMountPoint(path string) (bool, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return false, err
 	}
-	f, err := os.Open("/proc/self/mountinfo")
+	f, err := os.Open("/proc/thread-self/mountinfo")
 	if err != nil {
 		return false, err
 	}
