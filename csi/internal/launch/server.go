@@ -149,8 +149,10 @@ func handle(cfg Config, sp *spawner, c *net.UnixConn) {
 	// AWS_EC2_METADATA_DISABLED: a volume with no AWS keys in its secret
 	// must not fall back on the node's instance role (every pod could
 	// read whatever buckets the node may)
+	// STFS_CONFINE: stfs checks for itself that it holds no privilege
+	// and no descriptor but its own (stfs(1)), whatever started it
 	env := []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/nonexistent",
-		"AWS_EC2_METADATA_DISABLED=true"}
+		"AWS_EC2_METADATA_DISABLED=true", "STFS_CONFINE=1"}
 	for _, k := range passEnv {
 		if v, ok := os.LookupEnv(k); ok {
 			env = append(env, k+"="+v)
