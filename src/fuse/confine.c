@@ -13,6 +13,7 @@
  * is an error: the daemon does not serve.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <linux/capability.h>
 #include <stdio.h>
@@ -65,6 +66,29 @@ static int drop_capabilities(const char *src)
 	return 0;
 }
 
+/* Every descriptor from 3 on closed but fd, one by one as
+ * /proc/self/fd lists them: where close_range is missing (Linux before
+ * 5.9, or a seccomp profile that refuses it).  0, or -1 with errno. */
+static int close_listed(int fd)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		char *end;
+		long n = strtol(e->d_name, &end, 10);
+
+		if (*end || end == e->d_name || n < 3 || n == fd ||
+		    n == dirfd(d))
+			continue;
+		(void)close((int)n);
+	}
+	closedir(d);
+	return 0;
+}
+
 /* Every descriptor from 3 on closed but fd. */
 static int close_others(const char *src, int fd)
 {
@@ -74,6 +98,8 @@ static int close_others(const char *src, int fd)
 		r = close_range(3, (unsigned)fd - 1, 0);
 	if (r == 0)
 		r = close_range(fd >= 3 ? (unsigned)fd + 1 : 3, ~0U, 0);
+	if (r < 0)
+		r = close_listed(fd);
 	if (r < 0) {
 		int e = errno;
 

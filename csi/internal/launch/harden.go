@@ -134,7 +134,27 @@ func stripThread() error {
 }
 
 // closeInherited marks every descriptor from 3 on close-on-exec: what
-// whoever started the launcher left open never reaches a daemon.
+// whoever started the launcher left open never reaches a daemon.  Where
+// close_range is missing (Linux before 5.11, or a seccomp profile that
+// refuses it) each descriptor in /proc/self/fd is marked.
 func closeInherited() error {
-	return unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	if err == nil {
+		return nil
+	}
+	ents, rerr := os.ReadDir("/proc/self/fd")
+	if rerr != nil {
+		return fmt.Errorf("close_range: %v; /proc/self/fd: %v", err, rerr)
+	}
+	for _, e := range ents {
+		fd, aerr := strconv.Atoi(e.Name())
+		if aerr != nil || fd < 3 {
+			continue
+		}
+		// the directory's own descriptor is closed already: EBADF
+		if _, ferr := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); ferr != nil && ferr != unix.EBADF {
+			return fmt.Errorf("descriptor %d: %v", fd, ferr)
+		}
+	}
+	return nil
 }
