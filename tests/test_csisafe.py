@@ -15,7 +15,10 @@ plugin, the launcher and real mounts (tests/csifix.py).
   no mount is left stacked on the target or the daemon's directory, in the
   node's namespace or the pod's;
 - a restart of the plugin while the pod reads, and a daemon killed while
-  no plugin runs (found dead by the next one): the same.
+  no plugin runs (found dead by the next one): the same;
+- --grace=0s: 15 publishes in a row each bind their new daemon (the grace
+  timer armed at the end of its start stopped it before the waiting
+  publish could bind it: 15 of 15 failed, "daemon stopped meanwhile").
 """
 import os
 import signal
@@ -222,8 +225,20 @@ def test_recovery_never_empty(d):
         assert node.unpublish("pod-a")["code"] == "OK"
 
 
+def test_grace_zero(d):
+    src, want = model(d)
+    with Node(d, grace="0s") as node:
+        for i in range(15):
+            r = node.publish("pod-a", {"source": src})
+            assert r["code"] == "OK", (i, r)
+            if i == 0:
+                assert pod_read(node.target("pod-a"), list(want)) == want
+            assert node.unpublish("pod-a")["code"] == "OK"
+
+
 def run():
-    return T.run_tests([test_daemon_privileges, test_recovery_never_empty])
+    return T.run_tests([test_daemon_privileges, test_recovery_never_empty,
+                        test_grace_zero])
 
 
 if __name__ == "__main__":

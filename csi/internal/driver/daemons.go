@@ -45,6 +45,9 @@ type daemon struct {
 	targets  map[string]bool // where it is bound
 	grace    *time.Timer
 	retry    *time.Timer
+	// publishes waiting for a start to end: no grace time while any
+	// does (a grace of 0 would stop the daemon before they bind it)
+	waiters int
 }
 
 // errStarting: the daemon did not come up; the message says why (stfs's
@@ -248,7 +251,7 @@ func (drv *Driver) waitReady(d *daemon, gen int, done chan struct{}, exited chan
 		how = " offline, from the node cache,"
 	}
 	log.Printf("stfs-csi: %s: daemon pid %d serves %s%s on %s", d.key, d.pid, d.vol.Source, how, d.dir)
-	if len(d.targets) == 0 {
+	if len(d.targets) == 0 && d.waiters == 0 {
 		// its publisher may have given up (a deadline): the grace time
 		// runs until one binds it
 		drv.releaseLocked(d, "")
