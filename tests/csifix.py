@@ -86,7 +86,8 @@ class Node:
     the plugin, and their logs."""
 
     def __init__(self, d, grace="1s", env=None, launcher=None,
-                 stfs_argv0=None, local_dir=None, plugin_args=None):
+                 stfs_argv0=None, local_dir=None, plugin_args=None,
+                 inherit=()):
         """launcher: a function of the launcher's socket that returns
         its command (default: stfs-csi daemon, here, as root dropping to
         nobody); stfs_argv0: the daemons' argv[0] (default: this run's
@@ -94,7 +95,8 @@ class Node:
         D/model, where test_csi's model() writes); plugin_args: more
         of the plugin's flags (default: --allow-hosts=127.0.0.1, so that
         http:// sources may name the tests' loopback servers, which the
-        plugin refuses by default)."""
+        plugin refuses by default); inherit: descriptors the launcher and
+        the plugin inherit, as from whoever starts them."""
         bins()      # first: a failed build leaves nothing mounted
         self.d = d
         self.procs = []
@@ -112,6 +114,7 @@ class Node:
         self.plugin_args = ["--allow-hosts=127.0.0.1"] \
             if plugin_args is None else list(plugin_args)
         self.stfs_argv0 = (stfs_argv0 or T.stfs_for_others()).encode()
+        self.inherit = tuple(inherit)
         self.logs = []
         self.kubelet = os.path.join(d, "kubelet")
         os.makedirs(self.kubelet)
@@ -154,17 +157,21 @@ class Node:
                 self.log("plugin")
             time.sleep(0.05)
 
-    def restart_plugin(self):
-        """Stop the plugin (SIGTERM, as an upgrade does) and start it
-        again."""
+    def stop_plugin(self):
+        """Stop the plugin (SIGTERM, as an upgrade does)."""
         self.plugin.terminate()
         assert self.plugin.wait(timeout=10) == 0
+
+    def restart_plugin(self):
+        """Stop the plugin and start it again."""
+        self.stop_plugin()
         self.start_plugin()
 
     def start(self, name, argv, env):
         log = open(os.path.join(self.d, name + ".log"), "ab")
         self.logs.append(log.name)
-        p = subprocess.Popen(argv, stdout=log, stderr=log, env=env)
+        p = subprocess.Popen(argv, stdout=log, stderr=log, env=env,
+                             pass_fds=self.inherit)
         log.close()
         self.procs.append(p)
         T._procs.append(p)
@@ -254,15 +261,16 @@ def digest(p):
         return hashlib.sha256(f.read()).hexdigest()
 if mode == "read":
     print(json.dumps({p: digest(p) for p in sys.argv[3:]}))
-else:   # follow: read one file again and again, say when it works
+else:   # follow: read one file again and again (every argv[4] s), say
+    # when it works (and its digest) and when not (the errno)
     path = sys.argv[3]
+    pause = float(sys.argv[4]) if len(sys.argv) > 4 else 0.05
     while True:
         try:
-            digest(path)
-            print("ok %.3f" % time.time(), flush=True)
+            print("ok %.3f %s" % (time.time(), digest(path)), flush=True)
         except OSError as e:
             print("err %.3f %d" % (time.time(), e.errno), flush=True)
-        time.sleep(0.05)
+        time.sleep(pause)
 """
 
 

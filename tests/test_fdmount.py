@@ -14,7 +14,13 @@ nobody with no capability, N inherited.  Through the kernel:
   leaves a dead mount (ENOTCONN) that the mounter unmounts;
 - a number that is not open, or open on something other than /dev/fuse,
   is a clear error, exit 1, before the source is read; readahead= is said
-  to be the mounter's.
+  to be the mounter's;
+- STFS_CONFINE=1 (what the CSI launcher sets), with a descriptor the
+  daemon's starter left open: started as root, and as nobody with an
+  empty bounding set, the daemon has NoNewPrivs 1, every capability set 0
+  and only 0-2 and N open before it opens anything (never the inherited
+  one), and serves; as nobody with a full bounding set (which it cannot
+  empty) it refuses, exit 1, saying why, before it reads the source.
 """
 import ctypes
 import errno
@@ -202,10 +208,61 @@ def test_bad_descriptors(d, mnt):
         err
 
 
+def test_confined(d, mnt):
+    src, tensors = fixture(d)
+    marker = os.path.join(d, "left-open-by-the-starter")
+    with open(marker, "w") as f:
+        f.write("x")
+    extra = os.open(marker, os.O_RDONLY)
+    env = dict(os.environ, STFS_CONFINE="1")
+    nobody = ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY,
+              "--clear-groups", "--inh-caps=-all"]
+    try:
+        for who, pre in (("root", []),
+                         ("nobody, no bounding set",
+                          nobody + ["--bounding-set=-all"])):
+            fd = fuse_mount(mnt)
+            p = subprocess.Popen(
+                pre + [T.stfs_for_others(), "mount", "-f", src,
+                       "/dev/fd/%d" % fd], pass_fds=(fd, extra), env=env,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            T._procs.append(p)
+            os.close(fd)
+            wait_served(mnt, p)
+            st = status(p.pid)
+            caps = {k: st[k][0] for k in ("CapInh", "CapPrm", "CapEff",
+                                          "CapBnd", "CapAmb")}
+            assert st["NoNewPrivs"] == ["1"], (who, st["NoNewPrivs"])
+            assert not any(int(v, 16) for v in caps.values()), (who, caps)
+            fds = {int(n): os.readlink("/proc/%d/fd/%s" % (p.pid, n))
+                   for n in os.listdir("/proc/%d/fd" % p.pid)}
+            assert marker not in fds.values(), (who, fds)
+            assert fds[fd] == "/dev/fuse", (who, fds)
+            with open(os.path.join(mnt, "model/norm"), "rb") as f:
+                assert f.read() == tensors[-1][3], who
+            umount(mnt)
+            assert p.wait(timeout=20) == 0, (who, p.stderr.read())
+            p.stdout.close()
+            p.stderr.close()
+        # nobody with the whole bounding set: it cannot empty it
+        fd = fuse_mount(mnt)
+        r = subprocess.run(nobody + [T.stfs_for_others(), "mount", "-f",
+                                     src, "/dev/fd/%d" % fd],
+                           pass_fds=(fd, extra), env=env,
+                           capture_output=True, timeout=20)
+        os.close(fd)
+        umount(mnt, MNT_DETACH)
+        assert r.returncode == 1, r
+        assert b"STFS_CONFINE: the bounding set holds capability" in \
+            r.stderr, r.stderr
+    finally:
+        os.close(extra)
+
+
 if __name__ == "__main__":
     if os.geteuid() != 0:
         print("SKIP: mount(2) of /dev/fuse needs root")
         sys.exit(1 if os.environ.get("CI") == "true" else 77)
     sys.exit(T.run_tests([test_serves_as_nobody, test_killed_leaves_dead_mount,
                           test_sigterm_leaves_mount_to_mounter,
-                          test_bad_descriptors]))
+                          test_bad_descriptors, test_confined]))

@@ -29,13 +29,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <syslog.h>
 #include <unistd.h>
 
+#include "confine.h"
 #include "fs.h"
 #include "mount.h"
 #include "progress.h"
@@ -695,13 +695,9 @@ int stfs_mount_main(int argc, char **argv)
 	/* ...then the mountpoint, then the whole source. */
 	ret = 1;
 	raise_nofile();
-	/* a daemon handed /dev/fd/N shares its user with other mounters'
-	 * daemons (a node's, each with its own tenant's credentials in its
-	 * environment): none of them may read its /proc/PID/environ or
-	 * memory, or trace it.  No core dump either. */
-	if (fd_mountpoint(o.mountpoint) >= 0)
-		(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	/* a daemon handed /dev/fd/N: confined before it opens anything */
 	if (check_mountpoint(src, o.mountpoint) == 0 &&
+	    stfs_confine_fd_daemon(src, fd_mountpoint(o.mountpoint)) == 0 &&
 	    open_model(&o, src, &fs) == 0)
 		ret = serve_model(&args, &o, src, &fs, threads);
 out:

@@ -12,14 +12,11 @@ package driver
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
 	"log"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 type meta struct {
@@ -40,6 +37,30 @@ func writeMeta(d *daemon) error {
 		return err
 	}
 	return os.Rename(tmp, d.dir+".json")
+}
+
+// topDevice: the device ("MAJOR:MINOR") of the topmost mount on path, by
+// /proc/self/mountinfo; "" when nothing is mounted there.
+func topDevice(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return ""
+	}
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	dev := ""
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fl := strings.Fields(sc.Text())
+		if len(fl) > 4 && unescape(fl[4]) == abs {
+			dev = fl[2]
+		}
+	}
+	return dev
 }
 
 // mountsByDevice: mount points by their device ("MAJOR:MINOR"), from
@@ -63,8 +84,9 @@ func mountsByDevice() (map[string][]string, error) {
 }
 
 // Adopt takes over the daemons a previous run of the plugin left: the
-// number adopted.  A mount there that is dead, or has no metadata, is
-// unmounted with its targets (kubelet publishes them again).
+// number adopted.  A dead one is then recovered as any (its targets keep
+// the dead mount until the new one takes its place); a mount there with no
+// metadata is unmounted with its targets.
 func (drv *Driver) Adopt() (int, error) {
 	dir := filepath.Join(drv.cfg.StateDir, "mounts")
 	ents, err := os.ReadDir(dir)
@@ -86,21 +108,18 @@ func (drv *Driver) Adopt() (int, error) {
 			os.Remove(path + ".json")
 			continue
 		}
-		var st unix.Stat_t
 		var m meta
 		b, rerr := os.ReadFile(path + ".json")
-		serr := unix.Stat(path, &st)
-		dev := fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
+		// its device by mountinfo: a stat of a dead mount may fail
+		dev := topDevice(path)
 		var targets []string
-		if serr == nil {
-			for _, p := range devs[dev] {
-				if p != path {
-					targets = append(targets, p)
-				}
+		for _, p := range devs[dev] {
+			if p != path {
+				targets = append(targets, p)
 			}
 		}
-		if rerr != nil || json.Unmarshal(b, &m) != nil || serr != nil || !alive(path, 5*time.Second) {
-			log.Printf("stfs-csi: %s: a dead or unknown mount: unmounted with its %d targets", key, len(targets))
+		if rerr != nil || json.Unmarshal(b, &m) != nil || dev == "" {
+			log.Printf("stfs-csi: %s: an unknown mount: unmounted with its %d targets", key, len(targets))
 			for _, t := range targets {
 				unmountAll(t)
 			}
@@ -127,6 +146,11 @@ func (drv *Driver) Adopt() (int, error) {
 		}
 		log.Printf("stfs-csi: %s: adopted the daemon of %s with %d targets", key, m.Source, len(targets))
 		n++
+		if !alive(path, 5*time.Second) {
+			// died while no plugin ran: mounted again like any dead
+			// daemon, its targets keeping the dead mount meanwhile
+			drv.recover(d, d.gen, "its mount answers ENOTCONN")
+		}
 	}
 	return n, nil
 }

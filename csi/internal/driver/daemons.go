@@ -45,6 +45,9 @@ type daemon struct {
 	targets  map[string]bool // where it is bound
 	grace    *time.Timer
 	retry    *time.Timer
+	// publishes waiting for a start to end: no grace time while any
+	// does (a grace of 0 would stop the daemon before they bind it)
+	waiters int
 }
 
 // errStarting: the daemon did not come up; the message says why (stfs's
@@ -108,26 +111,25 @@ func (drv *Driver) Daemons() int {
 	return len(drv.daemons)
 }
 
-// start mounts d.dir and has the launcher start stfs on it; with d.mu
-// held.  The wait for the daemon to serve goes on without the lock (the
-// source may take long to open): d.starting is closed when it ends, with
-// d.live set, or d.startErr.  A caller's deadline does not stop it: the
-// next publish finds it under way, or done.
+// start makes a new FUSE mount, detached (swap.go), and has the launcher
+// start stfs on it; with d.mu held.  What d.dir holds (a dead daemon's
+// mount, in a recovery) stays until the new one serves.  The wait for the
+// daemon to serve goes on without the lock (the source may take long to
+// open): d.starting is closed when it ends, with d.live set, or
+// d.startErr.  A caller's deadline does not stop it: the next publish
+// finds it under way, or done.
 func (drv *Driver) start(d *daemon) error {
 	if err := os.MkdirAll(d.dir, 0o755); err != nil {
 		return err
 	}
-	if err := unmountAll(d.dir); err != nil {
-		return err
-	}
-	fd, err := fuseMount(d.dir, "stfs-csi", drv.cfg.DaemonUID, drv.cfg.DaemonGID)
+	fd, mnt, err := fuseMountDetached("stfs-csi", drv.cfg.DaemonUID, drv.cfg.DaemonGID)
 	if err != nil {
 		return err
 	}
 	conn, err := drv.dialLauncher()
 	if err != nil {
 		unix.Close(fd)
-		unmountAll(d.dir)
+		unix.Close(mnt)
 		return fmt.Errorf("the launcher (%s): %w", drv.cfg.Launcher, err)
 	}
 	opts := append([]string{"cache=" + drv.cfg.CacheDir}, d.vol.Options...)
@@ -150,7 +152,7 @@ func (drv *Driver) start(d *daemon) error {
 	unix.Close(fd)
 	fail := func(e error) error {
 		conn.Close()
-		unmountAll(d.dir)
+		unix.Close(mnt) // the new mount goes; its daemon sees ENODEV
 		return e
 	}
 	if err != nil {
@@ -170,18 +172,21 @@ func (drv *Driver) start(d *daemon) error {
 	d.starting, d.startErr = make(chan struct{}), nil
 	exited := make(chan launch.Event, 1)
 	go drv.watch(d, d.gen, conn, exited)
-	go drv.waitReady(d, d.gen, d.starting, exited)
+	go drv.waitReady(d, d.gen, d.starting, exited, mnt)
 	return nil
 }
 
-// waitReady waits for the daemon of start gen to serve (or to exit, or
-// for --start-timeout), then finishes its start: live, the readahead set
-// and the targets bound; or unmounted, with the reason.
-func (drv *Driver) waitReady(d *daemon, gen int, done chan struct{}, exited chan launch.Event) {
+// waitReady waits for the daemon of start gen to serve on the detached
+// mount mnt (or to exit, or for --start-timeout), then finishes its start:
+// mnt put in place on d.dir and on every target (beneath a dead mount
+// there, swap.go), live, the readahead set; or mnt dropped, with the
+// reason.
+func (drv *Driver) waitReady(d *daemon, gen int, done chan struct{}, exited chan launch.Event, mnt int) {
+	defer unix.Close(mnt) // once moved, the mount stays without it
 	ctx, cancel := context.WithTimeout(context.Background(), drv.cfg.StartTimeout)
 	defer cancel()
 	ready := make(chan error, 1)
-	go func() { ready <- statWait(ctx, d.dir) }()
+	go func() { ready <- mountReady(ctx, mnt) }()
 	var err error
 	select {
 	case err = <-ready:
@@ -209,11 +214,13 @@ func (drv *Driver) waitReady(d *daemon, gen int, done chan struct{}, exited chan
 	if d.removed || d.gen != gen {
 		return
 	}
+	if err == nil {
+		err = moveInPlace(mnt, d.dir)
+	}
 	if err != nil {
 		d.gen++ // the watcher's news is now stale
 		d.startErr = err
 		d.conn.Close()
-		unmountAll(d.dir)
 		log.Printf("stfs-csi: %s: %s did not start: %v", d.key, d.vol.Source, err)
 		if len(d.targets) == 0 {
 			drv.stopLocked(d)
@@ -238,8 +245,8 @@ func (drv *Driver) waitReady(d *daemon, gen int, done chan struct{}, exited chan
 	if err := setReadahead(d.dir, ra); err != nil {
 		log.Printf("stfs-csi: %s: readahead %d KiB: %v", d.key, ra, err)
 	}
-	for t := range d.targets { // a recovery's
-		if err := bindReadOnly(d.dir, t); err != nil {
+	for t := range d.targets { // a recovery's: in place of the dead one
+		if err := rebind(d.dir, t); err != nil {
 			log.Printf("stfs-csi: %s: %v", d.key, err)
 		}
 	}
@@ -248,7 +255,7 @@ func (drv *Driver) waitReady(d *daemon, gen int, done chan struct{}, exited chan
 		how = " offline, from the node cache,"
 	}
 	log.Printf("stfs-csi: %s: daemon pid %d serves %s%s on %s", d.key, d.pid, d.vol.Source, how, d.dir)
-	if len(d.targets) == 0 {
+	if len(d.targets) == 0 && d.waiters == 0 {
 		// its publisher may have given up (a deadline): the grace time
 		// runs until one binds it
 		drv.releaseLocked(d, "")
@@ -279,8 +286,9 @@ func (drv *Driver) watch(d *daemon, gen int, conn *net.UnixConn, exited chan<- l
 	drv.recover(d, gen, "its daemon exited")
 }
 
-// recover mounts d again, when gen is still its start, and binds its
-// targets again.  With no target left it stops d instead.
+// recover mounts d again, when gen is still its start; its targets keep
+// the dead mount (ENOTCONN) until the new one is put in their place
+// (waitReady).  With no target left it stops d instead.
 func (drv *Driver) recover(d *daemon, gen int, why string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -291,11 +299,6 @@ func (drv *Driver) recover(d *daemon, gen int, why string) {
 	d.live = false
 	if d.conn != nil {
 		d.conn.Close()
-	}
-	for t := range d.targets {
-		if err := unmountAll(t); err != nil {
-			log.Printf("stfs-csi: %s: %v", d.key, err)
-		}
 	}
 	if len(d.targets) == 0 {
 		drv.stopLocked(d)

@@ -181,12 +181,14 @@ func (drv *Driver) publishLocked(ctx context.Context, d *daemon, target string, 
 		// the source opens without the lock held; a deadline leaves it
 		// opening for the next try
 		done := d.starting
+		d.waiters++
 		d.mu.Unlock()
 		select {
 		case <-done:
 		case <-ctx.Done():
 		}
 		d.mu.Lock()
+		d.waiters--
 		select {
 		case <-done:
 		default:

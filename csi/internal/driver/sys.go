@@ -1,5 +1,6 @@
-// sys.go: the privileged system calls of the driver: a FUSE mount of
-// /dev/fuse, read-only bind mounts, unmounts, and the mount's readahead.
+// sys.go: the privileged system calls of the driver: read-only bind
+// mounts, unmounts, and the mount's readahead (the FUSE mount itself and
+// its swap in a recovery: swap.go).
 package driver
 
 import (
@@ -15,23 +16,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// fuseMount opens /dev/fuse and mounts it on dir, read-only, for any
-// user, the files owned by uid/gid (the daemon's): the descriptor, which
-// the caller hands to the daemon and closes.
-func fuseMount(dir, name string, uid, gid int) (int, error) {
-	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, fmt.Errorf("open /dev/fuse: %w", err)
-	}
-	data := fmt.Sprintf("fd=%d,rootmode=40000,user_id=%d,group_id=%d,allow_other,default_permissions", fd, uid, gid)
-	err = unix.Mount(name, dir, "fuse.stfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, data)
-	if err != nil {
-		unix.Close(fd)
-		return -1, fmt.Errorf("mount %s: %w", dir, err)
-	}
-	return fd, nil
-}
 
 // bindReadOnly binds src onto target, read-only.
 func bindReadOnly(src, target string) error {
@@ -61,14 +45,15 @@ func unmountAll(path string) error {
 	return fmt.Errorf("unmount %s: still mounted", path)
 }
 
-// isMountPoint: is path a mount point, by /proc/self/mountinfo (a stat of
-// a dead FUSE mount would fail).
+// isMountPoint: is path a mount point, by the calling thread's mountinfo
+// (a stat of a dead FUSE mount would fail; the thread's: a unit test's
+// thread has a mount namespace of its own).
 func isMountPoint(path string) (bool, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return false, err
 	}
-	f, err := os.Open("/proc/self/mountinfo")
+	f, err := os.Open("/proc/thread-self/mountinfo")
 	if err != nil {
 		return false, err
 	}

@@ -41,9 +41,16 @@ var passEnv = []string{
 }
 
 // Serve listens on cfg.Socket, drops to cfg.UID/GID (with no capability
-// and no_new_privs) and starts a daemon for each connection.  It returns
-// only on error.
+// and no_new_privs) and starts a daemon for each connection, from its
+// spawner thread (harden.go).  It returns only on error.
 func Serve(cfg Config) error {
+	if err := closeInherited(); err != nil {
+		return fmt.Errorf("descriptors inherited: %v", err)
+	}
+	sp, err := newSpawner()
+	if err != nil {
+		return err
+	}
 	os.Remove(cfg.Socket)
 	old := syscall.Umask(0o077)
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: cfg.Socket, Net: "unix"})
@@ -55,17 +62,21 @@ func Serve(cfg Config) error {
 	if err := drop(cfg, cfg.Socket); err != nil {
 		return err
 	}
+	if err := sp.check(); err != nil {
+		return err
+	}
 	log.Printf("stfs-csi daemon: serving %s as uid %d", cfg.Socket, os.Getuid())
 	for {
 		c, err := l.AcceptUnix()
 		if err != nil {
 			return err
 		}
-		go handle(cfg, c)
+		go handle(cfg, sp, c)
 	}
 }
 
-// drop becomes cfg.UID/GID when root; then no privilege can come back.
+// drop becomes cfg.UID/GID when root (every thread: Go's Setresuid); then
+// no privilege can come back.
 func drop(cfg Config, socket string) error {
 	if os.Geteuid() == 0 && cfg.UID >= 0 {
 		// the driver (root) still connects; no one else
@@ -109,7 +120,7 @@ func (t *tail) String() string {
 	return strings.Join(t.lines, "\n")
 }
 
-func handle(cfg Config, c *net.UnixConn) {
+func handle(cfg Config, sp *spawner, c *net.UnixConn) {
 	defer c.Close()
 	var req Request
 	fd, err := ReadMessage(c, &req)
@@ -138,8 +149,10 @@ func handle(cfg Config, c *net.UnixConn) {
 	// AWS_EC2_METADATA_DISABLED: a volume with no AWS keys in its secret
 	// must not fall back on the node's instance role (every pod could
 	// read whatever buckets the node may)
+	// STFS_CONFINE: stfs checks for itself that it holds no privilege
+	// and no descriptor but its own (stfs(1)), whatever started it
 	env := []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/nonexistent",
-		"AWS_EC2_METADATA_DISABLED=true"}
+		"AWS_EC2_METADATA_DISABLED=true", "STFS_CONFINE=1"}
 	for _, k := range passEnv {
 		if v, ok := os.LookupEnv(k); ok {
 			env = append(env, k+"="+v)
@@ -167,7 +180,8 @@ func handle(cfg Config, c *net.UnixConn) {
 	cmd := &exec.Cmd{Path: cfg.Stfs, Args: args, Env: env,
 		ExtraFiles: []*os.File{fuse}, Stdout: w, Stderr: w,
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
-	err = cmd.Start()
+	// fork and exec on the stripped thread (harden.go)
+	err = sp.do(cmd.Start)
 	fuse.Close() // the daemon holds the only descriptor now
 	w.Close()
 	if err != nil {
