@@ -5,8 +5,11 @@
  * stdin /dev/null, the environment inherited.  What it prints is bounded
  * (64 KiB of stdout, 4 KiB of stderr kept) and so is its time (30 s, then
  * it is killed, with the process group it leads, or at once when its
- * caller cancels: an unmount never waits for it); a status other than 0
- * is an error quoting the start of
+ * caller cancels: an unmount never waits for it).  It is judged by its
+ * exit, not by its pipes: once it has exited, what is still in the pipes
+ * is read for a grace of 250 ms at most, then the process group it led is
+ * killed (a background child it left holding stdout does not make the
+ * caller wait).  A status other than 0 is an error quoting the start of
  * its stderr.  Its stdout is one JSON object read strictly by credjson.c:
  * Version 1 (a number), AccessKeyId, SecretAccessKey, and optionally
  * SessionToken and Expiration (without one the keys never expire).  The
@@ -34,6 +37,7 @@
 #define OUT_MAX (64u << 10)
 #define ERR_KEEP 4096
 #define TIME_MAX_MS 30000
+#define GRACE_MS 250
 
 extern char **environ;
 
@@ -147,12 +151,25 @@ static int cancelled(const int *cancel)
 	return cancel && __atomic_load_n(cancel, __ATOMIC_ACQUIRE);
 }
 
+/* Whether pid has exited, seen without reaping it: its zombie keeps the
+ * process group's number from being reused until the group is killed. */
+static int exited(pid_t pid)
+{
+	siginfo_t si;
+
+	memset(&si, 0, sizeof(si));
+	if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT))
+		return 0;
+	return si.si_pid == pid;
+}
+
 static int run(char **argv, const int *cancel, char *out, size_t *outlen,
 	       char *errs, int *status, struct stfs_error *err)
 {
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
 	int po[2] = { -1, -1 }, pe[2] = { -1, -1 }, rc = 0, over = 0;
+	int gone = 0;
 	size_t el = 0;
 	long long end = now_ms() + TIME_MAX_MS;
 	pid_t pid;
@@ -186,9 +203,16 @@ static int run(char **argv, const int *cancel, char *out, size_t *outlen,
 	while (po[0] >= 0 || pe[0] >= 0) {
 		struct pollfd p[2] = { { po[0], POLLIN, 0 },
 				       { pe[0], POLLIN, 0 } };
-		long long left = end - now_ms();
+		long long left;
 		char buf[4096];
 
+		/* exited: the pipes get a grace, not the 30 s */
+		if (!gone && exited(pid)) {
+			gone = 1;
+			if (end > now_ms() + GRACE_MS)
+				end = now_ms() + GRACE_MS;
+		}
+		left = end - now_ms();
 		if (left <= 0 || over || cancelled(cancel))
 			break;
 		/* a tenth of a second at most: a cancel is seen soon */
@@ -232,6 +256,10 @@ static int run(char **argv, const int *cancel, char *out, size_t *outlen,
 		kill(-pid, SIGKILL);
 		while (waitpid(pid, status, 0) < 0 && errno == EINTR)
 			;
+		/* it exited and the grace is over: its answer stands, what
+		 * it left holding the pipes is ended */
+		if (gone && !over && !cancelled(cancel))
+			goto out;
 		rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "%s %s; "
 			       "killed", argv[0], over ? "printed over 64 KiB" :
 			       cancelled(cancel) ? "was still running when "
