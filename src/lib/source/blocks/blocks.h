@@ -120,6 +120,8 @@ struct stfs_object {
 	uint64_t next_off;          /* where the last read ended */
 	unsigned streak;            /* reads in a row that went on from it */
 	uint64_t pf_next;           /* the next block to prefetch */
+	uint64_t pf_fed;            /* blocks below it a prefetch of a
+				     * read's brought from the network */
 	struct stfs_object *next;   /* read after this one, or NULL */
 	/* under the blocks' mu: the fetches that failed last (a ring: a
 	 * reader's block and the prefetches beside it fail together) */

@@ -122,6 +122,14 @@ static void run_job(struct stfs_fetcher *f, struct stfs_job *j)
 	if (!j->done) {
 		if (f->h)
 			stfs_blocks_prefetch(f, j->s, j->off);
+		/* it came from the network (it is to be written to the
+		 * cache): a reader hitting it is fed by the network */
+		if (f->to_write) {
+			pthread_mutex_lock(&r->pool.mu);
+			if (j->s->pf_fed <= j->off)
+				j->s->pf_fed = j->off + 1;
+			pthread_mutex_unlock(&r->pool.mu);
+		}
 		return;
 	}
 	/* its block went on the wire since it was queued: no need to wait
@@ -291,10 +299,12 @@ static void prefetch(struct stfs_object *s, uint64_t from, uint64_t to,
  * within it are fetched; a reader going on where its last read ended is
  * reading in file order, so the blocks ahead are fetched, into the next
  * tensors; a read anywhere else (a random reader) fetches nothing more.
- * A reader the network feeds (cold) going on to the object's end has the
- * next object's start fetched too (the next shard: loaders read them in
- * order); one fed from the cache may be reading its share alone, and is
- * fast enough without.
+ * A reader the network feeds (cold: its read goes to the network, or hits
+ * a block a read's prefetch brought from it, as when the prefetch is
+ * ahead of a slow reader) going on to the object's end has the next
+ * object's start fetched too (the next shard: loaders read them in
+ * order); one fed from a cache filled before (a warm, an earlier mount)
+ * may be reading its share alone, and is fast enough without.
  */
 static void plan_prefetch(struct stfs_object *s, uint64_t off, size_t len,
 			  const struct stfs_extent *ext, int cold)
@@ -327,6 +337,8 @@ static void hit(struct stfs_object *s, uint64_t off, size_t len,
 		const struct stfs_extent *ext, int cold)
 {
 	pthread_mutex_lock(&s->r->pool.mu);
+	if (off / s->r->o.block < s->pf_fed)
+		cold = 1;
 	plan_prefetch(s, off, len, ext, cold);
 	pthread_mutex_unlock(&s->r->pool.mu);
 }
