@@ -75,6 +75,12 @@ struct stfs_request {
 #define STFS_BACKOFF_MAX_S 30
 /* CLOCK_MONOTONIC in milliseconds (lookup.c). */
 uint64_t stfs_now_ms(void);
+/* The backoff before a retry of a reader's request whose last attempt
+ * began at t0, so that the retry, taken to last as long, ends by its
+ * deadline_ms: wait, or less (half of it at least), or 0 (no retry)
+ * (lookup.c). */
+unsigned stfs_backoff_within(uint64_t deadline_ms, uint64_t t0,
+			     unsigned wait);
 
 /* The engine's fetch interface: how blocks/ gets an object's bytes from
  * where they live, without knowing that it is HTTP.  Its owner (remote.c)

@@ -19,10 +19,13 @@
  * the request loop never waits for the network.  A read's fetch is
  * retried within its reader's bound, counted from when the read came
  * (httpc.c): reads queued behind workers sitting out a Retry-After do not
- * wait a bound each in turn.
+ * wait a bound each in turn, and one whose bound went by in the queue
+ * fails when a worker takes it, asking nothing.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -110,8 +113,9 @@ static void run_job(struct stfs_fetcher *f, struct stfs_job *j)
 	int rc;
 
 	/* a reader's fetch retries no longer than its bound, counted from
-	 * when it asked (a prefetch's or a warm's: as many as it may) */
-	f->deadline_ms = j->done && !j->warm ? j->asked_ms + 1000 +
+	 * when it asked, with half a second for the kernel's and its reply
+	 * (a prefetch's or a warm's: as many as it may) */
+	f->deadline_ms = j->done && !j->warm ? j->asked_ms + 500 +
 			 (uint64_t)r->o.retries * STFS_BACKOFF_MAX_S * 1000 : 0;
 	if (j->warm) {         /* answered once written: worker() */
 		j->rc = f->h ? stfs_blocks_warm(f, j->s, j->off) : -ENOMEM;
@@ -137,6 +141,21 @@ static void run_job(struct stfs_fetcher *f, struct stfs_job *j)
 	if (stfs_blocks_attach(j->s, j->buf, j->len, j->off, j->done,
 			       j->arg) == 0)
 		return;
+	/* its bound went by while it waited for a worker (each sitting out
+	 * a Retry-After): it fails now, asking nothing */
+	if (stfs_now_ms() >= f->deadline_ms) {
+		char line[600];
+
+		snprintf(line, sizeof(line), "stfs: %s: bytes %" PRIu64 "-%"
+			 PRIu64 ": not asked for: its reader has waited for "
+			 "%u s, its bound, for a connection", j->s->url,
+			 j->off, j->off + j->len - 1,
+			 r->o.retries * STFS_BACKOFF_MAX_S);
+		stfs_remote_log(r, line);
+		r->count.failed++;
+		j->done(j->arg, -EIO);
+		return;
+	}
 	rc = f->h ? stfs_blocks_read(f, j->s, j->buf, j->len, j->off, &ea) :
 		    -ENOMEM;
 	if (!ea.done) {                 /* else answered already */
