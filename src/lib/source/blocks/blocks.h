@@ -214,6 +214,8 @@ int stfs_blocks_attach(struct stfs_object *o, void *buf, size_t len,
  * (to be fetched). */
 int stfs_blocks_lookup(struct stfs_object *o, void *buf, size_t len,
 		       uint64_t off);
+/* The -errno of any fetch of o that failed a moment ago, or 0. */
+int stfs_blocks_failing(struct stfs_object *o);
 /* The fetch of [off, end) of o failed with rc (under the blocks' mu). */
 void stfs_blocks_failed(struct stfs_object *o, uint64_t off, uint64_t end,
 			int rc);

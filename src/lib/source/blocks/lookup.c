@@ -195,6 +195,11 @@ int stfs_blocks_lookup(struct stfs_object *o, void *buf, size_t len,
 	return rc ? rc : -ENOENT;
 }
 
+int stfs_blocks_failing(struct stfs_object *o)
+{
+	return recent_failure(o, 0, SIZE_MAX);
+}
+
 uint64_t stfs_now_ms(void)
 {
 	struct timespec t;

@@ -20,7 +20,7 @@
  * retried within its reader's bound, counted from when the read came
  * (httpc.c): reads queued behind workers sitting out a Retry-After do not
  * wait a bound each in turn, and one whose bound went by in the queue
- * fails when a worker takes it, asking nothing.
+ * while the server refused fails when a worker takes it, asking nothing.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -141,9 +141,11 @@ static void run_job(struct stfs_fetcher *f, struct stfs_job *j)
 	if (stfs_blocks_attach(j->s, j->buf, j->len, j->off, j->done,
 			       j->arg) == 0)
 		return;
-	/* its bound went by while it waited for a worker (each sitting out
-	 * a Retry-After): it fails now, asking nothing */
-	if (stfs_now_ms() >= f->deadline_ms) {
+	/* its bound went by while it waited for a worker, and the server
+	 * refused a moment ago (the workers sat out its Retry-After): it
+	 * fails now, asking nothing (one behind slow transfers is asked) */
+	if (stfs_now_ms() >= f->deadline_ms &&
+	    (rc = stfs_blocks_failing(j->s))) {
 		char line[600];
 
 		snprintf(line, sizeof(line), "stfs: %s: bytes %" PRIu64 "-%"
@@ -153,7 +155,7 @@ static void run_job(struct stfs_fetcher *f, struct stfs_job *j)
 			 r->o.retries * STFS_BACKOFF_MAX_S);
 		stfs_remote_log(r, line);
 		r->count.failed++;
-		j->done(j->arg, -EIO);
+		j->done(j->arg, rc);
 		return;
 	}
 	rc = f->h ? stfs_blocks_read(f, j->s, j->buf, j->len, j->off, &ea) :
