@@ -12,7 +12,9 @@
 # for the llama.cpp loader test; transformers.js with onnxruntime-node from
 # tests/transformersjs/package-lock.json and python3-onnx, which writes its
 # model, for the %repo/ loader tests; squashfuse and squashfs-tools for the
-# benchmarks' squashfuse_ll baseline; the Python clients from PyPI, one
+# benchmarks' squashfuse_ll baseline; stress-ng, the CPU hog under which
+# the timing-sensitive suites are checked to hold on a busy machine
+# (docs/reliability.md); the Python clients from PyPI, one
 # virtualenv per tests/py-*/ folder from its hash-pinned requirements.txt,
 # on Debian's python3 with python3-requests, -yaml and -packaging:
 # docs/python.md; for `bench`, also tests/py-bench/ (the Run:ai Model
@@ -35,7 +37,8 @@ full=(check clang libclang-rt-14-dev python3-torch r-base-core debhelper
       swift-container swift-object memcached openssl ca-certificates
       awscli squashfuse squashfs-tools python3-onnx python3-venv runc
       python3-requests python3-yaml python3-packaging python3-dateutil
-      python3-jmespath python3-urllib3 prometheus prometheus-node-exporter)
+      python3-jmespath python3-urllib3 prometheus prometheus-node-exporter
+      stress-ng)
 case "${1:-test}" in
 demo) pkgs=("${base[@]}") ;;
 test|bench) pkgs=("${base[@]}" "${full[@]}") ;;

@@ -479,6 +479,13 @@ static void stfs_ll_init(void *userdata, struct fuse_conn_info *conn)
 	/* libfuse ends the session unless this equals the max_read= it was
 	 * given (0 when none was) */
 	conn->max_read = fs->max_read;
+	/* the kernel's asynchronous reads (readahead, O_DIRECT) in the
+	 * daemon at once: its default, 12, held the 13th reader in the
+	 * kernel, unseen, while 12 sat out a Retry-After, and a read's bound
+	 * (retries x 30 s, counted from when it reaches the daemon) ended
+	 * 30 s late; the congestion threshold (when readahead holds back)
+	 * stays the kernel's */
+	conn->max_background = STFS_FS_MAX_BACKGROUND;
 	fs->initialized = 1;
 }
 

@@ -20,6 +20,9 @@
 #define STFS_DEFAULT_READAHEAD 1024
 /* KiB: the largest read request asked for unless -o max_request= */
 #define STFS_DEFAULT_MAX_REQUEST 16384
+/* the kernel's asynchronous requests in the daemon at once (its default:
+ * 12; an unprivileged daemon gets at most fuse's max_user_bgreq) */
+#define STFS_FS_MAX_BACKGROUND 1024
 
 /* Per-mount state, reached through fuse_req_userdata(). */
 struct stfs_fs {

@@ -75,6 +75,12 @@ struct stfs_request {
 #define STFS_BACKOFF_MAX_S 30
 /* CLOCK_MONOTONIC in milliseconds (lookup.c). */
 uint64_t stfs_now_ms(void);
+/* The backoff before a retry of a reader's request whose last attempt
+ * began at t0, so that the retry, taken to last as long, ends by its
+ * deadline_ms: wait, or less (half of it at least), or 0 (no retry)
+ * (lookup.c). */
+unsigned stfs_backoff_within(uint64_t deadline_ms, uint64_t t0,
+			     unsigned wait);
 
 /* The engine's fetch interface: how blocks/ gets an object's bytes from
  * where they live, without knowing that it is HTTP.  Its owner (remote.c)
@@ -120,6 +126,8 @@ struct stfs_object {
 	uint64_t next_off;          /* where the last read ended */
 	unsigned streak;            /* reads in a row that went on from it */
 	uint64_t pf_next;           /* the next block to prefetch */
+	uint64_t pf_fed;            /* blocks below it a prefetch of a
+				     * read's brought from the network */
 	struct stfs_object *next;   /* read after this one, or NULL */
 	/* under the blocks' mu: the fetches that failed last (a ring: a
 	 * reader's block and the prefetches beside it fail together) */
@@ -206,6 +214,8 @@ int stfs_blocks_attach(struct stfs_object *o, void *buf, size_t len,
  * (to be fetched). */
 int stfs_blocks_lookup(struct stfs_object *o, void *buf, size_t len,
 		       uint64_t off);
+/* The -errno of any fetch of o that failed a moment ago, or 0. */
+int stfs_blocks_failing(struct stfs_object *o);
 /* The fetch of [off, end) of o failed with rc (under the blocks' mu). */
 void stfs_blocks_failed(struct stfs_object *o, uint64_t off, uint64_t end,
 			int rc);

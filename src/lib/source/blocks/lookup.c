@@ -18,6 +18,8 @@
  * failed, each remembered FAIL_MEMORY_MS: the kernel answers a failed
  * buffered read by asking again for its first page at once, which would
  * otherwise wait as long again (a 429 with Retry-After: 30 s twice).
+ * Beside them, the clock of a reader's bound: the backoff a retry may
+ * take and still end by it (stfs_backoff_within(), for the HTTP client).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -197,10 +199,26 @@ int stfs_blocks_lookup(struct stfs_object *o, void *buf, size_t len,
 	return rc ? rc : -ENOENT;
 }
 
+int stfs_blocks_failing(struct stfs_object *o)
+{
+	return recent_failure(o, 0, SIZE_MAX);
+}
+
 uint64_t stfs_now_ms(void)
 {
 	struct timespec t;
 
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+unsigned stfs_backoff_within(uint64_t deadline_ms, uint64_t t0, unsigned wait)
+{
+	uint64_t now = stfs_now_ms(), took = now - t0;
+
+	if (now + took + wait <= deadline_ms)
+		return wait;
+	if (!wait || deadline_ms < now + took + wait / 2)
+		return 0;
+	return (unsigned)(deadline_ms - now - took);
 }

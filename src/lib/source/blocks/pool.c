@@ -19,10 +19,13 @@
  * the request loop never waits for the network.  A read's fetch is
  * retried within its reader's bound, counted from when the read came
  * (httpc.c): reads queued behind workers sitting out a Retry-After do not
- * wait a bound each in turn.
+ * wait a bound each in turn, and one whose bound went by in the queue
+ * while the server refused fails when a worker takes it, asking nothing.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -111,8 +114,9 @@ static void run_job(struct stfs_fetcher *f, struct stfs_job *j)
 	int rc;
 
 	/* a reader's fetch retries no longer than its bound, counted from
-	 * when it asked (a prefetch's or a warm's: as many as it may) */
-	f->deadline_ms = j->done && !j->warm ? j->asked_ms + 1000 +
+	 * when it asked, with half a second for the kernel's and its reply
+	 * (a prefetch's or a warm's: as many as it may) */
+	f->deadline_ms = j->done && !j->warm ? j->asked_ms + 500 +
 			 (uint64_t)r->o.retries * STFS_BACKOFF_MAX_S * 1000 : 0;
 	if (j->warm) {         /* answered once written: worker() */
 		j->rc = f->h ? stfs_blocks_warm(f, j->s, j->off) : -ENOMEM;
@@ -126,6 +130,14 @@ static void run_job(struct stfs_fetcher *f, struct stfs_job *j)
 	if (!j->done) {
 		if (f->h)
 			stfs_blocks_prefetch(f, j->s, j->off);
+		/* it came from the network (it is to be written to the
+		 * cache): a reader hitting it is fed by the network */
+		if (f->to_write) {
+			pthread_mutex_lock(&r->pool.mu);
+			if (j->s->pf_fed <= j->off)
+				j->s->pf_fed = j->off + 1;
+			pthread_mutex_unlock(&r->pool.mu);
+		}
 		return;
 	}
 	/* its block went on the wire since it was queued: no need to wait
@@ -133,6 +145,23 @@ static void run_job(struct stfs_fetcher *f, struct stfs_job *j)
 	if (stfs_blocks_attach(j->s, j->buf, j->len, j->off, j->done,
 			       j->arg) == 0)
 		return;
+	/* its bound went by while it waited for a worker, and the server
+	 * refused a moment ago (the workers sat out its Retry-After): it
+	 * fails now, asking nothing (one behind slow transfers is asked) */
+	if (stfs_now_ms() >= f->deadline_ms &&
+	    (rc = stfs_blocks_failing(j->s))) {
+		char line[600];
+
+		snprintf(line, sizeof(line), "stfs: %s: bytes %" PRIu64 "-%"
+			 PRIu64 ": not asked for: its reader has waited for "
+			 "%u s, its bound, for a connection", j->s->url,
+			 j->off, j->off + j->len - 1,
+			 r->o.retries * STFS_BACKOFF_MAX_S);
+		stfs_remote_log(r, line);
+		r->count.failed++;
+		j->done(j->arg, rc);
+		return;
+	}
 	rc = f->h ? stfs_blocks_read(f, j->s, j->buf, j->len, j->off, &ea) :
 		    -ENOMEM;
 	if (!ea.done) {                 /* else answered already */
@@ -297,10 +326,12 @@ static void prefetch(struct stfs_object *s, uint64_t from, uint64_t to,
  * within it are fetched; a reader going on where its last read ended is
  * reading in file order, so the blocks ahead are fetched, into the next
  * tensors; a read anywhere else (a random reader) fetches nothing more.
- * A reader the network feeds (cold) going on to the object's end has the
- * next object's start fetched too (the next shard: loaders read them in
- * order); one fed from the cache may be reading its share alone, and is
- * fast enough without.
+ * A reader the network feeds (cold: its read goes to the network, or hits
+ * a block a read's prefetch brought from it, as when the prefetch is
+ * ahead of a slow reader) going on to the object's end has the next
+ * object's start fetched too (the next shard: loaders read them in
+ * order); one fed from a cache filled before (a warm, an earlier mount)
+ * may be reading its share alone, and is fast enough without.
  */
 static void plan_prefetch(struct stfs_object *s, uint64_t off, size_t len,
 			  const struct stfs_extent *ext, int cold)
@@ -333,6 +364,8 @@ static void hit(struct stfs_object *s, uint64_t off, size_t len,
 		const struct stfs_extent *ext, int cold)
 {
 	pthread_mutex_lock(&s->r->pool.mu);
+	if (off / s->r->o.block < s->pf_fed)
+		cold = 1;
 	plan_prefetch(s, off, len, ext, cold);
 	pthread_mutex_unlock(&s->r->pool.mu);
 }

@@ -23,7 +23,9 @@
  * backoffs; a reader's request is not retried past its reader's bound
  * (stfs_request's deadline: retries x 30 s from when the read came, so
  * a read that waited in the queue behind others' backoffs waits no
- * longer in all).  Credentials are never sent to another host on a redirect
+ * longer in all): the last wait is shortened, by half at most, so that
+ * the retry (taken to last as long as the attempt before it) ends by
+ * then; else the request fails now.  Credentials are never sent to another host on a redirect
  * (libcurl's default, kept), TLS is verified (libcurl's default; trust()
  * reads the usual CA variables), and the usual proxy variables apply
  * (libcurl reads them), except with public_net.  The bytes move on the transfer threads
@@ -464,15 +466,18 @@ static CURLcode perform(struct stfs_http_client *c, CURL *h, struct xfer *x,
 
 int stfs_nap(unsigned ms, const atomic_int *cancel)
 {
-	while (ms) {
-		unsigned step = ms < 100 ? ms : 100;
+	/* by the clock: steps that each sleep a little long (a busy
+	 * machine) do not add up past ms */
+	uint64_t end = stfs_now_ms() + ms, now;
+
+	while ((now = stfs_now_ms()) < end) {
+		uint64_t step = end - now < 100 ? end - now : 100;
 		struct timespec t = { 0, (long)step * 1000000L };
 
 		if (cancel && atomic_load(cancel))
 			return -1;
 		while (nanosleep(&t, &t) < 0 && errno == EINTR)
 			;
-		ms -= step;
 	}
 	return 0;
 }
@@ -592,6 +597,7 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 {
 	char errbuf[ERRBUF_SIZE];
 	unsigned retry_after = 0, wait = 0;
+	uint64_t t0 = 0;
 
 	for (unsigned k = 0;; k++) {
 		struct xfer x = { .c = c, .h = h, .t = &c->transfers, .q = q,
@@ -609,6 +615,7 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 			return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET,
 					 "closed while reading");
 		c->count->requests++;
+		t0 = q->deadline_ms ? stfs_now_ms() : 0;
 		rc = perform(c, h, &x, &status, errbuf);
 		c->count->bytes += x.got;
 		stfs_httpc_counted(c, h, q, status, x.got, k);
@@ -646,7 +653,8 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 		 * measures it: a read queued behind others' backoffs has
 		 * spent some of it) is not waited past */
 		wait = backoff_ms(c, k + 1, retry_after);
-		if (q->deadline_ms && stfs_now_ms() + wait > q->deadline_ms) {
+		if (q->deadline_ms && (wait = stfs_backoff_within(
+					 q->deadline_ms, t0, wait)) == 0) {
 			if (err) {
 				size_t n = strlen(err->msg);
 

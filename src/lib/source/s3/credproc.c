@@ -5,9 +5,11 @@
  * stdin /dev/null, the environment inherited.  What it prints is bounded
  * (64 KiB of stdout, 4 KiB of stderr kept) and so is its time (30 s, then
  * it is killed, with the process group it leads, or at once when its
- * caller cancels: an unmount never waits for it); a status other than 0
- * is an error quoting the start of
- * its stderr.  Its stdout is one JSON object read strictly by credjson.c:
+ * caller cancels: an unmount never waits for it).  It is judged by its
+ * exit, not by its pipes: once it has exited, what is still in the pipes
+ * is read for a grace of 250 ms at most, then the process group it led is
+ * killed.  A status other than 0 is an error quoting the start of its
+ * stderr.  Its stdout is one JSON object read strictly by credjson.c:
  * Version 1 (a number), AccessKeyId, SecretAccessKey, and optionally
  * SessionToken and Expiration (without one the keys never expire).  The
  * command line is never quoted in a message (it may hold a secret): only

@@ -68,6 +68,7 @@ struct stfs_creds {
 	pthread_t thread;
 	pid_t pid;                      /* the process it runs in */
 	int running, stopping;
+	unsigned parking;               /* parks waiting for the thread */
 	/* atomic (read unlocked by a fetch under way): a park's word that
 	 * a credential_process still running is killed */
 	int cancel;
@@ -248,6 +249,10 @@ static void ensure_thread(struct stfs_creds *c)
 		return;                 /* keys that never expire */
 	if (c->running && c->pid == getpid())
 		return;
+	/* not while a park waits for the thread: a new one would take back
+	 * the park's cancel from the credential_process still running */
+	if (c->parking)
+		return;
 	c->stopping = 0;
 	__atomic_store_n(&c->cancel, 0, __ATOMIC_RELEASE);
 	c->pid = getpid();
@@ -305,10 +310,15 @@ void stfs_creds_park(struct stfs_creds *c)
 	/* a refresh running a credential_process ends now, not in 30 s */
 	if (join)
 		__atomic_store_n(&c->cancel, 1, __ATOMIC_RELEASE);
+	c->parking += join;
 	pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->mu);
-	if (join)
+	if (join) {
 		pthread_join(th, NULL);
+		pthread_mutex_lock(&c->mu);
+		c->parking--;
+		pthread_mutex_unlock(&c->mu);
+	}
 	stfs_transfers_stop(&c->http.transfers, 1);
 }
 

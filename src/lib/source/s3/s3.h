@@ -221,11 +221,14 @@ void stfs_words_free(char **w);
  * STFS_CHILD_OUT_MAX bytes) into out with *outlen, the start of its
  * stderr (STFS_CHILD_ERR_KEEP bytes, NUL-terminated) into errs; killed
  * with its process group past STFS_CHILD_TIME_MS, past that much output,
- * or once *cancel (may be NULL) reads nonzero.  0 with its *status (as
+ * or once *cancel (may be NULL) reads nonzero; once it has exited, its
+ * pipes get STFS_CHILD_GRACE_MS more, then its group is killed and its
+ * answer stands.  0 with its *status (as
  * waitpid gives it), or -errno with err. */
 #define STFS_CHILD_OUT_MAX (64u << 10)
 #define STFS_CHILD_ERR_KEEP 4096
 #define STFS_CHILD_TIME_MS 30000
+#define STFS_CHILD_GRACE_MS 250
 int stfs_child_run(char **argv, const int *cancel, char *out,
 		   size_t *outlen, char *errs, int *status,
 		   struct stfs_error *err);

@@ -5,6 +5,10 @@
  * it is killed), the start of its stderr kept (STFS_CHILD_ERR_KEEP); its
  * time bounded (STFS_CHILD_TIME_MS, then it is killed with its group), and
  * killed at once when its caller cancels (an unmount never waits for it).
+ * It is judged by its exit, not by its pipes: once it has exited, what is
+ * still in the pipes is read for a grace of STFS_CHILD_GRACE_MS at most,
+ * then the process group it led is killed and its answer stands (a
+ * background child it left holding stdout does not make the caller wait).
  * Every buffer that held its output is zeroed (it prints secrets).
  */
 #define _GNU_SOURCE
@@ -34,6 +38,7 @@ struct child {
 	long long end;
 	size_t el;
 	int over;
+	int gone;	/* it exited (not reaped): the pipes have a grace */
 };
 
 static long long now_ms(void)
@@ -47,6 +52,18 @@ static long long now_ms(void)
 static int cancelled(const int *cancel)
 {
 	return cancel && __atomic_load_n(cancel, __ATOMIC_ACQUIRE);
+}
+
+/* Whether pid has exited, seen without reaping it: its zombie keeps the
+ * process group's number from being reused until the group is killed. */
+static int exited(pid_t pid)
+{
+	siginfo_t si;
+
+	memset(&si, 0, sizeof(si));
+	if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT))
+		return 0;
+	return si.si_pid == pid;
 }
 
 /* The pipes made and argv started in a process group of its own: 0, or
@@ -110,9 +127,16 @@ static void collect(struct child *c, const int *cancel, char *out,
 	while (c->po[0] >= 0 || c->pe[0] >= 0) {
 		struct pollfd p[2] = { { c->po[0], POLLIN, 0 },
 				       { c->pe[0], POLLIN, 0 } };
-		long long left = c->end - now_ms();
+		long long left;
 		char buf[4096];
 
+		/* exited: the pipes get a grace, not the whole time */
+		if (!c->gone && exited(c->pid)) {
+			c->gone = 1;
+			if (c->end > now_ms() + STFS_CHILD_GRACE_MS)
+				c->end = now_ms() + STFS_CHILD_GRACE_MS;
+		}
+		left = c->end - now_ms();
 		if (left <= 0 || c->over || cancelled(cancel))
 			break;
 		/* a tenth of a second at most: a cancel is seen soon */
@@ -155,6 +179,10 @@ static int reap(struct child *c, char **argv, const int *cancel,
 {
 	if (c->po[0] >= 0 || c->pe[0] >= 0) {
 		kill_wait(c, status);
+		/* it exited and the grace is over: its answer stands, what
+		 * it left holding the pipes is ended */
+		if (c->gone && !c->over && !cancelled(cancel))
+			return 0;
 		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "%s %s; "
 				 "killed", argv[0], c->over ? "printed over "
 				 "64 KiB" : cancelled(cancel) ? "was still "
