@@ -211,17 +211,17 @@ func (drv *Driver) publishLocked(ctx context.Context, d *daemon, target string, 
 		d.grace = nil
 	}
 	if d.targets[target] {
-		if ok, _ := isMountPoint(target); ok {
+		if ok, _ := drv.sys.isMountPoint(target); ok {
 			return nil // published already: the same answer
 		}
 	}
 	if err := os.MkdirAll(target, 0o750); err != nil {
 		return status.Errorf(codes.Internal, "target %s: %v", target, err)
 	}
-	if err := unmountAll(target); err != nil {
+	if err := drv.sys.unmountAll(target); err != nil {
 		return status.Error(codes.Internal, err.Error())
 	}
-	if err := bindReadOnly(d.dir, target); err != nil {
+	if err := drv.sys.bindReadOnly(d.dir, target); err != nil {
 		if len(d.targets) == 0 {
 			drv.releaseLocked(d, target)
 		}
@@ -252,7 +252,7 @@ func (drv *Driver) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpubli
 	if d != nil {
 		d.mu.Lock()
 	}
-	err := unmountAll(target)
+	err := drv.sys.unmountAll(target)
 	if err == nil {
 		err = os.Remove(target)
 		if errors.Is(err, os.ErrNotExist) {
