@@ -49,8 +49,12 @@ type daemon struct {
 }
 
 // errStarting: the daemon did not come up; the message says why (stfs's
-// own words).
-type errStarting struct{ msg string }
+// own words), its exit status of what class the failure is (class.go; 0:
+// it did not exit).
+type errStarting struct {
+	msg    string
+	status int
+}
 
 func (e *errStarting) Error() string { return e.msg }
 
@@ -144,7 +148,7 @@ func (drv *Driver) start(d *daemon) error {
 	drv.sys.closeFD(fd)
 	if err == nil && !ev.Started {
 		conn.Close()
-		err = &errStarting{"the launcher: " + ev.Error}
+		err = &errStarting{msg: "the launcher: " + ev.Error}
 	}
 	if err != nil {
 		drv.sys.closeFD(mnt) // the new mount goes; its daemon sees ENODEV
@@ -177,15 +181,15 @@ func (drv *Driver) waitReady(d *daemon, gen int, done chan struct{}, exited chan
 			select {
 			case ev := <-exited:
 				if m := strings.TrimSpace(ev.Stderr); m != "" {
-					err = &errStarting{m}
+					err = &errStarting{m, ev.Status}
 				}
 			case <-time.After(2 * time.Second):
 			}
 		}
 	case ev := <-exited:
-		err = &errStarting{strings.TrimSpace(ev.Stderr)}
+		err = &errStarting{strings.TrimSpace(ev.Stderr), ev.Status}
 		if err.Error() == "" {
-			err = &errStarting{fmt.Sprintf("stfs exited (%d)", ev.Status)}
+			err = &errStarting{fmt.Sprintf("stfs exited (%d)", ev.Status), ev.Status}
 		}
 	}
 	d.mu.Lock()

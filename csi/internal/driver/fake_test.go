@@ -78,11 +78,10 @@ type fakeSys struct {
 	on       map[string][]*fakeSB
 	procs    []*fakeProc
 	launches int
-	// what the next daemons do: exit at once with this stderr and
-	// status (when failStatus != 0); wait for hold before serving
-	failStderr string
-	failStatus int
-	hold       chan struct{}
+	// what a daemon does: exit at once with this status and stderr
+	// (when the status is not 0); wait for hold before serving
+	answer func(launch.Request) (int, string)
+	hold   chan struct{}
 	// launchDelay: how long the launcher takes to answer (widens races)
 	launchDelay time.Duration
 }
@@ -138,10 +137,12 @@ func (f *fakeSys) launch(socket string, req launch.Request, fuse int) (daemonCon
 		gone: make(chan struct{}), closed: make(chan struct{})}
 	sb.proc = p
 	f.procs = append(f.procs, p)
-	fail, st := f.failStderr, f.failStatus
+	answer := f.answer
 	f.mu.Unlock()
-	if st != 0 {
-		p.exit(st, fail)
+	if answer != nil {
+		if st, stderr := answer(req); st != 0 {
+			p.exit(st, stderr)
+		}
 	}
 	return p, launch.Event{Started: true, Pid: p.pid}, nil
 }

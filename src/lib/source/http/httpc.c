@@ -516,8 +516,8 @@ static int judge(const struct xfer *x, CURLcode rc, long status,
 		return stfs_fail(err, q->whole ? -EFBIG : -EIO, NULL,
 				 STFS_NO_OFFSET, "the server sent more than "
 				 "the %zu bytes asked for", x->len);
-	if (rc != CURLE_OK && x->net.why[0])    /* not to be tried again */
-		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "%s",
+	if (rc != CURLE_OK && x->net.why[0])    /* public_net: not again */
+		return stfs_fail(err, -EPERM, NULL, STFS_NO_OFFSET, "%s",
 				 x->net.why);
 	if (rc != CURLE_OK) {
 		*again = rc != CURLE_UNSUPPORTED_PROTOCOL &&
