@@ -390,11 +390,12 @@ def stfs(*args):
                           timeout=120, text=True)
 
 
-def refused(src, mnt, *want):
-    """Mounting src fails at once, exit 1, naming src and each of want;
-    nothing is mounted."""
+def refused(src, mnt, *want, status=1):
+    """Mounting src fails at once, exit status (1, or the class stfs(1)
+    names: 3 not found, 4 refused, 5 unreachable, 6 policy), naming src
+    and each of want; nothing is mounted."""
     r = stfs("mount", src, mnt)
-    assert r.returncode == 1, (src, r)
+    assert r.returncode == status, (src, status, r)
     assert r.stderr.startswith("stfs: %s: " % src), r.stderr
     for w in want:
         assert w in r.stderr, (w, r.stderr)

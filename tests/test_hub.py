@@ -183,7 +183,8 @@ def test_revisions(d, mnt):
         finally:
             T.stop_fg(p, mnt)
         assert names("hf://org/rev") == nb       # a new mount: the push
-        refused("hf://org/rev@nope", mnt, "404", "Invalid rev id: nope")
+        refused("hf://org/rev@nope", mnt, "404", "Invalid rev id: nope",
+                status=3)
 
 
 def test_folders(d, mnt):
@@ -220,11 +221,12 @@ def test_folders(d, mnt):
         for w_ in ("text_encoder", "unet", "hf://org/pipe/"):
             assert w_ in r.stderr, r.stderr
         assert "unet/config.json\t2\t" in r.stdout, r.stdout
-        refused("hf://org/pipe/vae", mnt, "404")
+        refused("hf://org/pipe/vae", mnt, "404", status=3)
         w.hub.push(w.hub.repo("org/data", dataset=True),
                    {"model.safetensors": a})
         assert T.inspect_json("hf://datasets/org/data")["tensors"]
-        refused("hf://org/data", mnt, "Repository Not Found")
+        # the Hub: 401 for a repository it will not say exists: 4
+        refused("hf://org/data", mnt, "Repository Not Found", status=4)
         for bad in ("hf://", "hf://org", "hf://org/", "hf://../x",
                     "hf://org/na me", "hf://org/x@", "hf://org/x/../y"):
             r = stfs("inspect", bad)
@@ -240,10 +242,11 @@ def test_token(d, mnt):
                               "model.safetensors"), "rb").read()
         w.hub.push(w.hub.repo("org/gated", gated=True),
                    {"model.safetensors": a})
+        # exit status 4: the credentials refused (stfs(1))
         refused("hf://org/gated", mnt, "401", "GatedRepo" if False else
-                "Access to model org/gated is restricted")
+                "Access to model org/gated is restricted", status=4)
         with env(HF_TOKEN="hf_wrong"):
-            refused("hf://org/gated", mnt, "restricted")
+            refused("hf://org/gated", mnt, "restricted", status=4)
         tokfile = os.path.join(d, "tok")
         with open(tokfile, "w") as f:
             f.write(hubemu.TOKEN + "\n")
@@ -265,7 +268,7 @@ def test_token(d, mnt):
                     T.stop_fg(p, mnt)
         # HF_TOKEN comes before the file
         with env(HF_TOKEN="hf_wrong"):
-            refused("hf://org/gated", mnt, "restricted")
+            refused("hf://org/gated", mnt, "restricted", status=4)
         seen = [a for s, a in w.hub.seen if "/org/gated/" in s]
         assert "Bearer " + hubemu.TOKEN in seen
         assert hubemu.TOKEN not in w.nginx_log()
@@ -369,8 +372,8 @@ def test_hf_cache(d, mnt):
         finally:
             T.stop_fg(p, mnt)
         assert T.inspect_json("hf://org/cached@" + sha_)["tensors"]
-        refused("hf://org/cached@v2", mnt, "offline", "refs/v2")
-        refused("hf://org/other", mnt, "offline")
+        refused("hf://org/cached@v2", mnt, "offline", "refs/v2", status=3)
+        refused("hf://org/other", mnt, "offline", status=3)
     # online: the revision from the Hub, the bytes from the cache
     with world(d) as w:
         r = w.hub.repo("org/cached")
@@ -469,7 +472,7 @@ def test_offline_own_cache(d, mnt):
                 f.write(bytes([c[0] ^ 1]))
         r = subprocess.run([T.STFS, "mount", "-o", "offline,cache=" + cache,
                             src, mnt], capture_output=True, timeout=60)
-        assert r.returncode == 1 and b"offline" in r.stderr, r
+        assert r.returncode == 3 and b"offline" in r.stderr, r
         assert not T.is_mount(mnt)
         assert len(w.hub.seen) == hub_n and w.nginx_log() == cdn
 

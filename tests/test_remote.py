@@ -182,28 +182,30 @@ def test_refused_at_mount(d, mnt):
     big_file(data)
     # /coded/: bytes labelled as compressed, which stfs never asks for
     ngx = Nginx(os.path.join(d, "ngx"), data, extra="    location /coded/ "
-                "{ alias %s/; add_header Content-Encoding gzip always; }"
-                % data)
+                "{ alias %s/; add_header Content-Encoding gzip always; }\n"
+                "    location /auth/ { return 401; }" % data)
     dead = "http://127.0.0.1:%d/x.safetensors" % free_port()
     try:
+        # and the mount's exit status: the failure's class (stfs(1))
         cases = [
-            (ngx.url("nope.safetensors"), "HTTP 404"),
+            (ngx.url("nope.safetensors"), "HTTP 404", 3),
             (ngx.url("noranges/big.safetensors"),
-             "the server ignores range requests"),
-            (dead, "Couldn't connect"),
-            (ngx.url("nothing/"), "the index: HTTP 404"),
-            ("http://127.0.0.1:%d" % ngx.port, "a URL needs a path"),
+             "the server ignores range requests", 1),
+            (dead, "Couldn't connect", 5),
+            (ngx.url("nothing/"), "the index: HTTP 404", 3),
+            ("http://127.0.0.1:%d" % ngx.port, "a URL needs a path", 1),
             (ngx.url("coded/big.safetensors"),
-             "the server sent the bytes encoded (Content-Encoding: gzip)"),
+             "the server sent the bytes encoded (Content-Encoding: gzip)", 1),
+            (ngx.url("auth/big.safetensors"), "HTTP 401", 4),
         ]
-        for url, want in cases:
-            for cmd in (["mount", "-o", "retries=1", url, mnt],
-                        ["inspect", url]):
+        for url, want, status in cases:
+            for cmd, st in ((["mount", "-o", "retries=1", url, mnt], status),
+                            (["inspect", url], 1)):
                 t = time.time()
                 r = subprocess.run([T.STFS] + cmd, capture_output=True,
                                    timeout=60)
                 err = r.stderr.decode()
-                assert r.returncode == 1, (cmd, r)
+                assert r.returncode == st, (cmd, r)
                 assert err.startswith("stfs: %s: " % url) and want in err, \
                     (url, err)
                 assert time.time() - t < 20
@@ -235,26 +237,28 @@ def test_public_net(d, mnt):
         with open(log) as f:
             return sum(1 for x in f if x.startswith("/big.safetensors "))
     try:
-        for url, opts, says in (
+        # the exit status: 6, refused by policy; 2, a usage error
+        for url, opts, says, status in (
                 (direct, "public_net",
                  "a connection to 127.0.0.1 refused: a loopback address "
-                 "(public_net)"),
+                 "(public_net)", 6),
                 (via, "public_net,allow_net=127.0.0.1",
                  "a connection to 127.0.0.2 refused: a loopback address "
-                 "(public_net)"),
+                 "(public_net)", 6),
                 (via, "public_net,allow_net=127.0.0.1/32,"
                  "allow_net=::1",
-                 "a connection to 127.0.0.2 refused"),
+                 "a connection to 127.0.0.2 refused", 6),
                 (direct, "public_net,allow_net=127.0.0.1/33",
-                 "allow_net=127.0.0.1/33: give an address or a CIDR"),
+                 "allow_net=127.0.0.1/33: give an address or a CIDR", 2),
                 (direct, "public_net,allow_net=localhost",
-                 "allow_net=localhost: give an address or a CIDR")):
+                 "allow_net=localhost: give an address or a CIDR", 2)):
             before = asked()
             t = time.time()
             r = subprocess.run([T.STFS, "mount", "-o", opts, url, mnt],
                                capture_output=True, timeout=60)
             err = r.stderr.decode()
-            assert r.returncode in (1, 2) and says in err, (url, opts, err)
+            assert r.returncode == status and says in err, \
+                (url, opts, r.returncode, err)
             assert time.time() - t < 5, "retried"
             assert not T.is_mount(mnt) and not T.daemons_for(mnt)
             assert asked() == before, "the refused address was asked"
@@ -302,7 +306,7 @@ def test_public_net_proxy(d, mnt):
         if r.returncode == 0:
             T._mounts.append(mnt)
         err = r.stderr.decode()
-        assert r.returncode == 1 and "a connection to 127.0.0.1 refused: " \
+        assert r.returncode == 6 and "a connection to 127.0.0.1 refused: " \
             "a loopback address (public_net)" in err, err
         assert asked("ngx") == 0 and asked("proxy") == 0
         # the control: the proxy variable is in effect without public_net

@@ -99,7 +99,7 @@ def test_shards(d, mnt):
         r = stfs_cmd("inspect", "--files", "s3://models/")
         assert r.returncode == 0 and "no *.safetensors files" in r.stderr
         assert "noindex/deeper/x.safetensors\t8\t" in r.stdout, r.stdout
-        refused("s3://other/", mnt, "no *.safetensors files")
+        refused("s3://other/", mnt, "no *.safetensors files", status=3)
 
 
 def test_profiles_and_styles(d, mnt):
@@ -127,7 +127,7 @@ def test_profiles_and_styles(d, mnt):
         # Swift says SignatureDoesNotMatch for a key id it does not
         # know (AWS: InvalidAccessKeyId): the service's code, as it is
         refused("s3://models/p/model.safetensors", mnt, "403",
-                "SignatureDoesNotMatch")
+                "SignatureDoesNotMatch", status=4)
     # the region is part of what is signed: a wrong one is refused
     with creds(d, AWS_REGION="eu-west-7"):
         refused("s3://models/p/model.safetensors", mnt, "400",
@@ -163,15 +163,16 @@ def test_refused(d, mnt):
             sw.put("models", "r/model.safetensors", f.read())
         src = "s3://models/r/model.safetensors"
         with env(AWS_SECRET_ACCESS_KEY="wrong"):
-            refused(src, mnt, "403", "SignatureDoesNotMatch")
+            refused(src, mnt, "403", "SignatureDoesNotMatch", status=4)
         with env(AWS_ACCESS_KEY_ID="test:nobody"):
-            refused(src, mnt, "403", "SignatureDoesNotMatch")
+            refused(src, mnt, "403", "SignatureDoesNotMatch", status=4)
         with env(AWS_ACCESS_KEY_ID=s3server.READER,
                  AWS_SECRET_ACCESS_KEY=s3server.READER_SECRET):
-            refused(src, mnt, "403", "AccessDenied")
+            refused(src, mnt, "403", "AccessDenied", status=4)
         refused("s3://models/r/nothere.safetensors", mnt, "404",
-                "NoSuchKey")
-        refused("s3://nobucket/x.safetensors", mnt, "404", "NoSuchBucket")
+                "NoSuchKey", status=3)
+        refused("s3://nobucket/x.safetensors", mnt, "404", "NoSuchBucket",
+                status=3)
         for bad in ("s3://", "s3://b@d/x", "s3:///x.safetensors"):
             r = subprocess.run([T.STFS, "inspect", bad], capture_output=True,
                                text=True, timeout=30)

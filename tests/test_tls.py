@@ -71,12 +71,13 @@ def stfs(*args):
                           timeout=120, stdin=subprocess.DEVNULL)
 
 
-def refused(url, mnt, why):
-    """inspect and mount of url fail with why, exit 1, nothing mounted."""
+def refused(url, mnt, why, status=1):
+    """inspect and mount of url fail with why, exit 1 (the mount: status,
+    its class in stfs(1)), nothing mounted."""
     for cmd in (["inspect", url], ["mount", url, mnt]):
         r = stfs(*cmd)
         err = r.stderr.decode()
-        assert r.returncode == 1, (cmd, r)
+        assert r.returncode == (status if cmd[0] == "mount" else 1), (cmd, r)
         assert why in err, (cmd, err)
         assert not T.is_mount(mnt) and not T.daemons_for(mnt)
     return err
@@ -235,9 +236,9 @@ def test_credentials(d, mnt):
             assert json.loads(r.stdout)["source"] == shown
             assert "p%40ss" not in out and "alice" not in out, out
             # refused: no password, a wrong one; the message hides it
-            refused(shown, mnt, "HTTP 401 (Unauthorized)")
+            refused(shown, mnt, "HTTP 401 (Unauthorized)", 4)
             bad = url.replace("p%40ss", "wrong")
-            err = refused(bad, mnt, "HTTP 401 (Unauthorized)")
+            err = refused(bad, mnt, "HTTP 401 (Unauthorized)", 4)
             assert "wrong" not in err and shown in err, err
             # a redirect to another host: it gets the request, not the
             # password
@@ -258,7 +259,7 @@ def test_credentials(d, mnt):
         with env(HOME=d, NETRC=elsewhere):
             check_real_file(shown, want(rel), mnt)
         with env(HOME=d):
-            refused(shown, mnt, "HTTP 401 (Unauthorized)")
+            refused(shown, mnt, "HTTP 401 (Unauthorized)", 4)
     finally:
         ngx.stop()
         other.stop()
@@ -293,9 +294,9 @@ def test_presigned(d, mnt):
             check_real_file(url, want(rel), mnt, no_query)
             j = T.inspect_json(url)
             assert j["source"] == plain, j["source"]
-            refused(plain, mnt, "HTTP 403 (Forbidden)")
+            refused(plain, mnt, "HTTP 403 (Forbidden)", 4)
             err = refused(url.replace("md5=", "md5=x"), mnt,
-                          "HTTP 403 (Forbidden)")
+                          "HTTP 403 (Forbidden)", 4)
             assert "md5" not in err and plain in err, err
             refused(signed(ngx.url("signed/jl-sharded/"),
                            "/signed/jl-sharded/", int(time.time()) + 60),

@@ -476,8 +476,8 @@ static int parse_args(struct fuse_args *args, struct stfs_opts *o,
 	return -1;
 }
 
-/* Open the whole source as fs->model, with the tree options: 0, or -1
- * after saying why. */
+/* Open the whole source as fs->model, with the tree options: 0, or the
+ * exit status (its class: exitclass.c) after saying why. */
 static int open_model(struct stfs_opts *o, const char *src,
 		      struct stfs_fs *fs)
 {
@@ -501,7 +501,7 @@ static int open_model(struct stfs_opts *o, const char *src,
 	mo.ctx = (void *)src;
 	stfs_remote_opts_log(o->remote, log_line, NULL);
 	if (stfs_fsmetrics_new(fs, o->remote, o->metrics, o->nometrics, src))
-		return -1;
+		return 1;
 	mo.remote = o->remote;
 	/* on a terminal, a line while a slow source is listed and read */
 	stfs_open_line_start(&line, o->remote, stderr);
@@ -510,7 +510,7 @@ static int open_model(struct stfs_opts *o, const char *src,
 	if (rc) {
 		fprintf(stderr, "stfs: %s: %s\n", src, err.msg);
 		stfs_fsmetrics_free(fs);
-		return -1;
+		return stfs_exit_class(rc);
 	}
 	return 0;
 }
@@ -698,7 +698,7 @@ int stfs_mount_main(int argc, char **argv)
 	/* a daemon handed /dev/fd/N: confined before it opens anything */
 	if (check_mountpoint(src, o.mountpoint) == 0 &&
 	    stfs_confine_fd_daemon(src, fd_mountpoint(o.mountpoint)) == 0 &&
-	    open_model(&o, src, &fs) == 0)
+	    (ret = open_model(&o, src, &fs)) == 0)
 		ret = serve_model(&args, &o, src, &fs, threads);
 out:
 	free(src);

@@ -23,6 +23,20 @@
  * src/fuse/fsmetrics.c. */
 #define STFS_METRICS_XATTR "user.stfs.metrics"
 
+/* The exit statuses of `stfs mount` (stfs(1), EXIT STATUS): a failure to
+ * open the source says its class (exitclass.c, from the error's negative
+ * errno code). */
+enum {
+	STFS_EXIT_OK = 0,
+	STFS_EXIT_FAILED = 1,       /* an invalid source, a failed mount */
+	STFS_EXIT_USAGE = 2,
+	STFS_EXIT_NOT_FOUND = 3,    /* HTTP 404/410, no such file */
+	STFS_EXIT_REFUSED = 4,      /* the credentials refused: HTTP 401/403 */
+	STFS_EXIT_UNREACHABLE = 5,  /* no connection, DNS, a timeout */
+	STFS_EXIT_POLICY = 6,       /* public_net, allow_net refused it */
+};
+int stfs_exit_class(int code);
+
 /* `stfs mount ...` and the mount-helper form; argv[0] is the program.
  * Returns the exit status. */
 int stfs_mount_main(int argc, char **argv);

@@ -108,8 +108,8 @@ void stfs_usage(FILE *out)
 "AWS_EC2_METADATA_DISABLED=true skips it).  Temporary ones are refreshed\n"
 "before they expire; inspect and the log name the provider and key id.\n"
 "\n"
-"Exit status: 0 success, 1 invalid source or failed mount (stats: not an\n"
-"stfs mount, nometrics, or not its owner), 2 usage error.\n"
-"See stfs(1).\n", STFS_HEADER_FILE, STFS_DEFAULT_THREADS, STFS_DEFAULT_READAHEAD,
+"Exit status: 0 ok, 1 failed (stats: not an stfs mount, nometrics, not its\n"
+"owner), 2 usage; a mount's source not opened: 3 not found, 4 credentials\n"
+"refused, 5 origin not reached, 6 refused by public_net/allow_net; stfs(1).\n", STFS_HEADER_FILE, STFS_DEFAULT_THREADS, STFS_DEFAULT_READAHEAD,
 	STFS_DEFAULT_MAX_REQUEST);
 }

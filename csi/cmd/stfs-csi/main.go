@@ -157,12 +157,12 @@ func main() {
 	go func() {
 		<-sig
 		// the mounts and daemons stay: pods keep reading through a
-		// driver upgrade
-		drv.Shutdown()
-		l.Close()
+		// driver upgrade; the calls under way end first
+		drv.Stop(10 * time.Second)
 	}()
 	log.Printf("stfs-csi %s: node %s on %s", version, cfg.NodeID, cfg.Endpoint)
-	if err := drv.Serve(l); err != nil && !strings.Contains(err.Error(), "use of closed") {
+	if err := drv.Serve(l); err != nil {
 		log.Fatalf("stfs-csi: %v", err)
 	}
+	log.Printf("stfs-csi: stopped")
 }

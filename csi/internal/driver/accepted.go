@@ -28,8 +28,10 @@ const acceptedFor = 30 * 24 * time.Hour
 
 const nodeKeySize = 32
 
-// credentialRefused: how stfs says that the origin refused the
-// credentials themselves (not a missing file, nor a rate limit).
+// credentialRefused: how stfs says in words that the origin refused the
+// credentials themselves (not a missing file, nor a rate limit); read
+// only when its exit status is 1 (class.go; an stfs older than the
+// classes).
 var credentialRefused = regexp.MustCompile(`(?i)HTTP (401|403)|restricted|forbidden|unauthori[sz]ed|access ?denied|signaturedoesnotmatch|invalidaccesskeyid|expiredtoken`)
 
 // loadNodeKey reads STATE/node.key, made (random, 0600) if missing.

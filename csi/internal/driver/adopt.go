@@ -93,7 +93,7 @@ func (drv *Driver) Adopt() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	devs, err := mountsByDevice()
+	devs, err := drv.sys.mounts()
 	if err != nil {
 		return 0, err
 	}
@@ -103,7 +103,7 @@ func (drv *Driver) Adopt() (int, error) {
 			continue
 		}
 		key, path := e.Name(), filepath.Join(dir, e.Name())
-		if ok, _ := isMountPoint(path); !ok {
+		if ok, _ := drv.sys.isMountPoint(path); !ok {
 			os.Remove(path)
 			os.Remove(path + ".json")
 			continue
@@ -111,7 +111,7 @@ func (drv *Driver) Adopt() (int, error) {
 		var m meta
 		b, rerr := os.ReadFile(path + ".json")
 		// its device by mountinfo: a stat of a dead mount may fail
-		dev := topDevice(path)
+		dev := drv.sys.topDevice(path)
 		var targets []string
 		for _, p := range devs[dev] {
 			if p != path {
@@ -121,9 +121,9 @@ func (drv *Driver) Adopt() (int, error) {
 		if rerr != nil || json.Unmarshal(b, &m) != nil || dev == "" {
 			log.Printf("stfs-csi: %s: an unknown mount: unmounted with its %d targets", key, len(targets))
 			for _, t := range targets {
-				unmountAll(t)
+				drv.sys.unmountAll(t)
 			}
-			unmountAll(path)
+			drv.sys.unmountAll(path)
 			os.Remove(path)
 			os.Remove(path + ".json")
 			continue
@@ -146,7 +146,7 @@ func (drv *Driver) Adopt() (int, error) {
 		}
 		log.Printf("stfs-csi: %s: adopted the daemon of %s with %d targets", key, m.Source, len(targets))
 		n++
-		if !alive(path, 5*time.Second) {
+		if !drv.sys.alive(path, 5*time.Second) {
 			// died while no plugin ran: mounted again like any dead
 			// daemon, its targets keeping the dead mount meanwhile
 			drv.recover(d, d.gen, "its mount answers ENOTCONN")

@@ -11,14 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -40,7 +38,7 @@ type daemon struct {
 	// a start under way: closed when it has ended (live, or startErr)
 	starting chan struct{}
 	startErr error
-	conn     *net.UnixConn   // to the launcher, for this start
+	conn     daemonConn      // to the launcher, for this start
 	pid      int             // the stfs process
 	targets  map[string]bool // where it is bound
 	grace    *time.Timer
@@ -51,8 +49,12 @@ type daemon struct {
 }
 
 // errStarting: the daemon did not come up; the message says why (stfs's
-// own words).
-type errStarting struct{ msg string }
+// own words), its exit status of what class the failure is (class.go; 0:
+// it did not exit).
+type errStarting struct {
+	msg    string
+	status int
+}
 
 func (e *errStarting) Error() string { return e.msg }
 
@@ -122,15 +124,9 @@ func (drv *Driver) start(d *daemon) error {
 	if err := os.MkdirAll(d.dir, 0o755); err != nil {
 		return err
 	}
-	fd, mnt, err := fuseMountDetached("stfs-csi", drv.cfg.DaemonUID, drv.cfg.DaemonGID)
+	fd, mnt, err := drv.sys.newMount("stfs-csi", drv.cfg.DaemonUID, drv.cfg.DaemonGID)
 	if err != nil {
 		return err
-	}
-	conn, err := drv.dialLauncher()
-	if err != nil {
-		unix.Close(fd)
-		unix.Close(mnt)
-		return fmt.Errorf("the launcher (%s): %w", drv.cfg.Launcher, err)
 	}
 	opts := append([]string{"cache=" + drv.cfg.CacheDir}, d.vol.Options...)
 	if drv.cfg.CacheSize != "" {
@@ -148,24 +144,15 @@ func (drv *Driver) start(d *daemon) error {
 		opts = append(opts, "offline")
 	}
 	req := launch.Request{ID: d.key, Source: d.vol.Source, Options: opts, Env: env}
-	err = launch.WriteMessage(conn, req, fd)
-	unix.Close(fd)
-	fail := func(e error) error {
+	conn, ev, err := drv.sys.launch(drv.cfg.Launcher, req, fd)
+	drv.sys.closeFD(fd)
+	if err == nil && !ev.Started {
 		conn.Close()
-		unix.Close(mnt) // the new mount goes; its daemon sees ENODEV
-		return e
+		err = &errStarting{msg: "the launcher: " + ev.Error}
 	}
 	if err != nil {
-		return fail(err)
-	}
-	var ev launch.Event
-	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-	if _, err := launch.ReadMessage(conn, &ev); err != nil {
-		return fail(fmt.Errorf("the launcher: %w", err))
-	}
-	conn.SetReadDeadline(time.Time{})
-	if !ev.Started {
-		return fail(&errStarting{"the launcher: " + ev.Error})
+		drv.sys.closeFD(mnt) // the new mount goes; its daemon sees ENODEV
+		return err
 	}
 	d.gen++
 	d.conn, d.pid = conn, ev.Pid
@@ -182,11 +169,11 @@ func (drv *Driver) start(d *daemon) error {
 // there, swap.go), live, the readahead set; or mnt dropped, with the
 // reason.
 func (drv *Driver) waitReady(d *daemon, gen int, done chan struct{}, exited chan launch.Event, mnt int) {
-	defer unix.Close(mnt) // once moved, the mount stays without it
+	defer drv.sys.closeFD(mnt) // once moved, the mount stays without it
 	ctx, cancel := context.WithTimeout(context.Background(), drv.cfg.StartTimeout)
 	defer cancel()
 	ready := make(chan error, 1)
-	go func() { ready <- mountReady(ctx, mnt) }()
+	go func() { ready <- drv.sys.mountReady(ctx, mnt) }()
 	var err error
 	select {
 	case err = <-ready:
@@ -194,15 +181,15 @@ func (drv *Driver) waitReady(d *daemon, gen int, done chan struct{}, exited chan
 			select {
 			case ev := <-exited:
 				if m := strings.TrimSpace(ev.Stderr); m != "" {
-					err = &errStarting{m}
+					err = &errStarting{m, ev.Status}
 				}
 			case <-time.After(2 * time.Second):
 			}
 		}
 	case ev := <-exited:
-		err = &errStarting{strings.TrimSpace(ev.Stderr)}
+		err = &errStarting{strings.TrimSpace(ev.Stderr), ev.Status}
 		if err.Error() == "" {
-			err = &errStarting{fmt.Sprintf("stfs exited (%d)", ev.Status)}
+			err = &errStarting{fmt.Sprintf("stfs exited (%d)", ev.Status), ev.Status}
 		}
 	}
 	d.mu.Lock()
@@ -215,7 +202,7 @@ func (drv *Driver) waitReady(d *daemon, gen int, done chan struct{}, exited chan
 		return
 	}
 	if err == nil {
-		err = moveInPlace(mnt, d.dir)
+		err = drv.sys.moveInPlace(mnt, d.dir)
 	}
 	if err != nil {
 		d.gen++ // the watcher's news is now stale
@@ -242,11 +229,11 @@ func (drv *Driver) waitReady(d *daemon, gen int, done chan struct{}, exited chan
 	if ra == 0 {
 		ra = drv.cfg.ReadaheadKB
 	}
-	if err := setReadahead(d.dir, ra); err != nil {
+	if err := drv.sys.setReadahead(d.dir, ra); err != nil {
 		log.Printf("stfs-csi: %s: readahead %d KiB: %v", d.key, ra, err)
 	}
 	for t := range d.targets { // a recovery's: in place of the dead one
-		if err := rebind(d.dir, t); err != nil {
+		if err := drv.sys.rebind(d.dir, t); err != nil {
 			log.Printf("stfs-csi: %s: %v", d.key, err)
 		}
 	}
@@ -264,11 +251,11 @@ func (drv *Driver) waitReady(d *daemon, gen int, done chan struct{}, exited chan
 
 // watch follows the launcher's connection of one start; its end (the
 // daemon exited, or the launcher went away) calls for a recovery.
-func (drv *Driver) watch(d *daemon, gen int, conn *net.UnixConn, exited chan<- launch.Event) {
+func (drv *Driver) watch(d *daemon, gen int, conn daemonConn, exited chan<- launch.Event) {
 	var last launch.Event
 	for {
-		var ev launch.Event
-		if _, err := launch.ReadMessage(conn, &ev); err != nil {
+		ev, err := conn.next()
+		if err != nil {
 			break
 		}
 		if ev.Exited {
@@ -277,7 +264,7 @@ func (drv *Driver) watch(d *daemon, gen int, conn *net.UnixConn, exited chan<- l
 		}
 	}
 	exited <- last
-	if !last.Exited && alive(d.dir, 5*time.Second) {
+	if !last.Exited && drv.sys.alive(d.dir, 5*time.Second) {
 		// the launcher went (restarted, say) and its daemon serves on:
 		// the checks of the mount watch it from now on
 		log.Printf("stfs-csi: %s: the launcher's connection ended; the daemon still serves", d.key)
@@ -352,7 +339,7 @@ func (drv *Driver) stopLocked(d *daemon) {
 	if d.retry != nil {
 		d.retry.Stop()
 	}
-	if err := unmountAll(d.dir); err != nil {
+	if err := drv.sys.unmountAll(d.dir); err != nil {
 		log.Printf("stfs-csi: %s: %v", d.key, err)
 	}
 	os.Remove(d.dir)
@@ -403,18 +390,10 @@ func (drv *Driver) check() {
 		d.mu.Lock()
 		live, gen, dir := d.live, d.gen, d.dir
 		d.mu.Unlock()
-		if live && !alive(dir, 5*time.Second) {
+		if live && !drv.sys.alive(dir, 5*time.Second) {
 			drv.recover(d, gen, "its mount answers ENOTCONN")
 		}
 	}
-}
-
-func (drv *Driver) dialLauncher() (*net.UnixConn, error) {
-	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: drv.cfg.Launcher, Net: "unix"})
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
 }
 
 // Shutdown stops every timer; mounts and daemons stay (a restarted driver

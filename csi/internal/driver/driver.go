@@ -57,6 +57,10 @@ type Driver struct {
 	stop    chan struct{}
 	nodeKey []byte       // keys the daemons' keys (accepted.go)
 	metrics *metrics.Set // nil: no --metrics-address (metrics.go)
+	sys     system       // the mount and process calls (system.go)
+	srvMu   sync.Mutex   // srv, stopped
+	srv     *grpc.Server // while Serve runs
+	stopped bool         // Stop was called: Serve serves no more
 }
 
 // New checks cfg and prepares the node's directories.
@@ -92,7 +96,7 @@ func New(cfg Config) (*Driver, error) {
 		return nil, err
 	}
 	pruneAccepted(cfg.StateDir, time.Now())
-	return &Driver{cfg: cfg, daemons: map[string]*daemon{},
+	return &Driver{cfg: cfg, daemons: map[string]*daemon{}, sys: realSystem{},
 		targets: map[string]published{}, stop: make(chan struct{}), nodeKey: nk}, nil
 }
 
@@ -127,11 +131,20 @@ func Listen(endpoint string) (net.Listener, error) {
 	return net.Listen("unix", path)
 }
 
-// Serve runs the gRPC server and the mount checks until l closes.
+// Serve runs the gRPC server and the mount checks until Stop (nil) or
+// an error of l.
 func (drv *Driver) Serve(l net.Listener) error {
 	s := grpc.NewServer(grpc.ChainUnaryInterceptor(logCalls, drv.observe))
 	csi.RegisterIdentityServer(s, drv)
 	csi.RegisterNodeServer(s, drv)
+	drv.srvMu.Lock()
+	drv.srv = s
+	stopped := drv.stopped
+	drv.srvMu.Unlock()
+	if stopped { // a signal came before Serve
+		l.Close()
+		return nil
+	}
 	go func() {
 		t := time.NewTicker(drv.cfg.CheckInterval)
 		defer t.Stop()
@@ -146,6 +159,31 @@ func (drv *Driver) Serve(l net.Listener) error {
 	}()
 	defer close(drv.stop)
 	return s.Serve(l)
+}
+
+// Stop ends Serve: no new call is taken, the calls under way finish (a
+// publish waiting for its daemon: at most wait), and Serve returns nil.
+// The timers stop; mounts and daemons stay (Shutdown).
+func (drv *Driver) Stop(wait time.Duration) {
+	drv.Shutdown()
+	drv.srvMu.Lock()
+	s := drv.srv
+	drv.stopped = true
+	drv.srvMu.Unlock()
+	if s == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		s.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(wait):
+		s.Stop() // the calls still under way are cancelled
+		<-done
+	}
 }
 
 // logCalls logs each call's method and outcome: never its request, which

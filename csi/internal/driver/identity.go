@@ -26,10 +26,8 @@ func (drv *Driver) GetPluginCapabilities(ctx context.Context, req *csi.GetPlugin
 
 // Probe: ready when the launcher answers on its socket.
 func (drv *Driver) Probe(ctx context.Context, req *csi.ProbeRequest) (*csi.ProbeResponse, error) {
-	c, err := drv.dialLauncher()
-	if err != nil {
+	if err := drv.sys.probe(drv.cfg.Launcher); err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "the launcher (%s): %v", drv.cfg.Launcher, err)
 	}
-	c.Close()
 	return &csi.ProbeResponse{Ready: wrapperspb.Bool(true)}, nil
 }

@@ -8,7 +8,6 @@ import (
 	"log"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -97,14 +96,12 @@ func (drv *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVo
 	}
 	err = drv.publish(ctx, v, target)
 	var refused *stfsRefused
-	if err != nil && !v.Offline && errors.As(err, &refused) &&
-		credentialRefused.MatchString(strings.ReplaceAll(refused.msg, v.Source, "")) {
+	if err != nil && !v.Offline && errors.As(err, &refused) && refused.credentialsRefused() {
 		// the origin refuses these credentials now: no offline
 		// service for them either
 		forgetAccepted(drv.cfg.StateDir, key)
 	}
-	if err != nil && !v.Offline && v.AllowOfflineCache && refused != nil &&
-		originUnreachable(refused.msg, v.Source) {
+	if err != nil && !v.Offline && v.AllowOfflineCache && refused != nil && refused.unreachable() {
 		if !wasAccepted(drv.cfg.StateDir, key, time.Now()) {
 			return nil, status.Errorf(codes.FailedPrecondition,
 				"%s: the origin cannot be reached (%s) and these credentials were never accepted for this source on this node: not served from the node cache (allowOfflineCache)",
@@ -116,7 +113,7 @@ func (drv *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVo
 		err = drv.publish(ctx, v, target)
 		var off *stfsRefused
 		if errors.As(err, &off) { // both reasons
-			err = &stfsRefused{v.Source, refused.msg + "; and offline, from the node cache: " + off.msg}
+			err = &stfsRefused{v.Source, refused.msg + "; and offline, from the node cache: " + off.msg, off.status}
 		}
 	}
 	if err != nil {
@@ -149,9 +146,13 @@ func (drv *Driver) publish(ctx context.Context, v *Volume, target string) error 
 	return drv.publishLocked(ctx, d, target, v)
 }
 
-// stfsRefused: stfs did not serve source; msg is its own words.  The
-// gRPC answer is Internal with them.
-type stfsRefused struct{ source, msg string }
+// stfsRefused: stfs did not serve source; msg is its own words, status
+// its exit status (its class: class.go).  The gRPC answer is Internal
+// with the words.
+type stfsRefused struct {
+	source, msg string
+	status      int
+}
 
 func (e *stfsRefused) Error() string {
 	return "stfs could not serve " + e.source + ": " + e.msg
@@ -201,7 +202,7 @@ func (drv *Driver) publishLocked(ctx context.Context, d *daemon, target string, 
 				err = errGone
 			}
 			if errors.As(err, &es) {
-				return &stfsRefused{d.vol.Source, es.msg}
+				return &stfsRefused{d.vol.Source, es.msg, es.status}
 			}
 			return status.Errorf(codes.Internal, "%s: %v", d.vol.Source, err)
 		}
@@ -211,17 +212,17 @@ func (drv *Driver) publishLocked(ctx context.Context, d *daemon, target string, 
 		d.grace = nil
 	}
 	if d.targets[target] {
-		if ok, _ := isMountPoint(target); ok {
+		if ok, _ := drv.sys.isMountPoint(target); ok {
 			return nil // published already: the same answer
 		}
 	}
 	if err := os.MkdirAll(target, 0o750); err != nil {
 		return status.Errorf(codes.Internal, "target %s: %v", target, err)
 	}
-	if err := unmountAll(target); err != nil {
+	if err := drv.sys.unmountAll(target); err != nil {
 		return status.Error(codes.Internal, err.Error())
 	}
-	if err := bindReadOnly(d.dir, target); err != nil {
+	if err := drv.sys.bindReadOnly(d.dir, target); err != nil {
 		if len(d.targets) == 0 {
 			drv.releaseLocked(d, target)
 		}
@@ -252,7 +253,7 @@ func (drv *Driver) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpubli
 	if d != nil {
 		d.mu.Lock()
 	}
-	err := unmountAll(target)
+	err := drv.sys.unmountAll(target)
 	if err == nil {
 		err = os.Remove(target)
 		if errors.Is(err, os.ErrNotExist) {

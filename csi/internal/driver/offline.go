@@ -10,7 +10,9 @@
 // to credentials the origin accepted for the source on this node
 // (accepted.go).  The offline flag is part of the
 // daemon's key, so an offline daemon is shared only by publishes that
-// found the origin unreachable themselves.
+// found the origin unreachable themselves.  stfs's exit status says
+// whether the origin was reached (class.go); the signs below read its
+// words only when it says 1 (an older stfs, or HTTP 5xx to the end).
 package driver
 
 import (

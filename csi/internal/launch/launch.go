@@ -37,7 +37,7 @@ type Event struct {
 	Started bool   `json:"started,omitempty"`
 	Pid     int    `json:"pid,omitempty"`
 	Exited  bool   `json:"exited,omitempty"`
-	Status  int    `json:"status,omitempty"`
+	Status  int    `json:"status,omitempty"` // its class: stfs(1), EXIT STATUS
 	Stderr  string `json:"stderr,omitempty"` // the daemon's last lines
 	Error   string `json:"error,omitempty"`
 }

@@ -15,8 +15,8 @@
  * transfer and retried.
  *
  * Failures that may pass (no connection, a stall, 5xx, 429) are retried
- * with exponential backoff and jitter, honouring Retry-After; then the
- * request fails.  401/403 are EACCES, 404/410 ENOENT.  Connect and stall
+ * with backoff and jitter, honouring Retry-After; then the request fails.
+ * 401/403: EACCES, 404/410: ENOENT, no origin: ENETUNREACH.  Connect and stall
  * timeouts bound every attempt (a stall: under min_speed for the stall
  * timeout, so a trickle too), so a request ends in bounded time: at most
  * (retries + 1) x (connect + stall timeout + length / min_speed) plus the
@@ -521,8 +521,8 @@ static int judge(const struct xfer *x, CURLcode rc, long status,
 		return stfs_fail(err, q->whole ? -EFBIG : -EIO, NULL,
 				 STFS_NO_OFFSET, "the server sent more than "
 				 "the %zu bytes asked for", x->len);
-	if (rc != CURLE_OK && x->net.why[0])    /* not to be tried again */
-		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "%s",
+	if (rc != CURLE_OK && x->net.why[0])    /* public_net: not again */
+		return stfs_fail(err, -EPERM, NULL, STFS_NO_OFFSET, "%s",
 				 x->net.why);
 	if (rc != CURLE_OK) {
 		*again = rc != CURLE_UNSUPPORTED_PROTOCOL &&
@@ -531,9 +531,9 @@ static int judge(const struct xfer *x, CURLcode rc, long status,
 			 rc != CURLE_OUT_OF_MEMORY &&
 			 rc != CURLE_PEER_FAILED_VERIFICATION;
 		return stfs_fail(err, rc == CURLE_COULDNT_RESOLVE_HOST ?
-				 -EHOSTUNREACH : -ENETUNREACH, NULL,
-				 STFS_NO_OFFSET, "%s", errbuf[0] ? errbuf :
-				 curl_easy_strerror(rc));
+				 -EHOSTUNREACH : *again ? -ENETUNREACH : -EIO,
+				 NULL, STFS_NO_OFFSET, "%s", errbuf[0] ?
+				 errbuf : curl_easy_strerror(rc));
 	}
 	if ((status == 200 || status == 206) && x->r.encoded)
 		return stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "the server "
