@@ -43,6 +43,9 @@ ALLOWED = {
              "source"},
     "remote": {"http", "blocks", "s3", "source"},
     "services": {"locate", "http", "hub", "s3", "source"},
+    # `stfs mirror` and the manifest: it locates as a mount does
+    "mirror": {"services", "remote", "repo", "locate", "http", "blocks",
+               "rlist", "scheme", "source"},
 }
 
 # Edges allowed only through some symbols: a service calls the locator's

@@ -13,6 +13,9 @@ int stfs_umount_main(int argc, char **argv);
 /* prefetch.c: `stfs prefetch`; argv[0] is "prefetch". */
 int stfs_prefetch_main(int argc, char **argv);
 
+/* mirror.c: `stfs mirror`; argv[0] is "mirror". */
+int stfs_mirror_main(int argc, char **argv);
+
 /* scrub.c: overwrite, in place, the password and query of each URL in
  * argv (what /proc/PID/cmdline shows); returns private copies of the
  * arguments as given (stfs_free_argv()), or NULL when out of memory. */
