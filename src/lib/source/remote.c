@@ -63,6 +63,7 @@ void stfs_remote_opts_free(struct stfs_remote_opts *o)
 	if (!o)
 		return;
 	free(o->cache_dir);
+	free(o->mirror);
 	free(o);
 }
 
@@ -229,6 +230,12 @@ static int set_other(struct stfs_remote_opts *o, const char *opt,
 		if (strcmp(v, "path") && strcmp(v, "virtual"))
 			return bad(why, whysz, opt, "path or virtual");
 		o->s3_style = v[0] == 'p' ? STFS_S3_PATH : STFS_S3_VIRTUAL;
+	} else if (IS("mirror") && v) {
+		if (strncmp(v, "s3://", 5) || strlen(v) < 6 || v[5] == '/')
+			return bad(why, whysz, opt, "s3://BUCKET/PREFIX");
+		free(o->mirror);
+		if (!(o->mirror = strdup(v)))
+			return -ENOMEM;
 	} else if (IS("nocache") && !v) {
 		o->nocache = 1;
 	} else if (IS("offline") && !v) {
@@ -306,8 +313,13 @@ int stfs_remote_new(const struct stfs_remote_opts *opts,
 	if (opts) {
 		r->o = *opts;
 		r->o.cache_dir = NULL;
+		if (opts->mirror && !(r->o.mirror = strdup(opts->mirror))) {
+			free(r);
+			return stfs_nomem(err);
+		}
 		if (!opts->nocache && opts->cache_dir &&
 		    !(r->o.cache_dir = strdup(opts->cache_dir))) {
+			free(r->o.mirror);
 			free(r);
 			return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET,
 					 "out of memory");
@@ -322,6 +334,7 @@ int stfs_remote_new(const struct stfs_remote_opts *opts,
 						   r->o.block,
 						   r->o.offline))) {
 		free(r->o.cache_dir);
+		free(r->o.mirror);
 		free(r);
 		return stfs_fail(err, rc, NULL, STFS_NO_OFFSET, "cache: %s",
 				 strerror(-rc));
@@ -332,6 +345,7 @@ int stfs_remote_new(const struct stfs_remote_opts *opts,
 		if (r->o.cache_dir)
 			stfs_cache_fini(&r->cache);
 		free(r->o.cache_dir);
+		free(r->o.mirror);
 		free(r);
 		return stfs_nomem(err);
 	}
@@ -356,6 +370,8 @@ void stfs_remote_free(struct stfs_remote *r)
 	if (!r)
 		return;
 	stfs_pool_stop(r);
+	if (r->mirror)
+		r->mirror_free(r->mirror);
 	stfs_httpc_fini(r->http);
 	free(r->http);
 	stfs_blocks_fini(&r->blocks);
@@ -364,6 +380,7 @@ void stfs_remote_free(struct stfs_remote *r)
 	if (r->o.cache_dir)
 		stfs_cache_fini(&r->cache);
 	free(r->o.cache_dir);
+	free(r->o.mirror);
 	free(r);
 	curl_global_cleanup();
 }

@@ -68,6 +68,17 @@ void stfs_mfile_free(struct stfs_mfile *f);
 const struct stfs_mfile *stfs_manifest_find(const struct stfs_manifest *m,
 					    const char *path);
 
+/* ---- the mirror as a mount reads it (tier.c) -------------------------- */
+
+/* loc's origin as a manifest names it: its SOURCE less user, password,
+ * query and (hf://) "@REVISION" (malloc'd), or NULL. */
+char *stfs_mirror_origin(const struct stfs_location *loc);
+/* With -o mirror= in loc's remote options: read the mirror's manifest and,
+ * if it fits loc (the same origin, pinned version and block size), have
+ * loc's remote read the files from it (logged either way).  0 (also when
+ * the mirror is not used), or -ENOMEM. */
+int stfs_mirror_attach(struct stfs_location *loc);
+
 /* ---- signed S3 requests (s3io.c) --------------------------------------- */
 
 /* A bucket prefix: base is its URL, ending in '/', auth what its

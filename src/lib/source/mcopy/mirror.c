@@ -22,7 +22,7 @@
 #include "format.h"
 #include "scheme.h"
 #include "mirror/mirror.h"
-#include "mirror/mcopy.h"
+#include "mcopy/mcopy.h"
 
 static uint64_t now_ms(void)
 {
@@ -284,17 +284,6 @@ static int pick(const struct stfs_mirror_req *q, struct stfs_location *sl,
 	return 0;
 }
 
-/* origin: the source less its "@REVISION" (hf://) and its query. */
-static char *origin_of(const char *source, const struct stfs_location *sl)
-{
-	char *o = stfs_source_shown(source), *at, *slash;
-
-	if (o && sl->revision && (slash = strstr(o, "://")) &&
-	    (at = strchr(slash + 3, '@')))
-		*at = '\0';
-	return o;
-}
-
 int stfs_mirror_run(const struct stfs_mirror_req *q,
 		    struct stfs_mirror_status *st, struct stfs_error *err)
 {
@@ -329,7 +318,7 @@ int stfs_mirror_run(const struct stfs_mirror_req *q,
 				.progress = q->progress, .ctx = q->ctx };
 	pthread_mutex_init(&j.mu, NULL);
 	j.revision = sl->revision ? sl->revision : "";
-	if (!(j.origin = origin_of(q->source, sl)) ||
+	if (!(j.origin = stfs_mirror_origin(sl)) ||
 	    !(r.out = calloc(r.n + 1, sizeof(*r.out)))) {
 		rc = stfs_nomem(err);
 		goto out;

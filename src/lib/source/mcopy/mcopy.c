@@ -18,7 +18,7 @@
 
 #include "format.h"
 #include "mirror/mirror.h"
-#include "mirror/mcopy.h"
+#include "mcopy/mcopy.h"
 
 /* The bytes an http(s) source's open holds (http.c's first range): read
  * apart, they are served from what the open fetched, not asked again. */
