@@ -43,6 +43,8 @@ struct tfile {
 	uint64_t memo_block;            /* of its tail, kept for its head */
 	char *memo;                     /* or NULL */
 	size_t memo_len;
+	atomic_int gone;                /* its object answered otherwise
+					 * (replaced, deleted): not asked */
 };
 
 struct stfs_mirror {
@@ -120,6 +122,7 @@ static int get_blocks(struct stfs_remote *r, struct stfs_mirror *m,
 {
 	uint64_t bs = m->m.block, start = b0 * bs, end = (b1 + 1) * bs;
 	struct stfs_error e = { 0 };
+	struct stfs_http_resp resp;
 	size_t got = 0;
 	int rc;
 
@@ -131,9 +134,21 @@ static int get_blocks(struct stfs_remote *r, struct stfs_mirror *m,
 		.len = (size_t)(end - start), .want_total = t->f->size,
 		.cancel = cancel, .flags = STFS_REQ_ONCE };
 
-	rc = stfs_httpc_fetch(r->http, h, &q, buf, NULL, &got, NULL, &e);
+	memset(&resp, 0, sizeof(resp));
+	rc = stfs_httpc_fetch(r->http, h, &q, buf, NULL, &got, &resp, &e);
 	if (!rc && got != q.len)
 		rc = -EIO;
+	if (rc && resp.status) {
+		/* it answered, but not with the object the manifest names
+		 * (412: another ETag; 404; a short one): that file from the
+		 * origin from now on */
+		if (!atomic_exchange(&t->gone, 1))
+			say(r, "stfs: mirror %s: %s: %s; not served from the "
+			    "mirror: read from the origin", m->name,
+			    t->f->path, e.msg[0] ? e.msg : strerror(-rc));
+		atomic_fetch_add(&m->fallbacks, 1);
+		return rc;
+	}
 	if (rc) {
 		uint64_t was = atomic_exchange(&m->down_until,
 					       mono_ms() + DOWN_MS);
@@ -206,7 +221,7 @@ static int tier_fetch(struct stfs_object *o, void *h,
 	char *tmp = NULL;
 	size_t n;
 
-	if (!t || !q->len || down(m))
+	if (!t || !q->len || down(m) || atomic_load(&t->gone))
 		goto origin;
 	b0 = q->off / bs;
 	b1 = (q->off + q->len - 1) / bs;
@@ -273,7 +288,7 @@ static int tier_open(struct stfs_remote *r, const char *url,
 
 	if (!m || !(t = bsearch(&key, m->t, m->n, sizeof(*m->t), by_url)))
 		return -ENOENT;
-	if (down(m)) {
+	if (down(m) || atomic_load(&t->gone)) {
 		atomic_fetch_add(&m->fallbacks, 1);
 		return -ENOENT;
 	}
