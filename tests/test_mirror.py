@@ -415,7 +415,8 @@ def test_hostile_manifest(d):
         sha, data = model(d, e.w)
         src = "hf://org/m@" + sha
         mirror(src, "s3://models/hostile")
-        m = manifest(e.sw, "hostile")
+        m0 = manifest(e.sw, "hostile")
+        m = json.loads(json.dumps(m0))
         m["files"][0]["crc32c"] = "00"          # not one per block
         e.sw.put("models", "hostile/.stfs-mirror/manifest.json",
                  json.dumps(m).encode())
@@ -431,6 +432,18 @@ def test_hostile_manifest(d):
         read_all(mnt, data)
         stop_logged(p, mnt)
         assert "not used: its manifest: not JSON" in slurp(log), slurp(log)
+        # a file of 3000 blocks (block sums past a string's 4096 bytes)
+        # is read; one the origin does not list is not used
+        m = json.loads(json.dumps(m0))
+        m["files"].append(dict(m["files"][0], path="big.bin",
+                               size=3000 * BLOCK, crc32c="0" * 24000))
+        e.sw.put("models", "hostile/.stfs-mirror/manifest.json",
+                 json.dumps(m).encode())
+        p, mnt, log = node(d, 2, src, "mirror=s3://models/hostile")
+        read_all(mnt, data)
+        stop_logged(p, mnt)
+        assert "from it (4 of its 5 files)" in slurp(log), slurp(log)
+        assert "big.bin: not in the origin's listing" in slurp(log)
 
 
 def test_usage(d):

@@ -131,13 +131,14 @@ static int no(struct rd *r, const char *fmt, ...)
 	return -EINVAL;
 }
 
-/* o's member k: a string (NULL allowed if nullable) of at most
- * STFS_MANIFEST_STR_MAX bytes, no NUL, copied into *out. */
-static int get_str(struct rd *r, json_object *o, const char *k, int nullable,
-		   char **out)
+/* o's member k: a string (NULL allowed if nullable) of at most max
+ * bytes, no NUL, valid UTF-8, copied into *out. */
+static int get_lstr(struct rd *r, json_object *o, const char *k,
+		    int nullable, size_t max, char **out)
 {
 	json_object *v;
 	const char *s;
+	size_t bad;
 	int n;
 
 	*out = NULL;
@@ -149,9 +150,18 @@ static int get_str(struct rd *r, json_object *o, const char *k, int nullable,
 		return no(r, "\"%s\" is not a string", k);
 	s = json_object_get_string(v);
 	n = json_object_get_string_len(v);
-	if (n > STFS_MANIFEST_STR_MAX || (int)strlen(s) != n)
+	if ((size_t)n > max || (int)strlen(s) != n)
 		return no(r, "\"%s\" is too long or holds a NUL", k);
+	if (!stfs_utf8_valid(s, (size_t)n, &bad))
+		return no(r, "\"%s\" is not valid UTF-8", k);
 	return (*out = strdup(s)) ? 0 : -ENOMEM;
+}
+
+/* The same, of at most STFS_MANIFEST_STR_MAX bytes. */
+static int get_str(struct rd *r, json_object *o, const char *k, int nullable,
+		   char **out)
+{
+	return get_lstr(r, o, k, nullable, STFS_MANIFEST_STR_MAX, out);
 }
 
 /* o's member k: a whole number from 0 to 2^53. */
@@ -212,7 +222,7 @@ static int get_file(struct rd *r, json_object *o, size_t block,
 	    (rc = get_str(r, o, "origin_etag", 1, &f->origin_etag)) ||
 	    (rc = get_str(r, o, "sha256", 0, &sha)) ||
 	    (rc = get_str(r, o, "etag", 1, &f->etag)) ||
-	    (rc = get_str(r, o, "crc32c", 0, &crc)))
+	    (rc = get_lstr(r, o, "crc32c", 0, STFS_MANIFEST_MAX, &crc)))
 		goto out;
 	rc = -EINVAL;
 	if (!*f->path || strlen(f->path) >= STFS_REPO_PATH_MAX ||
@@ -300,7 +310,8 @@ static int get_top(struct rd *r, json_object *j, struct stfs_manifest *m)
 			m->n++;         /* freed with the others */
 			return rc;
 		}
-	qsort(m->f, m->n, sizeof(*m->f), by_path);
+	if (m->n)
+		qsort(m->f, m->n, sizeof(*m->f), by_path);
 	for (size_t i = 1; i < m->n; i++)
 		if (!strcmp(m->f[i - 1].path, m->f[i].path))
 			return no(r, "\"%.200s\" is listed twice", m->f[i].path);

@@ -24,7 +24,8 @@ struct stfs_auth;
 #define STFS_MIRROR_DIR ".stfs-mirror"
 #define STFS_MIRROR_MANIFEST STFS_MIRROR_DIR "/manifest.json"
 #define STFS_MIRROR_RECEIPTS STFS_MIRROR_DIR "/files/"
-/* The limits of the reader: a manifest's bytes, its files, a string. */
+/* The limits of the reader: a manifest's bytes, its files, a string (but
+ * a file's block sums, bounded by the manifest's bytes only). */
 #define STFS_MANIFEST_MAX (64u << 20)
 #define STFS_MANIFEST_FILES_MAX 100000
 #define STFS_MANIFEST_STR_MAX 4096
@@ -54,8 +55,8 @@ struct stfs_manifest {
 
 /* Read a manifest: 0, or -EINVAL with why saying what is wrong (not
  * JSON, nesting past STFS_MANIFEST_DEPTH, another format or version, a
- * field missing or of the wrong type, a path the repository may not hold
- * or given twice, a block size not a power of two from 64K to 64M, block
+ * field missing or of the wrong type, a string not UTF-8, a path the
+ * repository may not hold or given twice, a block size not a power of two from 64K to 64M, block
  * sums not one per block, past a limit above), -EFBIG past
  * STFS_MANIFEST_MAX bytes, -ENOMEM.  m is empty on failure. */
 int stfs_manifest_parse(const char *json, size_t len,

@@ -117,7 +117,7 @@ static int down(struct stfs_mirror *m)
 /* Blocks [b0, b1] of t from the mirror into buf, each checked: 0, or
  * -errno (logged: the caller reads them from the origin). */
 static int get_blocks(struct stfs_remote *r, struct stfs_mirror *m,
-		      const struct tfile *t, CURL *h, uint64_t b0,
+		      struct tfile *t, CURL *h, uint64_t b0,
 		      uint64_t b1, char *buf, const atomic_int *cancel)
 {
 	uint64_t bs = m->m.block, start = b0 * bs, end = (b1 + 1) * bs;
