@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,10 @@
 /* A file past this is sent as a multipart upload of parts of this size
  * (a multiple of every block size up to it; a larger block is a part). */
 #define PART_BYTES (8u << 20)
+/* A part is read from the origin in up to this many ranges at once, of at
+ * least SLICE_MIN bytes each. */
+#define SLICES 4
+#define SLICE_MIN (1u << 20)
 
 static char *receipt_key(const char *path)
 {
@@ -155,6 +160,53 @@ static int sums_end(struct sums *s, const char *want, struct stfs_mfile *f,
 	return rc;
 }
 
+/* One slice of a part, read on a thread of its own. */
+struct slice {
+	struct stfs_source *src;
+	char *buf;
+	size_t n;
+	uint64_t off;
+	int rc;
+	pthread_t th;
+};
+
+static void *read_slice(void *arg)
+{
+	struct slice *sl = arg;
+
+	sl->rc = sl->src->ops->read(sl->src, sl->buf, sl->n, sl->off);
+	return NULL;
+}
+
+/* [off, off + n) of src into buf, in up to SLICES ranges read at once
+ * (each its own request, on a connection of its own). */
+static int read_slices(struct stfs_source *src, char *buf, size_t n,
+		       uint64_t off)
+{
+	struct slice sl[SLICES];
+	size_t each = (n / SLICES + SLICE_MIN - 1) & ~(size_t)(SLICE_MIN - 1);
+	unsigned k = 0, started = 0;
+	int rc = 0;
+
+	if (each < SLICE_MIN)
+		each = SLICE_MIN;
+	for (size_t at = 0; at < n && k < SLICES; at += each, k++)
+		sl[k] = (struct slice){ src, buf + at,
+					n - at < each ? n - at : each,
+					off + at, 0, 0 };
+	for (unsigned i = 1; i < k; i++, started++)
+		if (pthread_create(&sl[i].th, NULL, read_slice, &sl[i]))
+			break;
+	read_slice(&sl[0]);
+	for (unsigned i = 1; i <= started; i++)
+		pthread_join(sl[i].th, NULL);
+	for (unsigned i = started + 1; i < k; i++)     /* not started */
+		read_slice(&sl[i]);
+	for (unsigned i = 0; i < k && !rc; i++)
+		rc = sl[i].rc;
+	return rc;
+}
+
 /* Bytes [off, off + n) of src into buf, the open's head apart. */
 static int read_part(struct stfs_source *src, char *buf, size_t n,
 		     uint64_t off)
@@ -167,7 +219,7 @@ static int read_part(struct stfs_source *src, char *buf, size_t n,
 	if (first)
 		rc = src->ops->read(src, buf, first, off);
 	if (!rc && n > first)
-		rc = src->ops->read(src, buf + first, n - first, off + first);
+		rc = read_slices(src, buf + first, n - first, off + first);
 	return rc;
 }
 
