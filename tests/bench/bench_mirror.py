@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""bench_mirror.py [MIB] [ROUNDS]: a fleet of 1, 2 and 4 nodes starting
+"""bench_mirror.py [MIB] [ROUNDS] [RATE]: a fleet of 1, 2 and 4 nodes starting
 the same model, with and without a mirror (docs/mirror.md,
 docs/performance.md "A mirror in the cluster").
 
 The origin is the Hub emulator (tests/hubemu.py) whose files nginx serves
-as its CDN, each connection capped at 8 MB/s (nginx's limit_rate: the
-origin far away, or rate-limited); the mirror is the tests' Swift on
-loopback (uncapped, as a bucket in the cluster is near).  A model of MIB
+as its CDN behind tests/bench/sharedcap.py: RATE MB/s (default 40) for
+all connections together, an origin whose egress is shared and capped (a
+popular release on the Hub); the mirror is the tests' Swift on loopback
+(uncapped, as a bucket in the cluster is near, but one Python proxy
+process: its own rate is part of what is measured).  A model of MIB
 MiB (default 64) in one safetensors file, with a config.json.  Each round,
 for N in 1, 2, 4:
   - without the mirror: N daemons, each with a cache of its own, mounted
@@ -30,6 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]   # tests/bench/, tests/
 import stfstest as T  # noqa: E402
 import s3server  # noqa: E402
+import sharedcap  # noqa: E402
 from fixtures import make_model, mount_logged, stop_logged  # noqa: E402
 from test_mirror import Env, origin_bytes  # noqa: E402
 
@@ -94,9 +97,14 @@ def one_round(d, e, src, data, r):
 def main():
     mib = int(sys.argv[1]) if len(sys.argv) > 1 else 64
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    rate = float(sys.argv[3]) if len(sys.argv) > 3 else 40
     d = T.tmpdir()
+    relay = None
     try:
-        with Env(d, lifetime=3600, rate="8m") as e:
+        with Env(d) as e:
+            relay, port = sharedcap.start(e.w.ngx.host, e.w.ngx.port,
+                                          rate * 1e6)
+            e.w.hub.files_url = "http://127.0.0.1:%d" % port
             m = make_model(os.path.join(d, "model"), mib * MiB)
             with open(m.path, "rb") as f:
                 big = f.read()
@@ -106,8 +114,8 @@ def main():
             data = {"model.safetensors": big, "config.json": cfg}
             src = "hf://org/bench@" + sha
             results = [one_round(d, e, src, data, r) for r in range(rounds)]
-        print("bench_mirror: %d MiB model, origin capped at 8 MB/s a "
-              "connection, %d rounds (medians)" % (mib, rounds))
+        print("bench_mirror: %d MiB model, origin capped at %g MB/s in "
+              "all, %d rounds (medians)" % (mib, rate, rounds))
         print("%-6s %-22s %-22s %-10s %s" % (
             "nodes", "without: s, origin x", "with: s, origin x",
             "speed-up", "stfs mirror s"))
@@ -123,6 +131,9 @@ def main():
                       statistics.median(b[1] for b in q), up,
                       statistics.median(b[2] for b in q)))
     finally:
+        if relay:
+            relay.kill()
+            relay.wait()
         s3server.stop_shared()
         shutil.rmtree(d, ignore_errors=True)
 

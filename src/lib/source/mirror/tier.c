@@ -28,6 +28,7 @@
 #include "scheme.h"
 #include "locate.h"
 #include "http/http.h"
+#include "http/httphdr.h"
 #include "s3/service.h"
 #include "mirror/mirror.h"
 
@@ -326,6 +327,37 @@ static char *origin_url(const struct stfs_location *loc, const char *path)
 	return u;
 }
 
+/* An origin with no listing (an https:// URL): is t's object there still
+ * the version the mirror copied?  One byte asked with If-Match on the
+ * origin's ETag at copy: 1 if it answers, else 0 (said). */
+static int same_version(struct stfs_remote *r, struct stfs_mirror *m,
+			const struct stfs_location *loc, const struct tfile *t)
+{
+	struct stfs_error e = { 0 };
+	struct stfs_request q = { .url = t->origin_url,
+				  .etag = t->f->origin_etag,
+				  .last_modified = "", .auth = loc->auth,
+				  .off = 0, .len = 1,
+				  .want_total = t->f->size };
+	CURL *h;
+	char b[1];
+	size_t got = 0;
+	int rc = -EINVAL;
+
+	if (t->f->origin_etag && t->f->size &&
+	    stfs_http_strong_etag(t->f->origin_etag) &&
+	    (h = stfs_httpc_handle(r->http))) {
+		rc = stfs_httpc_fetch(r->http, h, &q, b, NULL, &got, NULL, &e);
+		stfs_httpc_release(r->http, h);
+	}
+	if (rc)
+		say(r, "stfs: mirror %s: %s: the origin's version is not the "
+		    "one mirrored (%s); read from the origin", m->name,
+		    t->f->path, t->f->origin_etag ? (e.msg[0] ? e.msg :
+		    strerror(-rc)) : "no ETag was recorded");
+	return rc == 0;
+}
+
 /* The files of the manifest that the origin's listing agrees with, as
  * m->t: 0 or -ENOMEM. */
 static int take_files(struct stfs_remote *r, struct stfs_mirror *m,
@@ -344,11 +376,13 @@ static int take_files(struct stfs_remote *r, struct stfs_mirror *m,
 				lf = &loc->files.f[k];
 		if (loc->files.listed && (!lf || lf->size != f->size ||
 		    (lf->sum && (!f->origin_sum ||
-				 strcmp(lf->sum, f->origin_sum))))) {
+				 strcmp(lf->sum, f->origin_sum))) ||
+		    (lf->revision && (!f->origin_etag ||
+				      strcmp(lf->revision, f->origin_etag))))) {
 			say(r, "stfs: mirror %s: %s: %s; read from the origin",
 			    m->name, f->path, !lf ? "not in the origin's "
-			    "listing" : "the origin lists another size or "
-			    "checksum");
+			    "listing" : "the origin lists another size, "
+			    "checksum or ETag");
 			continue;
 		}
 		if (!f->etag)
@@ -357,6 +391,13 @@ static int take_files(struct stfs_remote *r, struct stfs_mirror *m,
 			return -ENOMEM;
 		t->f = f;
 		t->origin_url = origin_url(loc, f->path);
+		if (!loc->files.listed && t->origin_url &&
+		    !same_version(r, m, loc, t)) {
+			free(t->origin_url);
+			free(esc);
+			t->origin_url = NULL;
+			continue;
+		}
 		if (asprintf(&t->url, "%s%s", base, esc) < 0)
 			t->url = NULL;
 		free(esc);
