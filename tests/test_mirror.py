@@ -446,6 +446,70 @@ def test_hostile_manifest(d):
         assert "big.bin: not in the origin's listing" in slurp(log)
 
 
+def test_https_origin(d):
+    """An https:// URL of one file (here nginx's, plain http): mirrored,
+    read from the mirror after one byte asked of the origin with
+    If-Match; the origin's file changed: the mirror's copy not used."""
+    with Env(d) as e:
+        sha, data = model(d, e.w)
+        rel = "org/m/%s/model.safetensors" % sha
+        url = "%s/%s" % (e.w.ngx.url().rstrip("/"), rel)
+        b = data["model.safetensors"]
+        j = mirror(url, "s3://models/https")
+        assert j["files_done"] == 1 and j["bytes_total"] == len(b), j
+        m = manifest(e.sw, "https")
+        assert m["origin"] == url and m["revision"] == ""
+        assert m["files"][0]["origin_etag"], m
+        assert get(e.sw, "https/model.safetensors")[2] == b
+        n = len(e.w.nginx_log().splitlines())
+        p, mnt, log = node(d, 0, url, "mirror=s3://models/https")
+        with open(os.path.join(mnt, "w"), "rb") as f:
+            assert f.read() == b[8 + int.from_bytes(b[:8], "little"):]
+        stop_logged(p, mnt)
+        assert "from it (1 of its 1 files)" in slurp(log), slurp(log)
+        # the origin was asked one byte, its version
+        assert [ln.split(" ")[2] for ln in
+                e.w.nginx_log().splitlines()[n:]] == ["bytes=0-0"]
+        # the origin's file changes (its ETag with it)
+        path = os.path.join(e.w.files, rel)
+        os.utime(path, (1, 1))
+        p, mnt, log = node(d, 1, url, "mirror=s3://models/https")
+        with open(os.path.join(mnt, "w"), "rb") as f:
+            assert f.read() == b[8 + int.from_bytes(b[:8], "little"):]
+        stop_logged(p, mnt)
+        assert "the origin's version is not the one mirrored" in \
+            slurp(log), slurp(log)
+
+
+def test_s3_origin(d):
+    """An s3:// prefix mirrored into another: read from the mirror; an
+    origin object replaced since: that file is not used."""
+    with Env(d) as e:
+        sha, data = model(d, e.w)
+        for k, v in data.items():
+            e.sw.put("other", "src/" + k, v)
+        src = "s3://other/src/"
+        j = mirror(src, "s3://models/froms3")
+        assert j["files_done"] == 4, j
+        m = manifest(e.sw, "froms3")
+        assert m["origin"] == src
+        sums = {f["path"]: f["origin_sum"] for f in m["files"]}
+        assert sums["README.md"] == "md5:" + hashlib.md5(
+            data["README.md"]).hexdigest()
+        p, mnt, log = node(d, 0, src, "mirror=s3://models/froms3")
+        read_all(mnt, data)
+        stop_logged(p, mnt)
+        assert "reading s3://other/src/ from it (4 of its 4 files)" in \
+            slurp(log), slurp(log)
+        e.sw.put("other", "src/config.json", data["config.json"] + b" ")
+        data["config.json"] += b" "
+        p, mnt, log = node(d, 1, src, "mirror=s3://models/froms3")
+        read_all(mnt, data)
+        stop_logged(p, mnt)
+        assert "config.json: the origin lists another size" in slurp(log)
+        assert "(3 of its 4 files)" in slurp(log), slurp(log)
+
+
 def test_usage(d):
     """Bad arguments: exit 2 or 1 with the reason, nothing written."""
     r = stfs("mirror")
@@ -468,6 +532,8 @@ def run():
             test_other_commit,
             test_resume,
             test_hostile_manifest,
+            test_https_origin,
+            test_s3_origin,
             test_usage,
         ])
     finally:

@@ -498,6 +498,8 @@ int stfs_mirror_copy(struct stfs_mjob *j, const struct stfs_rfile *rf,
 			goto out;
 		}
 		f->size = src->info.size;
+		if (!j->listed)         /* its size known only now */
+			stfs_mjob_total(j, f->size);
 		if (src->info.etag && !(f->origin_etag =
 					strdup(src->info.etag))) {
 			rc = stfs_nomem(err);

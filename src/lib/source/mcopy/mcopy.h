@@ -26,6 +26,8 @@ struct stfs_mjob {
 
 /* bytes of a file are in (skipped: found there already, verified). */
 void stfs_mjob_progress(struct stfs_mjob *j, uint64_t bytes, int skipped);
+/* A file's bytes, known once it is open (an origin with no listing). */
+void stfs_mjob_total(struct stfs_mjob *j, uint64_t bytes);
 /* Copy the origin's file rf into the mirror (or find it there): *f its
  * manifest entry.  0, or -errno with err naming the file. */
 int stfs_mirror_copy(struct stfs_mjob *j, const struct stfs_rfile *rf,

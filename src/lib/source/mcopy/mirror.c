@@ -49,6 +49,13 @@ void stfs_mjob_progress(struct stfs_mjob *j, uint64_t bytes, int skipped)
 	pthread_mutex_unlock(&j->mu);
 }
 
+void stfs_mjob_total(struct stfs_mjob *j, uint64_t bytes)
+{
+	pthread_mutex_lock(&j->mu);
+	j->st.bytes_total += bytes;
+	pthread_mutex_unlock(&j->mu);
+}
+
 __attribute__((format(printf, 2, 3)))
 static void say(const struct stfs_mirror_req *q, const char *fmt, ...)
 {

@@ -338,7 +338,8 @@ static int same_version(struct stfs_remote *r, struct stfs_mirror *m,
 				  .etag = t->f->origin_etag,
 				  .last_modified = "", .auth = loc->auth,
 				  .off = 0, .len = 1,
-				  .want_total = t->f->size };
+				  .want_total = t->f->size,
+				  .flags = STFS_REQ_ONCE };
 	CURL *h;
 	char b[1];
 	size_t got = 0;
@@ -498,8 +499,9 @@ int stfs_mirror_attach(struct stfs_location *loc)
 		tier_free(m);
 		return rc == -ENOMEM ? rc : 0;
 	}
-	say(r, "stfs: mirror %s: reading %s@%s from it (%zu of its %zu files)",
-	    m->name, m->m.origin, m->m.revision, m->n, m->m.n);
+	say(r, "stfs: mirror %s: reading %s%s%s from it (%zu of its %zu "
+	    "files)", m->name, m->m.origin, *m->m.revision ? "@" : "",
+	    m->m.revision, m->n, m->m.n);
 	r->mirror = m;
 	r->mirror_open = tier_open;
 	r->mirror_free = tier_free;
