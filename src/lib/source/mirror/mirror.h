@@ -104,7 +104,8 @@ struct stfs_s3ans {
 /* method on the object key (relative to io->base, not escaped) with the
  * query (canonical: sorted, escaped) or "", extra header lines ("name:
  * value", lower-case x-amz-* names, signed), and a body: the answer in
- * *a (a body of at most max bytes kept).  Connection failures and 5xx
+ * *a (zeroed, or holding an earlier answer: freed first; a body of at
+ * most max bytes kept).  Connection failures and 5xx
  * are retried.  0 with any status, or -errno with err saying why. */
 int stfs_s3io_call(const struct stfs_s3io *io, const char *method,
 		   const char *key, const char *query,

@@ -296,7 +296,7 @@ int stfs_s3io_call(const struct stfs_s3io *io, const char *method,
 	char payload[65], *esc = stfs_url_escape_path(key), *url = NULL;
 	int rc = 0;
 
-	memset(a, 0, sizeof(*a));
+	stfs_s3ans_free(a);     /* a previous answer in it, if any */
 	if (!esc || asprintf(&url, "%s%s", io->base, esc) < 0) {
 		free(esc);
 		return stfs_nomem(err);
