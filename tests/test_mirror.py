@@ -23,7 +23,10 @@ answered), what the Hub was asked from the emulator's own record.
 - `stfs mirror` killed half-way: no manifest; run again it completes,
   fetching from the origin only the files it had not copied;
 - a hostile manifest: the mount refuses the mirror with the reason and
-  reads the origin.
+  reads the origin;
+- an https:// origin (one byte asked with If-Match at mount) and an
+  s3:// one (the listing's ETag), each changed since: their copy unused;
+- an origin serving other bytes than it lists: nothing mirrored.
 """
 import glob
 import hashlib
@@ -510,6 +513,30 @@ def test_s3_origin(d):
         assert "(3 of its 4 files)" in slurp(log), slurp(log)
 
 
+def test_origin_bytes_wrong(d):
+    """The origin serves other bytes than its listing's sha256: not
+    mirrored (a multipart upload aborted, no object), no manifest,
+    exit 1 naming the file."""
+    with Env(d) as e:
+        sha, data = model(d, e.w)
+        path = os.path.join(e.w.files, "org/m", sha, "model.safetensors")
+        with open(path, "r+b") as f:
+            f.seek(9 * MiB)
+            f.write(b"\xff")
+        r = stfs("mirror", "--json", "hf://org/m@" + sha,
+                 "s3://models/wrong")
+        assert r.returncode == 1, r
+        assert json.loads(r.stdout)["state"] == "failed"
+        assert "model.safetensors: the bytes read are not those the " \
+            "origin published (sha256 " in r.stderr, r.stderr
+        assert get(e.sw, "wrong/model.safetensors")[0] == 404
+        assert get(e.sw, "wrong/.stfs-mirror/manifest.json")[0] == 404
+        # no upload left behind either
+        st, _, body = e.sw.request("GET", "/models?uploads")
+        assert st == 200 and b"ListMultipartUploadsResult" in body, body
+        assert b"wrong/model.safetensors" not in body, body
+
+
 def test_usage(d):
     """Bad arguments: exit 2 or 1 with the reason, nothing written."""
     r = stfs("mirror")
@@ -534,6 +561,7 @@ def run():
             test_hostile_manifest,
             test_https_origin,
             test_s3_origin,
+            test_origin_bytes_wrong,
             test_usage,
         ])
     finally:

@@ -282,6 +282,44 @@ static void crcs(struct stfs_mfile *f, size_t block, const char *buf,
 	}
 }
 
+/* End the multipart upload qid of f with its parts' ETags: 0 or -errno. */
+static int complete(struct stfs_mjob *j, const struct stfs_mfile *f,
+		    const char *qid, char (*etags)[256], uint64_t nparts,
+		    struct stfs_error *err)
+{
+	struct stfs_s3ans a = { 0 };
+	char q[3300], *doc = NULL, *nd;
+	int rc;
+
+	for (uint64_t p = 0; p < nparts; p++) {
+		int k = asprintf(&nd, "%s<Part><PartNumber>%" PRIu64
+				 "</PartNumber><ETag>%s</ETag></Part>",
+				 doc ? doc : "<CompleteMultipartUpload>", p + 1,
+				 etags[p]);
+
+		free(doc);
+		if (k < 0)
+			return stfs_nomem(err);
+		doc = nd;
+	}
+	if (asprintf(&nd, "%s</CompleteMultipartUpload>", doc) < 0) {
+		free(doc);
+		return stfs_nomem(err);
+	}
+	free(doc);
+	doc = nd;
+	snprintf(q, sizeof(q), "uploadId=%s", qid);
+	rc = stfs_s3io_call(j->io, "POST", f->path, q, NULL, 0, doc,
+			    strlen(doc), 1 << 20, &a, err);
+	/* S3 may answer 200 with an error document */
+	if (!rc && (a.status != 200 || !a.body ||
+		    !strstr(a.body, "CompleteMultipartUploadResult")))
+		rc = refused(&a, "multipart upload's end", f->path, err);
+	stfs_s3ans_free(&a);
+	free(doc);
+	return rc;
+}
+
 /* Send f as a multipart upload, read part by part from src. */
 static int multipart(struct stfs_mjob *j, struct stfs_source *src,
 		     const char *sum, struct stfs_mfile *f, char *buf,
@@ -289,9 +327,8 @@ static int multipart(struct stfs_mjob *j, struct stfs_source *src,
 {
 	struct stfs_s3ans a = { 0 };
 	struct sums s;
-	char id[1024], qid[3200], q[3300], (*etags)[256] = NULL, *doc = NULL;
+	char id[1024], qid[3200], q[3300], (*etags)[256] = NULL;
 	uint64_t nparts = (f->size + part - 1) / part;
-	size_t dl = 0;
 	int rc, started = 0;
 
 	if ((rc = sums_init(&s, sum, f->size)))
@@ -335,41 +372,8 @@ static int multipart(struct stfs_mjob *j, struct stfs_source *src,
 	}
 	if ((rc = sums_end(&s, sum, f, err)))
 		goto out;
-	for (uint64_t p = 0; p < nparts; p++) {
-		char *nd;
-		int k = asprintf(&nd, "%s<Part><PartNumber>%" PRIu64
-				 "</PartNumber><ETag>%s</ETag></Part>",
-				 doc ? doc : "<CompleteMultipartUpload>", p + 1,
-				 etags[p]);
-
-		free(doc);
-		doc = k < 0 ? NULL : nd;
-		if (!doc) {
-			rc = stfs_nomem(err);
-			goto out;
-		}
-	}
-	{
-		char *nd;
-
-		if (asprintf(&nd, "%s</CompleteMultipartUpload>", doc) < 0) {
-			rc = stfs_nomem(err);
-			goto out;
-		}
-		free(doc);
-		doc = nd;
-		dl = strlen(doc);
-	}
-	snprintf(q, sizeof(q), "uploadId=%s", qid);
-	if ((rc = stfs_s3io_call(j->io, "POST", f->path, q, NULL, 0, doc, dl,
-				 1 << 20, &a, err)))
+	if ((rc = complete(j, f, qid, etags, nparts, err)))
 		goto out;
-	/* S3 may answer 200 with an error document */
-	if (a.status != 200 || !a.body ||
-	    !strstr(a.body, "CompleteMultipartUploadResult")) {
-		rc = refused(&a, "multipart upload's end", f->path, err);
-		goto out;
-	}
 	started = 0;
 out:
 	if (s.sha256)
@@ -383,7 +387,6 @@ out:
 	}
 	stfs_s3ans_free(&a);
 	free(etags);
-	free(doc);
 	return rc;
 }
 
