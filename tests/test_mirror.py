@@ -26,7 +26,8 @@ answered), what the Hub was asked from the emulator's own record.
   reads the origin;
 - an https:// origin (one byte asked with If-Match at mount) and an
   s3:// one (the listing's ETag), each changed since: their copy unused;
-- an origin serving other bytes than it lists: nothing mirrored.
+- an origin serving other bytes than it lists: nothing mirrored;
+- -o mirror_profile=: the mirror read with that profile's keys alone.
 """
 import glob
 import hashlib
@@ -42,8 +43,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
 import s3server  # noqa: E402
 from delayproxy import DelayProxy  # noqa: E402
-from fixtures import (World, make_model, mount_logged, slurp,  # noqa: E402
-                      stop_logged)
+from fixtures import (World, env, make_model, mount_logged,  # noqa: E402
+                      slurp, stop_logged)
 
 MiB = 1 << 20
 BLOCK = 4 * MiB
@@ -513,6 +514,38 @@ def test_s3_origin(d):
         assert "(3 of its 4 files)" in slurp(log), slurp(log)
 
 
+def test_mirror_profile(d):
+    """-o mirror_profile=NAME: the mirror read with that profile's keys,
+    not the chain's (here the environment's, which the store refuses)."""
+    with Env(d) as e:
+        sha, data = model(d, e.w)
+        src = "hf://org/m@" + sha
+        mirror(src, "s3://models/prof")
+        creds = os.path.join(d, "credentials")
+        with open(creds, "w") as f:
+            f.write("[mirror-ro]\naws_access_key_id = %s\n"
+                    "aws_secret_access_key = %s\n" % (s3server.ACCESS,
+                                                     s3server.SECRET))
+        with env(AWS_ACCESS_KEY_ID="AKIDNOTTHEONE",
+                 AWS_SECRET_ACCESS_KEY="not-the-secret",
+                 AWS_SHARED_CREDENTIALS_FILE=creds):
+            logs = []
+            for i, o in enumerate(["mirror=s3://models/prof",
+                                   "mirror=s3://models/prof,"
+                                   "mirror_profile=mirror-ro",
+                                   "mirror=s3://models/prof,"
+                                   "mirror_profile=nosuch"]):
+                p, mnt, log = node(d, i, src, o)
+                read_all(mnt, data)
+                stop_logged(p, mnt)
+                logs.append(slurp(log))
+        assert "not used: cannot read its manifest" in logs[0], logs[0]
+        assert "reading hf://org/m@%s from it" % sha in logs[1], logs[1]
+        assert 'the AWS profile "nosuch"' in logs[2], logs[2]
+        assert "not-the-secret" not in "".join(logs)
+        assert s3server.SECRET not in "".join(logs)
+
+
 def test_origin_bytes_wrong(d):
     """The origin serves other bytes than its listing's sha256: not
     mirrored (a multipart upload aborted, no object), no manifest,
@@ -562,6 +595,7 @@ def run():
             test_https_origin,
             test_s3_origin,
             test_origin_bytes_wrong,
+            test_mirror_profile,
             test_usage,
         ])
     finally:

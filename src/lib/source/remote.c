@@ -64,6 +64,7 @@ void stfs_remote_opts_free(struct stfs_remote_opts *o)
 		return;
 	free(o->cache_dir);
 	free(o->mirror);
+	free(o->mirror_profile);
 	free(o);
 }
 
@@ -236,6 +237,12 @@ static int set_other(struct stfs_remote_opts *o, const char *opt,
 		free(o->mirror);
 		if (!(o->mirror = strdup(v)))
 			return -ENOMEM;
+	} else if (IS("mirror_profile") && v) {
+		if (!*v || strlen(v) > 128 || strpbrk(v, "[]\n\r"))
+			return bad(why, whysz, opt, "an AWS profile's name");
+		free(o->mirror_profile);
+		if (!(o->mirror_profile = strdup(v)))
+			return -ENOMEM;
 	} else if (IS("nocache") && !v) {
 		o->nocache = 1;
 	} else if (IS("offline") && !v) {
@@ -313,13 +320,19 @@ int stfs_remote_new(const struct stfs_remote_opts *opts,
 	if (opts) {
 		r->o = *opts;
 		r->o.cache_dir = NULL;
-		if (opts->mirror && !(r->o.mirror = strdup(opts->mirror))) {
+		r->o.mirror_profile = NULL;
+		if ((opts->mirror && !(r->o.mirror = strdup(opts->mirror))) ||
+		    (opts->mirror_profile && !(r->o.mirror_profile =
+					       strdup(opts->mirror_profile)))) {
+			free(r->o.mirror);
+			free(r->o.mirror_profile);
 			free(r);
 			return stfs_nomem(err);
 		}
 		if (!opts->nocache && opts->cache_dir &&
 		    !(r->o.cache_dir = strdup(opts->cache_dir))) {
 			free(r->o.mirror);
+			free(r->o.mirror_profile);
 			free(r);
 			return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET,
 					 "out of memory");
@@ -335,6 +348,7 @@ int stfs_remote_new(const struct stfs_remote_opts *opts,
 						   r->o.offline))) {
 		free(r->o.cache_dir);
 		free(r->o.mirror);
+		free(r->o.mirror_profile);
 		free(r);
 		return stfs_fail(err, rc, NULL, STFS_NO_OFFSET, "cache: %s",
 				 strerror(-rc));
@@ -346,6 +360,7 @@ int stfs_remote_new(const struct stfs_remote_opts *opts,
 			stfs_cache_fini(&r->cache);
 		free(r->o.cache_dir);
 		free(r->o.mirror);
+		free(r->o.mirror_profile);
 		free(r);
 		return stfs_nomem(err);
 	}
@@ -381,6 +396,7 @@ void stfs_remote_free(struct stfs_remote *r)
 		stfs_cache_fini(&r->cache);
 	free(r->o.cache_dir);
 	free(r->o.mirror);
+	free(r->o.mirror_profile);
 	free(r);
 	curl_global_cleanup();
 }

@@ -74,6 +74,7 @@ struct stfs_remote_opts {
 	void *progress_ctx;
 	char *mirror;                   /* -o mirror=s3://BUCKET/PREFIX, or
 					 * NULL (mirror/tier.c) */
+	char *mirror_profile;           /* -o mirror_profile=: its keys */
 };
 
 /* What the remote did (stfs_remote_stats()). */

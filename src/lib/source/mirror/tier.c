@@ -431,6 +431,26 @@ static int fits(struct stfs_remote *r, struct stfs_mirror *m,
 	return ok;
 }
 
+/* -o mirror_profile=: the mirror read with that profile's keys, not the
+ * chain's: 0 or -errno with e. */
+static int own_keys(struct stfs_remote *r, struct stfs_mirror *m,
+		    struct stfs_error *e)
+{
+	struct stfs_auth *au = stfs_s3_profile_auth(r->o.mirror_profile,
+						    m->ml->auth->region, e);
+
+	if (!au)
+		return -EACCES;
+	if (m->ml->auth->ca_file && !(au->ca_file =
+				      strdup(m->ml->auth->ca_file))) {
+		stfs_auth_unref(au);
+		return stfs_nomem(e);
+	}
+	stfs_auth_unref(m->ml->auth);
+	m->ml->auth = au;
+	return 0;
+}
+
 static const struct stfs_service s3_only[] = {
 	{ "s3", STFS_SCHEME_S3, 1, stfs_locate_s3, NULL },
 };
@@ -453,6 +473,8 @@ static int load(struct stfs_remote *r, struct stfs_mirror *m,
 		return -ENOMEM;
 	rc = stfs_locate_with(s3_only, 1, arg, r, &m->ml, &e);
 	free(arg);
+	if (!rc && r->o.mirror_profile)
+		rc = own_keys(r, m, &e);
 	if (!rc && (asprintf(&url, "%s/manifest.json", m->ml->base) < 0 ||
 		    !(base = strndup(m->ml->base, strlen(m->ml->base) -
 				     strlen(STFS_MIRROR_DIR)))))
