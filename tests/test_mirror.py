@@ -576,8 +576,13 @@ def test_usage(d):
     assert r.returncode == 2 and "usage: stfs mirror" in r.stderr
     r = stfs("mirror", "--jobs=0", "hf://a/b", "s3://models/x")
     assert r.returncode == 2 and "--jobs" in r.stderr
-    r = stfs("mirror", "-o", "cache=/tmp", "hf://a/b", "s3://models/x")
-    assert r.returncode == 2 and "not an option of stfs mirror" in r.stderr
+    for o in ("cache=/tmp", "offline", "mirror=s3://models/y",
+              "mirror_profile=p", "nosuch=1"):
+        r = stfs("mirror", "-o", o, "hf://a/b", "s3://models/x")
+        assert r.returncode == 2 and \
+            "not an option of stfs mirror" in r.stderr, (o, r)
+    r = stfs("mirror", "-o", "retries=x", "hf://a/b", "s3://models/x")
+    assert r.returncode == 2 and "retries=x: give 0 to 100" in r.stderr
     r = stfs("mirror", "hf://a/b", "http://example.invalid/x")
     assert r.returncode == 1 and "not s3://BUCKET/PREFIX" in r.stderr, r
 

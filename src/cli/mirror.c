@@ -113,7 +113,8 @@ static int take_opts(struct mr_args *a, char *list)
 		int rc = stfs_remote_opts_set(a->ro, o, why, sizeof(why));
 
 		if (rc == 1 || !strncmp(o, "cache", 5) ||
-		    !strcmp(o, "offline") || !strcmp(o, "nocache")) {
+		    !strncmp(o, "mirror", 6) || !strcmp(o, "offline") ||
+		    !strcmp(o, "nocache")) {
 			fprintf(stderr, "stfs: mirror: -o %s: not an option "
 				"of stfs mirror\n", o);
 			return 2;
