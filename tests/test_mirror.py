@@ -352,7 +352,7 @@ def test_mirror_down(d):
 
 
 def test_other_commit(d):
-    """A mirror of another commit is not used."""
+    """A mirror of another commit, or of other blocks, is not used."""
     with Env(d) as e:
         old, _ = model(d, e.w)
         mirror("hf://org/m@" + old, "s3://models/other")
@@ -364,6 +364,15 @@ def test_other_commit(d):
         read_all(mnt, data)
         stop_logged(p, mnt)
         assert "not used: it mirrors hf://org/m@%s" % old in slurp(log), \
+            slurp(log)
+        # the same commit read in other blocks: not used either
+        mirror(src, "s3://models/other2")
+        p, mnt, log = node(d, 1, src, "mirror=s3://models/other2",
+                           "block_size=1M")
+        read_all(mnt, data)
+        stop_logged(p, mnt)
+        assert "with blocks of 4194304 bytes, this mount reads " \
+            "hf://org/m@%s with blocks of 1048576" % new in slurp(log), \
             slurp(log)
         assert origin_bytes(e.w, data, n)[0] >= \
             sum(len(v) for v in data.values())

@@ -320,20 +320,78 @@ static int complete(struct stfs_mjob *j, const struct stfs_mfile *f,
 	return rc;
 }
 
-/* Send f as a multipart upload, read part by part from src. */
+/* A part on its way up, while the next one is read. */
+struct upload {
+	struct stfs_mjob *j;
+	const char *path, *qid;
+	uint64_t p;
+	const char *buf;
+	size_t n;
+	char *etag;             /* 256 bytes: the part's ETag */
+	int rc, running;
+	struct stfs_error err;
+	pthread_t th;
+};
+
+static void *put_part(void *arg)
+{
+	struct upload *u = arg;
+	struct stfs_s3ans a = { 0 };
+	char q[3300];
+
+	snprintf(q, sizeof(q), "partNumber=%" PRIu64 "&uploadId=%s", u->p + 1,
+		 u->qid);
+	u->rc = stfs_s3io_call(u->j->io, "PUT", u->path, q, NULL, 0, u->buf,
+			       u->n, 1 << 16, &a, &u->err);
+	if (!u->rc && (a.status != 200 || !a.etag[0]))
+		u->rc = refused(&a, "part", u->path, &u->err);
+	if (!u->rc) {
+		snprintf(u->etag, 256, "%s", a.etag);
+		stfs_mjob_progress(u->j, u->n, 0);
+	}
+	stfs_s3ans_free(&a);
+	return NULL;
+}
+
+/* Start u (on a thread, else here). */
+static void put_start(struct upload *u)
+{
+	u->running = !pthread_create(&u->th, NULL, put_part, u);
+	if (!u->running)
+		put_part(u);
+}
+
+/* The part on its way is up: 0, or its -errno with err. */
+static int put_wait(struct upload *u, struct stfs_error *err)
+{
+	if (u->running)
+		pthread_join(u->th, NULL);
+	u->running = 0;
+	if (u->rc && err)
+		*err = u->err;
+	return u->rc;
+}
+
+/* Send f as a multipart upload, read part by part from src into buf and
+ * a second buffer in turn: a part is read while the one before goes up.
+ * Completed once the whole file matched its origin checksum, else
+ * aborted. */
 static int multipart(struct stfs_mjob *j, struct stfs_source *src,
 		     const char *sum, struct stfs_mfile *f, char *buf,
 		     size_t part, struct stfs_error *err)
 {
 	struct stfs_s3ans a = { 0 };
+	struct upload up = { .j = j, .path = f->path };
 	struct sums s;
-	char id[1024], qid[3200], q[3300], (*etags)[256] = NULL;
+	char id[1024], qid[3200], q[3300], (*etags)[256] = NULL, *two[2];
 	uint64_t nparts = (f->size + part - 1) / part;
 	int rc, started = 0;
 
-	if ((rc = sums_init(&s, sum, f->size)))
+	two[0] = buf;
+	if (!(two[1] = malloc(part)))
 		return stfs_nomem(err);
-	if (!(etags = calloc(nparts, sizeof(*etags)))) {
+	if ((rc = sums_init(&s, sum, f->size)) ||
+	    !(etags = calloc(nparts, sizeof(*etags)))) {
 		rc = stfs_nomem(err);
 		goto out;
 	}
@@ -346,36 +404,34 @@ static int multipart(struct stfs_mjob *j, struct stfs_source *src,
 	}
 	started = 1;
 	qesc(id, qid, sizeof(qid));
+	up.qid = qid;
 	for (uint64_t p = 0; p < nparts; p++) {
 		uint64_t off = p * part;
 		size_t n = f->size - off < part ? (size_t)(f->size - off) : part;
+		char *cur = two[p % 2];
 
-		if ((rc = read_part(src, buf, n, off))) {
+		if ((rc = read_part(src, cur, n, off))) {
 			rc = stfs_fail(err, rc, NULL, STFS_NO_OFFSET, "%s: "
 				       "cannot read it from the origin: %s",
 				       f->path, strerror(-rc));
 			goto out;
 		}
-		sums_add(&s, buf, n);
-		crcs(f, j->block, buf, n, off);
-		snprintf(q, sizeof(q), "partNumber=%" PRIu64 "&uploadId=%s",
-			 p + 1, qid);
-		if ((rc = stfs_s3io_call(j->io, "PUT", f->path, q, NULL, 0, buf,
-					 n, 1 << 16, &a, err)))
+		sums_add(&s, cur, n);
+		crcs(f, j->block, cur, n, off);
+		if ((rc = put_wait(&up, err)))
 			goto out;
-		if (a.status != 200 || !a.etag[0]) {
-			rc = refused(&a, "part", f->path, err);
-			goto out;
-		}
-		snprintf(etags[p], sizeof(etags[p]), "%s", a.etag);
-		stfs_mjob_progress(j, n, 0);
+		up.p = p;
+		up.buf = cur;
+		up.n = n;
+		up.etag = etags[p];
+		put_start(&up);
 	}
-	if ((rc = sums_end(&s, sum, f, err)))
-		goto out;
-	if ((rc = complete(j, f, qid, etags, nparts, err)))
+	if ((rc = put_wait(&up, err)) || (rc = sums_end(&s, sum, f, err)) ||
+	    (rc = complete(j, f, qid, etags, nparts, err)))
 		goto out;
 	started = 0;
 out:
+	put_wait(&up, NULL);
 	if (s.sha256)
 		sums_end(&s, NULL, f, NULL);
 	if (started) {          /* aborted: no object of unchecked bytes */
@@ -387,6 +443,7 @@ out:
 	}
 	stfs_s3ans_free(&a);
 	free(etags);
+	free(two[1]);
 	return rc;
 }
 
