@@ -66,8 +66,14 @@ def fleet(d, tag, src, n, opts):
     for t in th:
         t.join()
     took = time.monotonic() - t0
-    for p, mnt in nodes:
-        stop_logged(p, mnt)
+    for i, (p, mnt) in enumerate(nodes):
+        try:
+            stop_logged(p, mnt)
+        except AssertionError as e:
+            log = os.path.join(d, "%s-%d.log" % (tag, i))
+            with open(log, errors="replace") as f:
+                raise AssertionError("%s node %d: %s; its log: %s" % (
+                    tag, i, e, f.read()[-2000:]))
     assert not errs, errs
     return took
 
