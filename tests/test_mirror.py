@@ -579,6 +579,27 @@ def test_origin_bytes_wrong(d):
         assert b"wrong/model.safetensors" not in body, body
 
 
+def test_select(d):
+    """--include and --exclude: fnmatch globs on the files' paths, '*'
+    across '/'; a selection of nothing is an error."""
+    with Env(d) as e:
+        sha, data = model(d, e.w)
+        src = "hf://org/m@" + sha
+        j = mirror(src, "s3://models/sel", "--include=*.safetensors",
+                   "--exclude=extra/*")
+        assert j["files_total"] == 1, j
+        m = manifest(e.sw, "sel")
+        assert [f["path"] for f in m["files"]] == ["model.safetensors"]
+        assert get(e.sw, "sel/config.json")[0] == 404
+        assert get(e.sw, "sel/extra/small.safetensors")[0] == 404
+        j = mirror(src, "s3://models/sel2", "--include=*small*")
+        assert [f["path"] for f in manifest(e.sw, "sel2")["files"]] == \
+            ["extra/small.safetensors"]
+        r = stfs("mirror", "--include=nothing*", src, "s3://models/sel3")
+        assert r.returncode == 1 and "no file to mirror (--include, " \
+            "--exclude)" in r.stderr, r
+
+
 def test_usage(d):
     """Bad arguments: exit 2 or 1 with the reason, nothing written."""
     r = stfs("mirror")
@@ -610,6 +631,7 @@ def run():
             test_s3_origin,
             test_origin_bytes_wrong,
             test_mirror_profile,
+            test_select,
             test_usage,
         ])
     finally:
