@@ -44,7 +44,13 @@ ALLOWED = {
     "repo": {"locate", "http", "blocks", "local", "rlist", "scheme",
              "source"},
     "remote": {"http", "blocks", "s3", "source", "metrics"},
-    "services": {"locate", "http", "hub", "s3", "source"},
+    "services": {"locate", "http", "hub", "s3", "mirror", "source"},
+    # -o mirror=: the manifest, the mirror's tier in front of the origin
+    "mirror": {"locate", "s3", "http", "blocks", "rlist", "scheme",
+               "source"},
+    # `stfs mirror`: it locates as a mount does, and copies
+    "mcopy": {"services", "remote", "repo", "locate", "mirror", "http",
+              "blocks", "rlist", "scheme", "source"},
 }
 
 # Edges allowed only through some symbols: a service calls the locator's

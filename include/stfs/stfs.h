@@ -722,6 +722,43 @@ void stfs_content_read(const struct stfs_content *c, uint64_t off,
 ssize_t stfs_content_pread(const struct stfs_content *c, void *buf,
 			   size_t size, uint64_t off);
 
+/* ---- a mirror of a pinned source in an S3 bucket: `stfs mirror`
+ * (source/mirror/, docs/mirror.md) ------------------------------------ */
+
+/* How far a mirror has come (bytes and files of those selected). */
+struct stfs_mirror_status {
+	size_t files_total, files_done, files_skipped;
+	uint64_t bytes_total, bytes_done, bytes_skipped;
+	uint64_t elapsed_ms;
+};
+
+struct stfs_mirror_req {
+	const char *source;     /* hf://ORG/NAME@COMMIT, s3://BUCKET/PREFIX/,
+				 * https://HOST/FILE */
+	const char *dest;       /* s3://BUCKET/PREFIX */
+	const struct stfs_remote_opts *remote;  /* NULL: the defaults */
+	/* fnmatch(3) globs on the files' paths ('*' matches '/'): a file is
+	 * copied if it matches an include (or there are none) and no
+	 * exclude */
+	const char *const *include;
+	size_t ninclude;
+	const char *const *exclude;
+	size_t nexclude;
+	unsigned jobs;          /* files copied at once; 0: 4 */
+	/* progress after each part, one call at a time, from any thread;
+	 * log: a line for what is skipped or replaced */
+	void (*progress)(void *ctx, const struct stfs_mirror_status *st);
+	void (*log)(void *ctx, const char *line);
+	void *ctx;
+};
+
+/* Copy q->source's files into q->dest, each checked against the origin's
+ * checksum, and write the manifest last: 0, or -errno with err (then no
+ * manifest of this version is there; a run again goes on where this one
+ * stopped).  *st (if given) says how far it came. */
+int stfs_mirror_run(const struct stfs_mirror_req *q,
+		    struct stfs_mirror_status *st, struct stfs_error *err);
+
 /* ---- small helpers shared by the front ends -------------------------- */
 
 /* Write s as printable text into out (size outsz, always terminated):

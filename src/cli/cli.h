@@ -15,6 +15,9 @@ int stfs_prefetch_main(int argc, char **argv);
 /* stats.c: `stfs stats`; argv[0] is "stats". */
 int stfs_stats_main(int argc, char **argv);
 
+/* mirror.c: `stfs mirror`; argv[0] is "mirror". */
+int stfs_mirror_main(int argc, char **argv);
+
 /* scrub.c: overwrite, in place, the password and query of each URL in
  * argv (what /proc/PID/cmdline shows); returns private copies of the
  * arguments as given (stfs_free_argv()), or NULL when out of memory. */

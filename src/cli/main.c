@@ -1,7 +1,7 @@
 /*
  * main.c: the stfs command: `stfs mount` (and the mount-helper form that
  * mount.fuse3 calls), `stfs inspect`, `stfs prefetch`, `stfs stats`,
- * `stfs umount`.  Only dispatch lives
+ * `stfs mirror`, `stfs umount`.  Only dispatch lives
  * here: mounting is src/fuse/mount.c, inspecting inspect.c,
  * unmounting umount.c.
  */
@@ -24,6 +24,8 @@ static int dispatch(int argc, char **argv)
 		return stfs_prefetch_main(argc - 1, argv + 1);
 	if (strcmp(argv[1], "stats") == 0)
 		return stfs_stats_main(argc - 1, argv + 1);
+	if (strcmp(argv[1], "mirror") == 0)
+		return stfs_mirror_main(argc - 1, argv + 1);
 	if (strcmp(argv[1], "umount") == 0 || strcmp(argv[1], "unmount") == 0)
 		return stfs_umount_main(argc - 1, argv + 1);
 	if (strcmp(argv[1], "mount") == 0) {

@@ -3,7 +3,7 @@
 # meson and clang (ASan + UBSan, in build-fuzz/) and fuzz each for SECONDS
 # (default 60); given names
 # (header, index, http, remote, xml, gguf, zip, pickle, cache, prefetch,
-# creds, promline),
+# creds, promline, manifest),
 # only those:
 #   fuzz_header  the header parser and the name mapping, seeded with the
 #                header of every file in tests/data/real and examples/;
@@ -35,13 +35,15 @@
 #                credential_process line, a container endpoint's URL;
 #   fuzz_promline a line of a mount's counters as `stfs stats` reads it
 #                (the Prometheus text format), seeded with stfs's lines.
+#   fuzz_manifest a mirror's manifest (JSON: `stfs mirror`, -o mirror=),
+#                seeded with one stfs writes and hostile ones.
 # Inputs in tests/fuzz/regressions/<harness>/ are replayed first; crashes
 # are written there too, for review, and become regression inputs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-60}
 shift || true
-harnesses=${*:-header index http remote xml gguf zip pickle cache prefetch creds promline}
+harnesses=${*:-header index http remote xml gguf zip pickle cache prefetch creds promline manifest}
 out=build-fuzz
 # meson builds the harnesses (-Dfuzz=true, tests/fuzz/meson.build) with
 # clang, ASan and UBSan, against libstfs built room by room as always: the
@@ -174,6 +176,12 @@ c=$out/seeds-creds
 { printf '\3'; printf "/usr/bin/aws-vault export --format=json 'a b' \"c \\\"d\\\"\" e\\ f"; } > "$c/seed006"
 { printf '\4'; printf 'http://[fd00:ec2::23]:80/v1/credentials'; } > "$c/seed007"
 { printf '\4'; printf 'http://127.0.0.1.evil.example/creds'; } > "$c/seed008"
+mkdir -p "$out"/{corpus,seeds}-manifest
+x=$out/seeds-manifest
+printf '%s' '{"format":"stfs-mirror","version":1,"origin":"hf://org/m","revision":"86fa783c0a4a013e8ee646dbb0cebc86dc343876","block_size":4194304,"created":"2026-11-28T09:00:30Z","files":[{"path":"README.md","size":4,"origin_sum":"sha1-blob:488f2b2e2a60028c340795ea978b5645caf221c3","origin_etag":"\"6b0a982e-4\"","sha256":"f111799c30453e08811543041d130c37b076f90951a52e0f3eaf3f06a012099f","etag":"\"22cc142b4889b49175a07f4048b7722e\"","crc32c":"37661a4c"},{"path":"sub/model.safetensors","size":10485848,"origin_sum":"sha256:f111799c30453e08811543041d130c37b076f90951a52e0f3eaf3f06a012099f","origin_etag":null,"sha256":"f111799c30453e08811543041d130c37b076f90951a52e0f3eaf3f06a012099f","etag":"\"448e54215da4cb415ccc5a053bd65728-2\"","crc32c":"0123456789abcdef01234567"}]}' > "$x/seed000"
+printf '%s' '{"format":"stfs-mirror","version":1,"origin":"s3://b/p/","revision":"","block_size":65536,"created":"","files":[]}' > "$x/seed001"
+printf '%s' '{"format":"stfs-mirror","version":2,"files":[{"path":"../x","size":-1}]}' > "$x/seed002"
+printf '%s' '{"format":"stfs-mirror","version":1,"origin":"o","revision":"r","block_size":65536,"created":"","files":[{"path":"a","size":0,"origin_sum":null,"origin_etag":null,"sha256":"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855","etag":null,"crc32c":""},{"path":"a","size":0,"origin_sum":null,"origin_etag":null,"sha256":"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855","etag":null,"crc32c":""}]}' > "$x/seed003"
 mkdir -p "$out"/{corpus,seeds}-gguf
 /usr/bin/python3 tests/gguf_seeds.py "$out/seeds-gguf"
 mkdir -p "$out"/{corpus,seeds}-{zip,pickle}

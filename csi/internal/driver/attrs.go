@@ -1,5 +1,5 @@
 // attrs.go: what a pod may ask for. The volume attributes (source,
-// options, allowBranch, allowOfflineCache), the stfs -o options a pod may set, the secrets a
+// options, allowBranch, allowOfflineCache, mirror), the stfs -o options a pod may set, the secrets a
 // pod may hand over, and the key that names the daemon serving them.
 package driver
 
@@ -24,7 +24,15 @@ const (
 	// AttrAllowOfflineCache: "true" lets a publish fall back to the node
 	// cache (stfs -o offline) when the origin cannot be reached
 	AttrAllowOfflineCache = "allowOfflineCache"
+	// AttrMirror: s3://BUCKET/PREFIX, a mirror `stfs mirror` wrote of
+	// the source (stfs -o mirror=, docs/mirror.md): a remote source's
+	// files read from there, each block checked against its manifest
+	AttrMirror = "mirror"
 )
+
+// A mirror's s3://BUCKET/PREFIX: no control, comma or backslash (stfs's
+// option parser would read them).
+var mirrorRe = regexp.MustCompile(`^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\x00-\x1f\x7f,\\]*)?$`)
 
 // Secret keys a nodePublishSecretRef may hold: each reaches the daemon's
 // environment, nothing else does.
@@ -91,6 +99,7 @@ func ParseVolume(attrs, secrets map[string]string) (*Volume, error) {
 		case k == AttrSource:
 			v.Source = val
 		case k == AttrOptions:
+		case k == AttrMirror:
 		case k == AttrAllowBranch:
 			b, err := strconv.ParseBool(val)
 			if err != nil {
@@ -109,7 +118,7 @@ func ParseVolume(attrs, secrets map[string]string) (*Volume, error) {
 			// the pod's name, namespace, uid, service account and
 			// "ephemeral", which podInfoOnMount adds: not used
 		default:
-			return nil, fmt.Errorf("unknown volume attribute %q (known: source, options, allowBranch, allowOfflineCache)", k)
+			return nil, fmt.Errorf("unknown volume attribute %q (known: source, options, allowBranch, allowOfflineCache, mirror)", k)
 		}
 	}
 	if v.Source == "" {
@@ -140,6 +149,15 @@ func ParseVolume(attrs, secrets map[string]string) (*Volume, error) {
 				return nil, err
 			}
 		}
+	}
+	if m, ok := attrs[AttrMirror]; ok {
+		if !IsURL(v.Source) {
+			return nil, fmt.Errorf("mirror: the source %s is not a URL (a mirror is of a remote source)", v.Source)
+		}
+		if !mirrorRe.MatchString(m) {
+			return nil, fmt.Errorf("mirror=%q: give s3://BUCKET/PREFIX", m)
+		}
+		v.Options = append(v.Options, "mirror="+m)
 	}
 	for k, val := range secrets {
 		if !secretKeys[k] {

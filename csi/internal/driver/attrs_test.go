@@ -18,6 +18,8 @@ func TestParseVolume(t *testing.T) {
 		{"source": "/m", "csi.storage.k8s.io/pod.name": "p", "csi.storage.k8s.io/ephemeral": "true"},
 		{"source": commit, "allowOfflineCache": "true"},
 		{"source": commit, "allowOfflineCache": "false"},
+		{"source": commit, "mirror": "s3://models/m-0123456"},
+		{"source": "s3://bucket/prefix/", "mirror": "s3://in-cluster.bucket"},
 	}
 	for _, a := range ok {
 		if _, err := ParseVolume(a, nil); err != nil {
@@ -51,6 +53,14 @@ func TestParseVolume(t *testing.T) {
 		// the check, and a glob's \* would not reach stfs as written
 		"a backslash":  {"source": "/m", "options": "prefetch=a\\012#1"},
 		"a backslash ": {"source": "/m", "options": "include=\\054x"},
+		// a mirror: of a remote source only, an s3:// prefix, nothing
+		// stfs's option parser would read otherwise
+		"is not a URL":                {"source": "/m", "mirror": "s3://models/m"},
+		"give s3://BUCKET/PREFIX":     {"source": commit, "mirror": "http://models/m"},
+		"give s3://BUCKET/PREFIX ":    {"source": commit, "mirror": "s3://models/m,nocache"},
+		"give s3://BUCKET/PREFIX  ":   {"source": commit, "mirror": "s3://models/m\\054x"},
+		"give s3://BUCKET/PREFIX   ":  {"source": commit, "mirror": "s3://Models/m"},
+		"give s3://BUCKET/PREFIX    ": {"source": commit, "mirror": "s3://models/m\n"},
 	}
 	for want, a := range bad {
 		_, err := ParseVolume(a, nil)
@@ -68,6 +78,19 @@ func TestParseVolume(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "control character") || strings.Contains(err.Error(), v) {
 			t.Errorf("secret %q: %v", v, err)
 		}
+	}
+}
+
+func TestMirror(t *testing.T) {
+	src := "hf://org/m@0123456789abcdef0123456789abcdef01234567"
+	v, err := ParseVolume(map[string]string{"source": src, "options": "repo", "mirror": "s3://models/m"}, nil)
+	if err != nil || strings.Join(v.Options, ",") != "repo,mirror=s3://models/m" {
+		t.Fatalf("%+v %v", v, err)
+	}
+	// another mirror is another daemon
+	w, _ := ParseVolume(map[string]string{"source": src, "options": "repo"}, nil)
+	if v.Key([]byte("k")) == w.Key([]byte("k")) {
+		t.Errorf("the mirror is not in the key")
 	}
 }
 

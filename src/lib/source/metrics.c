@@ -70,7 +70,8 @@ static void hist_add(struct stfs_m_hist *h, uint64_t ns)
 }
 
 void stfs_m_request(struct stfs_metrics *m, enum stfs_m_kind kind,
-		    long status, uint64_t got, uint64_t first_ns, int retry)
+		    enum stfs_m_tier tier, long status, uint64_t got,
+		    uint64_t first_ns, int retry)
 {
 	enum stfs_m_class c;
 
@@ -85,7 +86,7 @@ void stfs_m_request(struct stfs_metrics *m, enum stfs_m_kind kind,
 	if (retry)
 		stfs_m_add(&m->retries[kind], 1);
 	if (got)
-		stfs_m_add(&m->fetched_bytes[STFS_TIER_ORIGIN], got);
+		stfs_m_add(&m->fetched_bytes[tier], got);
 	if (first_ns && kind == STFS_KIND_RANGE && c == STFS_CLASS_2XX)
 		hist_add(&m->first_byte, first_ns);
 }
@@ -236,7 +237,7 @@ char *stfs_metrics_text(const struct stfs_metrics *m, size_t *len)
 	       m->read_bytes, STFS_FROM_N);
 	family(&o, "stfs_fetched_bytes_total", "counter", "Body bytes "
 	       "received over HTTP, by tier (origin: the source's server; "
-	       "mirror: none yet)", "tier", tier_name, m->fetched_bytes,
+	       "mirror: a -o mirror= bucket)", "tier", tier_name, m->fetched_bytes,
 	       STFS_TIER_N);
 	head(&o, "stfs_cache_blocks_total", "counter", "Lookups of a block "
 	     "in the cache for a read, by result");

@@ -112,11 +112,12 @@ static inline void stfs_m_evicted(struct stfs_metrics *m, uint64_t n)
 		stfs_m_add(&m->evicted_bytes, n);
 }
 
-/* One HTTP request of kind answered status (0: none), got body bytes,
- * its first byte after first_ns (0: not known); retry: it was one
- * (metrics.c). */
+/* One HTTP request of kind answered status (0: none), got body bytes
+ * from tier, its first byte after first_ns (0: not known); retry: it was
+ * one (metrics.c). */
 void stfs_m_request(struct stfs_metrics *m, enum stfs_m_kind kind,
-		    long status, uint64_t got, uint64_t first_ns, int retry);
+		    enum stfs_m_tier tier, long status, uint64_t got,
+		    uint64_t first_ns, int retry);
 /* The remote's counters (r may be NULL: none). */
 struct stfs_remote;
 struct stfs_metrics *stfs_remote_metrics(const struct stfs_remote *r);

@@ -64,6 +64,8 @@ void stfs_remote_opts_free(struct stfs_remote_opts *o)
 	if (!o)
 		return;
 	free(o->cache_dir);
+	free(o->mirror);
+	free(o->mirror_profile);
 	free(o);
 }
 
@@ -230,6 +232,18 @@ static int set_other(struct stfs_remote_opts *o, const char *opt,
 		if (strcmp(v, "path") && strcmp(v, "virtual"))
 			return bad(why, whysz, opt, "path or virtual");
 		o->s3_style = v[0] == 'p' ? STFS_S3_PATH : STFS_S3_VIRTUAL;
+	} else if (IS("mirror") && v) {
+		if (strncmp(v, "s3://", 5) || strlen(v) < 6 || v[5] == '/')
+			return bad(why, whysz, opt, "s3://BUCKET/PREFIX");
+		free(o->mirror);
+		if (!(o->mirror = strdup(v)))
+			return -ENOMEM;
+	} else if (IS("mirror_profile") && v) {
+		if (!*v || strlen(v) > 128 || strpbrk(v, "[]\n\r"))
+			return bad(why, whysz, opt, "an AWS profile's name");
+		free(o->mirror_profile);
+		if (!(o->mirror_profile = strdup(v)))
+			return -ENOMEM;
 	} else if (IS("nocache") && !v) {
 		o->nocache = 1;
 	} else if (IS("offline") && !v) {
@@ -307,8 +321,19 @@ int stfs_remote_new(const struct stfs_remote_opts *opts,
 	if (opts) {
 		r->o = *opts;
 		r->o.cache_dir = NULL;
+		r->o.mirror_profile = NULL;
+		if ((opts->mirror && !(r->o.mirror = strdup(opts->mirror))) ||
+		    (opts->mirror_profile && !(r->o.mirror_profile =
+					       strdup(opts->mirror_profile)))) {
+			free(r->o.mirror);
+			free(r->o.mirror_profile);
+			free(r);
+			return stfs_nomem(err);
+		}
 		if (!opts->nocache && opts->cache_dir &&
 		    !(r->o.cache_dir = strdup(opts->cache_dir))) {
+			free(r->o.mirror);
+			free(r->o.mirror_profile);
 			free(r);
 			return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET,
 					 "out of memory");
@@ -323,6 +348,8 @@ int stfs_remote_new(const struct stfs_remote_opts *opts,
 						   r->o.block,
 						   r->o.offline))) {
 		free(r->o.cache_dir);
+		free(r->o.mirror);
+		free(r->o.mirror_profile);
 		free(r);
 		return stfs_fail(err, rc, NULL, STFS_NO_OFFSET, "cache: %s",
 				 strerror(-rc));
@@ -334,6 +361,8 @@ int stfs_remote_new(const struct stfs_remote_opts *opts,
 		if (r->o.cache_dir)
 			stfs_cache_fini(&r->cache);
 		free(r->o.cache_dir);
+		free(r->o.mirror);
+		free(r->o.mirror_profile);
 		free(r);
 		return stfs_nomem(err);
 	}
@@ -358,6 +387,8 @@ void stfs_remote_free(struct stfs_remote *r)
 	if (!r)
 		return;
 	stfs_pool_stop(r);
+	if (r->mirror)
+		r->mirror_free(r->mirror);
 	stfs_httpc_fini(r->http);
 	free(r->http);
 	stfs_blocks_fini(&r->blocks);
@@ -366,6 +397,8 @@ void stfs_remote_free(struct stfs_remote *r)
 	if (r->o.cache_dir)
 		stfs_cache_fini(&r->cache);
 	free(r->o.cache_dir);
+	free(r->o.mirror);
+	free(r->o.mirror_profile);
 	free(r);
 	curl_global_cleanup();
 }

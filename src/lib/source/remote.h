@@ -74,6 +74,9 @@ struct stfs_remote_opts {
 	void *progress_ctx;
 	struct stfs_metrics *metrics;   /* the owner's, or NULL (metrics.h) */
 	int credentials;                /* a credential service's client */
+	char *mirror;                   /* -o mirror=s3://BUCKET/PREFIX, or
+					 * NULL (mirror/tier.c) */
+	char *mirror_profile;           /* -o mirror_profile=: its keys */
 };
 
 /* What the remote did (stfs_remote_stats()). */
@@ -84,6 +87,15 @@ struct stfs_remote_counters {
 
 /* ---- the remote object (remote.c) ---------------------------------------- */
 
+struct stfs_mirror;
+
+/* An object opened from the mirror (struct stfs_remote's mirror_open). */
+struct stfs_tier_open {
+	uint64_t size;
+	const char *key, *version;      /* what the cache keys it by */
+	const char *origin_etag;        /* the origin's at copy, or NULL */
+};
+
 struct stfs_remote {
 	struct stfs_remote_opts o;
 	pthread_mutex_t progress_mu;    /* one progress report at a time */
@@ -93,6 +105,16 @@ struct stfs_remote {
 	struct stfs_blocks blocks;
 	struct stfs_pool pool;
 	const struct stfs_fetch_ops *fetch;    /* the engine's (http/fetch.c) */
+	/* -o mirror= (mirror/tier.c sets them once the manifest matched; a
+	 * room below calls them through these): o opened from the mirror,
+	 * its first head_max bytes into head (0), or -ENOENT: open it at
+	 * url; the mirror's end */
+	struct stfs_mirror *mirror;
+	int (*mirror_open)(struct stfs_remote *r, const char *url,
+			   struct stfs_object *o, char *head,
+			   size_t *head_len, size_t head_max,
+			   struct stfs_tier_open *out);
+	void (*mirror_free)(struct stfs_mirror *m);
 };
 
 /* The remote object's own fields as the rooms read them: inline, so that

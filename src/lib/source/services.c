@@ -4,6 +4,7 @@
  * table (struct stfs_service, locate.h): the locator (locate.c) names no
  * service, and no service names another; a new scheme is a row here.
  */
+#include <errno.h>
 #include <stddef.h>
 
 #include "format.h"
@@ -11,6 +12,7 @@
 #include "http/http.h"
 #include "hub/service.h"
 #include "s3/service.h"
+#include "mirror/mirror.h"
 
 static const struct stfs_service services[] = {
 	{ "http", STFS_SCHEME_HTTP, 0, stfs_locate_url, NULL },
@@ -22,7 +24,15 @@ static const struct stfs_service services[] = {
 int stfs_locate(const char *arg, struct stfs_remote *net,
 		struct stfs_location **out, struct stfs_error *err)
 {
-	return stfs_locate_with(services,
-				sizeof(services) / sizeof(services[0]), arg,
-				net, out, err);
+	int rc = stfs_locate_with(services,
+				  sizeof(services) / sizeof(services[0]), arg,
+				  net, out, err);
+
+	/* -o mirror=: the files read from it when its manifest fits */
+	if (!rc && stfs_mirror_attach(*out) == -ENOMEM) {
+		stfs_location_free(*out);
+		*out = NULL;
+		rc = stfs_nomem(err);
+	}
+	return rc;
 }

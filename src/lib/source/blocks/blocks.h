@@ -117,6 +117,7 @@ struct stfs_object {
 	const char *last_modified;  /* in every answer ("" if none) */
 	const struct stfs_auth *auth;
 	struct stfs_resolver *rv;   /* its redirect, or NULL: url itself */
+	const void *tier;           /* its copy in the mirror, or NULL */
 	uint64_t size;
 	struct stfs_cache_obj cobj; /* its blocks on disk, if cached */
 	atomic_int closing;         /* abort its transfers and retries */

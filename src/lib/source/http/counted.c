@@ -33,7 +33,8 @@ void stfs_httpc_counted(struct stfs_http_client *c, CURL *h,
 	    curl_easy_getinfo(h, CURLINFO_STARTTRANSFER_TIME_T, &first_us) !=
 	    CURLE_OK)
 		first_us = 0;
-	stfs_m_request(c->o->metrics, kind, status, got,
+	stfs_m_request(c->o->metrics, kind, q->flags & STFS_REQ_MIRROR ?
+		       STFS_TIER_MIRROR : STFS_TIER_ORIGIN, status, got,
 		       (uint64_t)first_us * 1000, attempt > 0);
 }
 

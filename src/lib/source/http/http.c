@@ -389,6 +389,39 @@ static int open_unreachable(struct http_src *s, int rc,
 	return rc;
 }
 
+/* s opened from the mirror (-o mirror=, mirror/tier.c), its head in:
+ * its size, and its blocks cached under the mirror object's URL and ETag,
+ * within s's trust domain (the origin's credentials: a mount without them
+ * never names these blocks, not even by the mirror object's plain URL).
+ * A block read at the origin after all goes with If-Match on the origin's
+ * ETag at copy (not for a Hub file: its URL names a commit). */
+static int open_mirrored(struct http_src *s, const struct stfs_tier_open *t,
+			 struct stfs_error *err)
+{
+	struct stfs_remote *r = s->obj.r;
+	struct stfs_cache *c = cache_of(s);
+	char *key = trusted(s, t->key);
+	int rc;
+
+	if (!key)
+		return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET,
+				 "out of memory");
+	s->obj.size = t->size;
+	if (t->origin_etag && !s->domain &&
+	    stfs_http_strong_etag(t->origin_etag))
+		snprintf(s->etag, sizeof(s->etag), "%s", t->origin_etag);
+	snprintf(s->version, sizeof(s->version), "%s", t->version);
+	rc = stfs_cache_object(c, key, t->version, t->size, &s->obj.cobj,
+			       err);
+	free(key);
+	if (rc && rc != -EPERM)
+		stfs_writeback_failed(r, 0, rc);        /* held */
+	if (rc == 0)
+		(void)stfs_cache_put(c, &s->obj.cobj, STFS_CACHE_HEAD, s->head,
+				     s->head_len);
+	return rc == -EPERM ? rc : 0;
+}
+
 /* Open s from the network: its first block, size and version.  With no
  * server to answer, what the cache holds of s's trust domain. */
 static int open_remote(struct http_src *s, struct stfs_error *err)
@@ -399,9 +432,15 @@ static int open_remote(struct http_src *s, struct stfs_error *err)
 				  .want_total = UINT64_MAX };
 	struct stfs_cache *c = cache_of(s);
 	struct stfs_http_resp resp;
-	CURL *h = stfs_httpc_handle(r->http);
+	struct stfs_tier_open t;
+	CURL *h;
 	int rc;
 
+	if (r->mirror_open && r->mirror_open(r, s->url, &s->obj, s->head,
+					     &s->head_len, STFS_HTTP_FIRST,
+					     &t) == 0)
+		return open_mirrored(s, &t, err);
+	h = stfs_httpc_handle(r->http);
 	rc = h ? stfs_object_fetch(&s->obj, h, &q, s->head, &s->head_len,
 				   &resp, err) :
 		 stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET, "out of memory");

@@ -206,6 +206,8 @@ void stfs_transfer_wake(struct stfs_transfers *t, CURL *h);
 #define STFS_REQ_NONETRC 32u
 /* A request to the object's own URL, which redirects (counted apart) */
 #define STFS_REQ_RESOLVE 64u
+/* Bytes of a mirror (-o mirror=), not of the origin (counted apart) */
+#define STFS_REQ_MIRROR 128u
 #define STFS_HTTP_REDIRECT 1
 
 #define STFS_IDLE_MAX 16

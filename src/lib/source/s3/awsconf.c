@@ -115,13 +115,21 @@ static const struct stfs_ini_section *conf_section(const struct stfs_ini *c,
 
 int stfs_aws_conf_load(struct stfs_aws_conf *a, struct stfs_error *err)
 {
-	const char *from = stfs_env("AWS_PROFILE") ? "AWS_PROFILE" :
+	return stfs_aws_conf_load_named(a, NULL, err);
+}
+
+int stfs_aws_conf_load_named(struct stfs_aws_conf *a, const char *named,
+			     struct stfs_error *err)
+{
+	const char *from = named ? "mirror_profile=" :
+			   stfs_env("AWS_PROFILE") ? "AWS_PROFILE" :
 			   stfs_env("AWS_DEFAULT_PROFILE") ? "AWS_DEFAULT_PROFILE" :
 			   NULL;
 	int rc;
 
 	memset(a, 0, sizeof(*a));
-	if (!(a->profile = strdup(from ? stfs_env(from) : "default")) ||
+	if (!(a->profile = strdup(named ? named : from ? stfs_env(from) :
+				  "default")) ||
 	    !(a->cred_path = home_file("AWS_SHARED_CREDENTIALS_FILE",
 				       "credentials")) ||
 	    !(a->conf_path = home_file("AWS_CONFIG_FILE", "config"))) {

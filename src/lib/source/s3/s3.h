@@ -98,6 +98,9 @@ struct stfs_aws_conf {
 /* Find the profile and read both files: 0, or -errno with err saying why
  * (a profile named that is in neither file; a file that does not parse). */
 int stfs_aws_conf_load(struct stfs_aws_conf *a, struct stfs_error *err);
+/* The same for the profile named (not the environment's). */
+int stfs_aws_conf_load_named(struct stfs_aws_conf *a, const char *named,
+			     struct stfs_error *err);
 /* A setting of the profile (region, endpoint_url, ...): a copy, or NULL. */
 char *stfs_aws_conf_get(const struct stfs_aws_conf *a, const char *key);
 void stfs_aws_conf_free(struct stfs_aws_conf *a);

@@ -18,6 +18,16 @@ int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err);
 void stfs_s3_fetch_small(const struct stfs_location *loc,
 			 struct stfs_rfile *f);
 
+/* What requests carry with the static keys of the AWS profile named
+ * (its section of ~/.aws/credentials, else of ~/.aws/config; no other
+ * provider of the chain, no key of the environment), signed for region:
+ * -o mirror_profile= (mirror/tier.c; s3/profile.c).  NULL with err saying
+ * why (no such profile, no keys in it). */
+struct stfs_auth;
+struct stfs_auth *stfs_s3_profile_auth(const char *profile,
+				       const char *region,
+				       struct stfs_error *err);
+
 /* For the HTTP client's messages (http/http.h: struct stfs_http_client's
  * error_text; remote.c and creds.c give it): */
 /* An S3 error document's "Code: Message" into out (s3xml.c), for the
