@@ -545,9 +545,12 @@ def stop_logged(p, mnt):
     try:
         rc = p.wait(timeout=20)
     except subprocess.TimeoutExpired:
+        where = T.threads_of(p.pid)
+        held = T.holders(mnt)
         p.kill()
         p.wait()
-        raise AssertionError("daemon did not exit after unmount")
+        raise AssertionError("daemon did not exit after unmount; its "
+                             "threads: %s; holders: %s" % (where, held))
     assert rc == 0, "daemon exit status %d" % rc
 
 

@@ -208,6 +208,56 @@ def mount_fg(src, mnt, *opts):
     return p
 
 
+def threads_of(pid):
+    """Where each thread of pid waits (its name, kernel wait channel and
+    system call), for a failure that says why a daemon did not end."""
+    out = []
+    try:
+        for tid in sorted(os.listdir("/proc/%d/task" % pid), key=int):
+            t = "/proc/%d/task/%s/" % (pid, tid)
+            vals = []
+            for f in ("comm", "wchan", "syscall"):
+                try:
+                    with open(t + f) as fh:
+                        vals.append(fh.read().strip().split(" ")[0])
+                except OSError:
+                    vals.append("?")
+            out.append("%s %s/%s/%s" % (tid, *vals))
+    except OSError as e:
+        return "(%s)" % e
+    return "; ".join(out)
+
+
+def holders(mnt):
+    """Processes that may keep a detached mount of mnt alive: those whose
+    mount namespace still lists it, or with a descriptor, cwd or root in
+    it (for a failure that says why a daemon did not end)."""
+    mnt = os.path.abspath(mnt)
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        why = []
+        try:
+            with open("/proc/%s/mountinfo" % pid) as f:
+                if any(line.split()[4] == mnt for line in f):
+                    why.append("mount")
+            for sub in ("cwd", "root"):
+                if os.readlink("/proc/%s/%s" % (pid, sub)).startswith(mnt):
+                    why.append(sub)
+            for fd in os.listdir("/proc/%s/fd" % pid):
+                if os.readlink("/proc/%s/fd/%s" % (pid, fd)).startswith(mnt):
+                    why.append("fd")
+                    break
+            if why:
+                with open("/proc/%s/comm" % pid) as f:
+                    out.append("%s(%s):%s" % (pid, f.read().strip(),
+                                              "+".join(why)))
+        except OSError:
+            continue
+    return ", ".join(out) or "none seen"
+
+
 def stop_fg(p, mnt, timeout=10):
     """Unmount and require the daemon to exit 0 by itself."""
     unmount(mnt)
@@ -218,9 +268,12 @@ def stop_fg(p, mnt, timeout=10):
         err = p.communicate(timeout=timeout)[1] or b""
         rc = p.returncode
     except subprocess.TimeoutExpired:
+        where = threads_of(p.pid)
+        held = holders(mnt)
         p.kill()
         p.wait()
-        raise AssertionError("daemon did not exit after unmount")
+        raise AssertionError("daemon did not exit after unmount; its "
+                             "threads: %s; holders: %s" % (where, held))
     finally:
         if p.stdout:
             p.stdout.close()

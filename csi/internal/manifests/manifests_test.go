@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -82,6 +83,8 @@ func object(t *testing.T, where string, doc []byte) any {
 		obj = &appsv1.DaemonSet{}
 	case "apps/v1 Deployment":
 		obj = &appsv1.Deployment{}
+	case "batch/v1 Job":
+		obj = &batchv1.Job{}
 	case "storage.k8s.io/v1 CSIDriver":
 		obj = &storagev1.CSIDriver{}
 	case "kustomize.config.k8s.io/v1beta1 Kustomization":
