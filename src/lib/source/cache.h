@@ -174,6 +174,10 @@ uint64_t stfs_cache_charged(int dir, const char *name);
 /* What the directories of rel ("v1/A/B") that do not exist yet under
  * root will count. */
 uint64_t stfs_cache_dirs_missing(int root, const char *rel);
+/* The cache's files walked and counted once (the temporary files of
+ * killed writers removed), so that its first write does not wait for
+ * that walk. */
+void stfs_cache_count(struct stfs_cache *c);
 /* len bytes about to be written in c, counted in the shared use (room
  * made for them first: a full cache evicted down to its low-water mark). */
 void stfs_cache_reserve(struct stfs_cache *c, uint64_t len);

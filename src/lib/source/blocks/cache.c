@@ -138,6 +138,8 @@ int stfs_cache_ready(struct stfs_cache *c, struct stfs_error *err)
 	/* blocks are read by no one else (a cache made before was 0755) */
 	(void)fchmod(fd, 0700);
 	close(fd);
+	if (!c->offline)
+		stfs_cache_count(c);
 	return 0;
 }
 

@@ -350,6 +350,16 @@ static void shared_end(struct stfs_cache *c)
 	(void)flock(c->usage, LOCK_UN);
 }
 
+void stfs_cache_count(struct stfs_cache *c)
+{
+	pthread_mutex_lock(&c->mu);
+	shared_begin(c);
+	if (!c->scanned)
+		evict(c, 0);
+	shared_end(c);
+	pthread_mutex_unlock(&c->mu);
+}
+
 void stfs_cache_reserve(struct stfs_cache *c, uint64_t len)
 {
 	pthread_mutex_lock(&c->mu);
