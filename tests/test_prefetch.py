@@ -12,6 +12,8 @@
   warm larger than cache_size and a mount without a cache: refused with
   the numbers and the option, nothing fetched;
 - a server that is gone: exit 1 naming the file, state failed;
+- two readers in order interleaving in one shard each get their window
+  ahead (a few streams per object);
 - -o prefetch=all warms at mount, and reads then make no request;
 - an unmount during a long warm (a paced server) is not held up;
 - the ioctl is the mount owner's and root's (another user, let in by
@@ -193,6 +195,64 @@ def test_next_shard(d, mnt):
                            for u, a, _ in requests(ngx)[before:])
         finally:
             T.stop_fg(p, mnt)
+    finally:
+        ngx.stop()
+
+
+def test_two_readers(d, mnt):
+    """Two readers in order interleaving in one shard (two ranks, a
+    loader's threads), each reading its own 96 MiB tensor 1 MiB at a
+    time, in turn: each has the blocks ahead of it fetched (its own
+    window), not only the 32 MiB fetched at its tensor's start; every
+    block is fetched once (issue 52: one streak per object, which the
+    other reader reset at each read, fetched nothing ahead)."""
+    import struct
+    srv = os.path.join(d, "srv")
+    os.mkdir(srv)
+    MiB = 1 << 20
+    chunk = [os.urandom(MiB), os.urandom(MiB)]
+    tensors = [("t.%d" % i, "U8", [96 * MiB], chunk[i] * 96)
+               for i in range(2)]
+    src = T.write_st(os.path.join(srv, "m.safetensors"), tensors)
+    with open(src, "rb") as f:
+        start = 8 + struct.unpack("<Q", f.read(8))[0]
+    ngx = Nginx(os.path.join(d, "ngx"), srv)
+    fds = []
+    try:
+        p = T.mount_fg(ngx.url("m.safetensors"), mnt, "-o",
+                       "cache=%s/cache" % d)
+        try:
+            fds = [os.open(os.path.join(mnt, "t/%d" % i),
+                           os.O_RDONLY | os.O_DIRECT) for i in range(2)]
+            at = 48 * MiB
+            for off in range(0, at, MiB):
+                for i in range(2):
+                    assert os.pread(fds[i], MiB, off) == chunk[i], (i, off)
+            want = {(start + i * 96 * MiB + at + k * MiB) >> 22
+                    for i in range(2) for k in range(16)}
+            for _ in range(200):
+                got = {a >> 22 for u, a, _ in requests(ngx)
+                       if u.endswith("/m.safetensors")}
+                if want <= got:
+                    break
+                time.sleep(0.1)
+            else:
+                raise AssertionError("not fetched ahead of the readers "
+                                     "at %d MiB: blocks %s" %
+                                     (at // MiB, sorted(want - got)))
+            for off in range(at, 96 * MiB, MiB):
+                for i in range(2):
+                    assert os.pread(fds[i], MiB, off) == chunk[i], (i, off)
+        finally:
+            for fd in fds:
+                os.close(fd)
+            T.stop_fg(p, mnt)
+        asked = sum(b - a + 1 for u, a, b in requests(ngx)
+                    if u.endswith("/m.safetensors") and (a, b) !=
+                    (0, 65535))
+        print("     two readers in turn: %.2fx the shard fetched" %
+              (asked / os.path.getsize(src)))
+        assert asked <= os.path.getsize(src) * 1.05, asked
     finally:
         ngx.stop()
 
@@ -566,7 +626,8 @@ def test_include_mount(d, mnt):
 
 
 TESTS = [test_full_warm, test_warm_in_memory, test_include_ranks,
-         test_next_shard, test_paths, test_status_background,
+         test_next_shard, test_two_readers, test_paths,
+         test_status_background,
          test_local_noop, test_refused, test_server_gone, test_mount_option,
          test_unmount_while_warming, test_mount_progress_line,
          test_owner_only, test_include_mount]

@@ -103,6 +103,18 @@ struct stfs_failure {
 	int rc;
 };
 
+/* A reader of an object going on in order, as its reads show it (pool.c):
+ * a few are kept per object, as the kernel keeps readahead per open file,
+ * so that two readers interleaving in one shard (two ranks, a loader's
+ * threads) each keep their window ahead. */
+#define STFS_STREAMS 4
+struct stfs_stream {
+	uint64_t next_off;          /* where its last read ended; 0: none */
+	unsigned streak;            /* its reads in a row that went on */
+	uint64_t pf_next;           /* the next block to prefetch for it */
+	uint64_t used;              /* the object's tick at its last read */
+};
+
 /* One remote object as the block engine sees it (embedded in a source). */
 struct stfs_object {
 	struct stfs_remote *r;
@@ -117,9 +129,8 @@ struct stfs_object {
 	/* under the pool's mu: */
 	unsigned inflight;          /* asynchronous reads not done */
 	pthread_cond_t idle;
-	uint64_t next_off;          /* where the last read ended */
-	unsigned streak;            /* reads in a row that went on from it */
-	uint64_t pf_next;           /* the next block to prefetch */
+	struct stfs_stream streams[STFS_STREAMS];  /* its readers in order */
+	uint64_t tick;              /* reads planned, to age the streams */
 	struct stfs_object *next;   /* read after this one, or NULL */
 	/* under the blocks' mu: the fetches that failed last (a ring: a
 	 * reader's block and the prefetches beside it fail together) */
