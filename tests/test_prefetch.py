@@ -14,6 +14,8 @@
 - a server that is gone: exit 1 naming the file, state failed;
 - two readers in order interleaving in one shard each get their window
   ahead (a few streams per object);
+- with no connections=, the requests at once grow past 8 on a paced
+  server, and not when it answers 503 Slow Down; connections=8 caps them;
 - -o prefetch=all warms at mount, and reads then make no request;
 - an unmount during a long warm (a paced server) is not held up;
 - the ioctl is the mount owner's and root's (another user, let in by
@@ -257,6 +259,52 @@ def test_two_readers(d, mnt):
         ngx.stop()
 
 
+def test_connections_follow(d, mnt):
+    """With no connections=, a read of a file from a server that gives each
+    connection 4 MB/s has more than 9 requests answered at once (the
+    number grows while the throughput does); with connections=8, never
+    more than 8; with every 10th request answered 503 Slow Down, no more
+    than the 8 it starts with (it backs off); every byte right each time
+    (issue 52: 8 at most, fixed, before)."""
+    srv = os.path.join(d, "srv")
+    os.mkdir(srv)
+    MiB = 1 << 20
+    chunk = os.urandom(MiB)
+    T.write_st(os.path.join(srv, "m.safetensors"),
+               [("w", "U8", [256 * MiB], chunk * 256)])
+    most = {}
+    # (the 503s case reads a third: it goes slowly, and that is enough)
+    for name, opts, busy, mib in (
+            ("auto", [], 0, 256),
+            ("connections=8", ["-o", "connections=8"], 0, 256),
+            ("503s", [], 10, 96)):
+        stats = os.path.join(d, "stats-" + name)
+        paced, port = paced_server(srv, 4 * 1000 * 1000, busy, stats)
+        try:
+            p = T.mount_fg("http://127.0.0.1:%d/m.safetensors" % port, mnt,
+                           "-o", "cache=%s/cache-%s" % (d, name), *opts)
+            try:
+                t = time.time()
+                with open(os.path.join(mnt, "w"), "rb") as f:
+                    for k in range(mib):
+                        assert f.read(MiB) == chunk, (name, k)
+                el = time.time() - t
+            finally:
+                T.stop_fg(p, mnt)
+        finally:
+            paced.kill()
+            paced.wait()
+        with open(stats) as f:
+            most[name] = int(f.read())
+        print("     %s: %d requests at once at most, %.1f MB/s" % (
+            name, most[name], mib * MiB / el / 1e6))
+    # (the server may count a request it has sent whole a moment after
+    # the client's next one began: one more than the client had)
+    assert most["auto"] > 9, most
+    assert most["connections=8"] <= 9, most
+    assert most["503s"] <= 9, most
+
+
 def test_include_ranks(d, mnt):
     srv = os.path.join(d, "srv")
     os.mkdir(srv)
@@ -457,13 +505,14 @@ def test_unmount_while_warming(d, mnt):
         paced.wait()
 
 
-def paced_server(root, rate):
-    """pacedhttp.py serving root, every connection at rate bytes/s: its
-    Popen (killed at the end of the run) and port."""
+def paced_server(root, rate, *more):
+    """pacedhttp.py serving root, every connection at rate bytes/s (more:
+    its BUSY and STATS): its Popen (killed at the end of the run) and
+    port."""
     port = free_port()
     paced = subprocess.Popen([sys.executable, os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "pacedhttp.py"), root,
-        str(port), str(rate)])
+        str(port), str(rate)] + [str(m) for m in more])
     T._procs.append(paced)
     assert wait_port(port), "pacedhttp.py did not start"
     return paced, port
@@ -626,7 +675,8 @@ def test_include_mount(d, mnt):
 
 
 TESTS = [test_full_warm, test_warm_in_memory, test_include_ranks,
-         test_next_shard, test_two_readers, test_paths,
+         test_next_shard, test_two_readers, test_connections_follow,
+         test_paths,
          test_status_background,
          test_local_noop, test_refused, test_server_gone, test_mount_option,
          test_unmount_while_warming, test_mount_progress_line,

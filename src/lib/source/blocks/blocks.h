@@ -170,6 +170,26 @@ struct stfs_job;
  * flush to the disk, and another writer writes meanwhile. */
 #define STFS_WRITERS 4
 
+/* How many workers fetch at once when connections= is not given (conc.c):
+ * from STFS_CONC_START, up to the cap (o.connections, STFS_CONC_CAP
+ * then), as the throughput rises. */
+#define STFS_CONC_CAP 32
+#define STFS_CONC_START 8
+#define STFS_CONC_MIN 2
+#define STFS_CONC_PERIOD_MS 300
+#define STFS_CONC_HOLD 4
+struct stfs_conc {
+	int on;                         /* 0: connections= fixes it */
+	_Atomic unsigned limit;         /* workers that may fetch now */
+	unsigned busy;                  /* workers fetching (under mu) */
+	int starved;                    /* a job waited for a worker */
+	unsigned jobs;                  /* jobs ended this period */
+	uint64_t t0_ms, bytes0, retries0;       /* this period's start */
+	double best;                    /* bytes/s, the best period */
+	unsigned rise;                  /* the last period's rise */
+	unsigned hold;                  /* periods to wait before a rise */
+};
+
 struct stfs_pool {
 	pthread_mutex_t mu;
 	pthread_cond_t work;
@@ -189,7 +209,21 @@ struct stfs_pool {
 	pthread_cond_t written;         /* the writer has nothing to do */
 	pthread_t writer_th[STFS_WRITERS];
 	unsigned writer_on;             /* writer threads running */
+	struct stfs_conc conc;          /* under mu but its limit */
 };
+
+/* conc.c: the workers of r fetch as many at once as pay when on (else
+ * o.connections). */
+void stfs_conc_init(struct stfs_remote *r, int on);
+/* How many fetch at once now: what the prefetch window and the queues
+ * follow. */
+unsigned stfs_pool_width(const struct stfs_remote *r);
+/* May a worker take a job now (under mu)?  If not, the period is marked
+ * as one that asked for more. */
+int stfs_conc_may(struct stfs_pool *p);
+/* A job ended (under mu): the number for the next period, once this one
+ * is over; 1 if it grew (wake the workers). */
+int stfs_conc_after(struct stfs_remote *r, uint64_t now_ms);
 
 /* blocks ahead a prefetch brings: 32 MiB of them, at least 2 */
 unsigned stfs_prefetch_blocks(const struct stfs_remote *r);

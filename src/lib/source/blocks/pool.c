@@ -84,7 +84,8 @@ static struct stfs_job *next_job(struct stfs_pool *p)
 {
 	struct stfs_job *j = NULL;
 
-	while (!p->queue && !p->pf_queue && !p->warm_queue && !p->stopping)
+	while ((!p->queue && !p->pf_queue && !p->warm_queue &&
+		!p->stopping) || (!p->stopping && !stfs_conc_may(p)))
 		pthread_cond_wait(&p->work, &p->mu);
 	if (p->queue) {
 		j = p->queue;
@@ -148,12 +149,16 @@ static void *worker(void *arg)
 
 	pthread_mutex_lock(&p->mu);
 	while ((j = next_job(p))) {
+		p->conc.busy++;
 		pthread_mutex_unlock(&p->mu);
 		run_job(&f, j);
 		stfs_writeback(&f);
 		if (j->warm)
 			j->done(j->arg, j->rc);
 		pthread_mutex_lock(&p->mu);
+		p->conc.busy--;
+		if (stfs_conc_after(r, stfs_now_ms()))
+			pthread_cond_broadcast(&p->work);
 		stfs_pool_job_over(j->s);
 		free(j);
 	}
@@ -264,7 +269,7 @@ static void prefetch(struct stfs_object *s, struct stfs_stream *st,
 	if (st->pf_next < b0 || st->pf_next > b1 + ahead)
 		st->pf_next = b0;
 	for (b = st->pf_next > b0 ? st->pf_next : b0;
-	     b < b1 && p->n_pf_queued < 2 * r->o.connections; b++) {
+	     b < b1 && p->n_pf_queued < 2 * stfs_pool_width(r); b++) {
 		struct stfs_job *j = malloc(sizeof(*j));
 
 		if (!j || start_workers(r)) {
