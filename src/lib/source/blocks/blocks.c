@@ -79,13 +79,7 @@ unsigned stfs_prefetch_blocks(const struct stfs_remote *r)
 			(unsigned)((32u << 20) / r->o.block);
 	unsigned most = (unsigned)((256u << 20) / r->o.block);
 	unsigned width = stfs_pool_width(r);
-	unsigned want;
-
-	/* following the link (conc.c), a quarter more than the workers
-	 * fetching: a job that waits for one shows that more were asked */
-	if (r->pool.conc.on && width < r->o.connections)
-		width += width / 4 ? width / 4 : 1;
-	want = width < most ? width : most;
+	unsigned want = width < most ? width : most;
 
 	return want > base ? want : base;
 }

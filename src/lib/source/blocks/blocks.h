@@ -184,6 +184,7 @@ struct stfs_conc {
 	unsigned busy;                  /* workers fetching (under mu) */
 	int starved;                    /* a job waited for a worker */
 	unsigned jobs;                  /* jobs ended this period */
+	unsigned full;                  /* of them, with every worker busy */
 	uint64_t t0_ms, bytes0, retries0;       /* this period's start */
 	double best;                    /* bytes/s, the best period */
 	unsigned rise;                  /* the last period's rise */

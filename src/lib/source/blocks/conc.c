@@ -3,22 +3,23 @@
  * connections= is not given: as many as raise the throughput (issue 52).
  *
  * The pool starts STFS_CONC_CAP workers and lets STFS_CONC_START of them
- * fetch; every period (STFS_CONC_PERIOD_MS at least, and long enough for
- * twice as many fetches to end as there are workers: bytes are counted
- * when a fetch ends)
- * it looks at the bytes fetched and the retries made since (the remote's
- * counters).  A retry (a 429, a 503, a
- * connection that failed or stalled) halves the number; a period in which
- * a job waited for a worker (more was asked than was fetched) and whose
- * throughput beat the best seen by 5% adds a quarter (at least one), up
- * to the cap; one that did not, after a rise, takes the rise back and
- * holds for STFS_CONC_HOLD periods before it tries again.  So a link that
- * gives each connection a share (S3's 25 MB/s or so) gets as many as pay,
- * and one that the machine's CPU or the server's caps stays near where it
- * started.  The prefetch window and the queues that follow the number of
- * connections follow this one (stfs_pool_width()), so that a reader of
- * one tensor is not charged a window of 32 blocks before the link has
- * shown it pays.  With connections=N, N workers fetch at once, always.
+ * fetch.  Every period (STFS_CONC_PERIOD_MS at least, and as long as it
+ * takes twice as many fetches to end as there are workers) it looks at
+ * the bytes fetched (counted as they arrive) and the retries made since
+ * (the remote's counters).  A retry (a 429, a 503, a connection that
+ * failed or stalled) halves the number, down to STFS_CONC_MIN; a period
+ * in which more was asked than was fetched (a job waited for a worker,
+ * or every worker was busy at three quarters of the fetches' ends) and
+ * whose throughput beat the best seen by 5% adds a quarter (at least
+ * one), up to the cap; one that did not, after a rise, takes the rise
+ * back and holds for STFS_CONC_HOLD periods before it tries again.  So a
+ * link that gives each connection a share (S3's 25 MB/s or so) gets as
+ * many as pay, and one that the machine's CPU or the server's caps stays
+ * near where it started.  The prefetch window and the queues that follow
+ * the number of connections follow this one (stfs_pool_width()), so that
+ * a reader of one tensor is not charged a window of 32 blocks before the
+ * link has shown it pays: it starts at 32 MiB, as with connections=8.
+ * With connections=N, N workers fetch at once, always.
  */
 #include <stdatomic.h>
 
@@ -103,17 +104,25 @@ int stfs_conc_after(struct stfs_remote *r, uint64_t now_ms)
 	}
 	ms = now_ms - c->t0_ms;
 	limit = atomic_load(&c->limit);
+	if (c->busy + 1 >= limit)
+		c->full++;              /* every worker was fetching */
 	/* a period long enough to mean something: twice as many fetches
 	 * ended as there are workers (bytes are counted when a fetch ends,
 	 * so a shorter one is all rounding) */
 	if (++c->jobs < 2 * limit || ms < STFS_CONC_PERIOD_MS)
 		return 0;
+	/* more was asked than fetched: a job waited for a worker, or every
+	 * worker was busy through most of the period (a reader in order
+	 * whose window is as wide as the workers) */
+	if (c->full * 4 >= c->jobs * 3)
+		c->starved = 1;
 	next = next_limit(c, limit, r->o.connections,
 			  (double)(bytes - c->bytes0) * 1000.0 / (double)ms,
 			  retries != c->retries0);
 	atomic_store(&c->limit, next);
 	c->starved = 0;
 	c->jobs = 0;
+	c->full = 0;
 	c->t0_ms = now_ms;
 	c->bytes0 = bytes;
 	c->retries0 = retries;
