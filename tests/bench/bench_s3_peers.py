@@ -24,7 +24,8 @@ is there (missing ones are named and skipped):
 - curl: 8 and 32 range requests at once covering the file (to
   /dev/null, each signed by the tests' SigV4: s3server.sign());
 - boto3's download_file (its defaults: 10 threads), from
-  tests/py-bench/.venv;
+  tests/py-bench/.venv, timed in its process from the client's making
+  (Python's start and boto3's import not counted);
 - the first tensor (32 MiB at the file's start, after the header): from
   the mount command to its last byte for each mount, and boto3's ranged
   get_object.
@@ -207,23 +208,97 @@ def curl_ranges(endpoint, size, n):
 
 
 BOTO = r"""
-import sys, boto3
+import sys, time, boto3
 ep, dest, first = sys.argv[1], sys.argv[2], int(sys.argv[3])
+t = time.time()
 c = boto3.client("s3", endpoint_url=ep)
 if first:
     c.get_object(Bucket="bench", Key="m/model.safetensors",
                  Range="bytes=0-%d" % (first - 1))["Body"].read()
 else:
     c.download_file("bench", "m/model.safetensors", dest)
+print(time.time() - t)
 """
 
 
 def boto(endpoint, dest, first=0):
+    """Seconds from the client's making (Python and boto3 started and
+    imported before: not counted) to the last byte."""
     env = dict(os.environ, AWS_ACCESS_KEY_ID=s3server.ACCESS,
                AWS_SECRET_ACCESS_KEY=s3server.SECRET, AWS_REGION=REGION,
                AWS_DEFAULT_REGION=REGION, AWS_EC2_METADATA_DISABLED="true")
-    subprocess.run([VENV_PY, "-c", BOTO, endpoint, dest, str(first)],
-                   env=env, check=True)
+    env.pop("AWS_CA_BUNDLE", None)
+    r = subprocess.run([VENV_PY, "-c", BOTO, endpoint, dest, str(first)],
+                       env=env, check=True, capture_output=True, text=True)
+    return float(r.stdout.split()[-1])
+
+
+def run_rounds(cases, rounds, world, dl, ports):
+    """Every case once a round, the order reversed every other round:
+    {case: [seconds]}, and the most connections each had open at once
+    (ss, every 50 ms)."""
+    res = {name: [] for name, _, _ in cases}
+    peak, now = {}, [None]
+
+    def sample():
+        while True:
+            name = now[0]
+            port = name and ports.get(name.split()[0])
+            if port:
+                out = subprocess.run(
+                    ["ss", "-tnH", "state", "established",
+                     "( dport = :%s )" % port],
+                    capture_output=True, text=True).stdout
+                n = sum(1 for ln in out.splitlines() if ln.strip())
+                peak[name] = max(peak.get(name, 0), n)
+            time.sleep(0.05)
+    threading.Thread(target=sample, daemon=True).start()
+    for r in range(rounds):
+        order = cases if r % 2 == 0 else cases[::-1]
+        for name, fn, _ in order:
+            prime(os.path.join(world, "swift"))
+            drop(dl)
+            now[0] = name
+            el = fn()
+            now[0] = None
+            res[name].append(el)
+            print("round %d %-32s %7.2f s" % (r + 1, name, el),
+                  flush=True)
+    return res, peak
+
+
+def report(res, nbytes, peak, mib, rounds):
+    """The table (MB/s medians and spreads) and stfs's ratios to each
+    peer."""
+    print("\n%d MiB, %d rounds, load average at the end %s" % (
+        mib, rounds, " ".join("%.1f" % x for x in os.getloadavg())))
+    print("| case | MB/s (median) | spread | s (median) | connections |")
+    print("|---|---|---|---|---|")
+    for k, v in res.items():
+        rate = sorted(nbytes[k] / 1e6 / x for x in v)
+        print("| %s | %.0f | %.0f-%.0f | %.2f | %s |" % (
+            k, statistics.median(rate), rate[0], rate[-1],
+            statistics.median(v), peak.get(k, "")))
+    print("\nstfs against each peer (speed ratio, median of the rounds'):")
+    for where in ("paced", "uncapped"):
+        for what in ("cat", "safe_open", "first tensor"):
+            mine = "%s stfs %s" % (where, what)
+            for k in res:
+                if not k.startswith(where + " ") or k == mine or \
+                        mine not in res or "stfs" in k.split()[1]:
+                    continue
+                if what != "first tensor" and k.endswith("first tensor"):
+                    continue
+                if what == "first tensor" and not k.endswith(what):
+                    continue
+                if what != "first tensor" and not (
+                        k.endswith(what) or "curl" in k or "download" in k):
+                    continue
+                ratio = statistics.median(
+                    (nbytes[mine] / a) / (nbytes[k] / b)
+                    for a, b in zip(res[mine], res[k]))
+                print("  %-28s / %-32s %5.2fx" % (mine, k, ratio))
+    print(json.dumps({k: v for k, v in res.items()}))
 
 
 def main():
@@ -310,76 +385,21 @@ def main():
             cases.append(("%s curl x%d" % (where, n), timed(
                 lambda w=where, k=n: curl_ranges(ends[w], size, k)), size))
         if boto_ok:
-            cases += [("%s boto3 download" % where, timed(
-                lambda w=where: boto(ends[w], dl)), size),
-                ("%s boto3 first tensor" % where, timed(
-                    lambda w=where: boto(ends[w], dl, first_end)), each)]
+            cases += [("%s boto3 download" % where,
+                       lambda w=where: boto(ends[w], dl), size),
+                      ("%s boto3 first tensor" % where,
+                       lambda w=where: boto(ends[w], dl, first_end), each)]
     only = os.environ.get("BENCH_ONLY")
     if only:
         cases = [c for c in cases if any(w in c[0] for w in only.split(","))]
-    res = {name: [] for name, _, _ in cases}
-    peak, now = {}, [None]
-
-    def sample():
-        while True:
-            name = now[0]
-            port = name and ports.get(name.split()[0])
-            if port:
-                out = subprocess.run(
-                    ["ss", "-tnH", "state", "established",
-                     "( dport = :%s )" % port],
-                    capture_output=True, text=True).stdout
-                n = sum(1 for ln in out.splitlines() if ln.strip())
-                peak[name] = max(peak.get(name, 0), n)
-            time.sleep(0.05)
-    threading.Thread(target=sample, daemon=True).start()
     try:
-        for r in range(rounds):
-            order = cases if r % 2 == 0 else cases[::-1]
-            for name, fn, _ in order:
-                prime(os.path.join(world, "swift"))
-                drop(dl)
-                now[0] = name
-                el = fn()
-                now[0] = None
-                res[name].append(el)
-                print("round %d %-32s %7.2f s" % (r + 1, name, el),
-                      flush=True)
+        res, peak = run_rounds(cases, rounds, world, dl, ports)
     finally:
         T.unmount(mnt)
         relay.kill()
         relay.wait()
         sw.stop()
-    nbytes = {name: n for name, _, n in cases}
-    print("\n%d MiB, %d rounds, load average at the end %s" % (
-        mib, rounds, " ".join("%.1f" % x for x in os.getloadavg())))
-    print("| case | MB/s (median) | spread | s (median) | connections |")
-    print("|---|---|---|---|---|")
-    for k, v in res.items():
-        rate = sorted(nbytes[k] / 1e6 / x for x in v)
-        print("| %s | %.0f | %.0f-%.0f | %.2f | %s |" % (
-            k, statistics.median(rate), rate[0], rate[-1],
-            statistics.median(v), peak.get(k, "")))
-    print("\nstfs against each peer (speed ratio, median of the rounds'):")
-    for where in ("paced", "uncapped"):
-        for what in ("cat", "safe_open", "first tensor"):
-            mine = "%s stfs %s" % (where, what)
-            for k in res:
-                if not k.startswith(where + " ") or k == mine or \
-                        mine not in res or "stfs" in k.split()[1]:
-                    continue
-                if what != "first tensor" and k.endswith("first tensor"):
-                    continue
-                if what == "first tensor" and not k.endswith(what):
-                    continue
-                if what != "first tensor" and not (
-                        k.endswith(what) or "curl" in k or "download" in k):
-                    continue
-                ratio = statistics.median(
-                    (nbytes[mine] / a) / (nbytes[k] / b)
-                    for a, b in zip(res[mine], res[k]))
-                print("  %-28s / %-32s %5.2fx" % (mine, k, ratio))
-    print(json.dumps({k: v for k, v in res.items()}))
+    report(res, {name: n for name, _, n in cases}, peak, mib, rounds)
 
 
 if __name__ == "__main__":
