@@ -113,6 +113,11 @@ struct stfs_stream {
 	unsigned streak;            /* its reads in a row that went on */
 	uint64_t pf_next;           /* the next block to prefetch for it */
 	uint64_t used;              /* the object's tick at its last read */
+	uint64_t last_off;          /* where its last read began */
+	int back;                   /* going down: each read ends where the
+				     * one before began (a copy glibc makes
+				     * from the end, out of a mapping) */
+	uint64_t pf_low;            /* going down: the lowest block queued */
 };
 
 /* One remote object as the block engine sees it (embedded in a source). */

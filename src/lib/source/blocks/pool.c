@@ -296,13 +296,48 @@ static void prefetch(struct stfs_object *s, struct stfs_stream *st,
 	prefetch(n, &n->streams[0], 0, to - s->size, 0);
 }
 
+/* Queue prefetches of the blocks of [from, to) not queued yet for stream
+ * st of s going down, the highest first (under mu). */
+static void prefetch_back(struct stfs_object *s, struct stfs_stream *st,
+			  uint64_t from, uint64_t to)
+{
+	struct stfs_remote *r = s->r;
+	struct stfs_pool *p = &r->pool;
+	uint64_t block = r->o.block, ahead = stfs_prefetch_blocks(r);
+	uint64_t b0 = from / block, b1 = (to + block - 1) / block, b;
+
+	if (r->o.offline || from >= to)
+		return;
+	if (b0 + ahead < b1)
+		b0 = b1 - ahead;
+	/* a window that jumped restarts */
+	if (!st->pf_low || st->pf_low > b1 || st->pf_low + ahead < b0)
+		st->pf_low = b1;
+	for (b = st->pf_low; b > b0 && p->n_pf_queued <
+	     2 * stfs_pool_width(r); b--) {
+		struct stfs_job *j = malloc(sizeof(*j));
+
+		if (!j || start_workers(r)) {
+			free(j);
+			break;
+		}
+		*j = (struct stfs_job){ .s = s, .off = b - 1 };
+		s->inflight++;
+		*p->pf_tail = j;
+		p->pf_tail = &j->next;
+		p->n_pf_queued++;
+		pthread_cond_signal(&p->work);
+	}
+	st->pf_low = b;
+}
+
 /* The stream of s a read at off goes on (*seq set), or the one it starts
  * (under mu): a free one first (the first keeps what was fetched ahead
  * into the object before a reader came), else the least recently used
  * of those not yet in order (a random reader churns those only), else the
  * least recently used. */
 static struct stfs_stream *stream_of(struct stfs_object *s, uint64_t off,
-				     uint64_t slack, int *seq)
+				     uint64_t end, uint64_t slack, int *seq)
 {
 	struct stfs_stream *st = NULL, *loose = NULL, *old = NULL;
 
@@ -311,9 +346,16 @@ static struct stfs_stream *stream_of(struct stfs_object *s, uint64_t off,
 
 		/* the kernel's readahead may send its requests (1 MiB
 		 * each) a little out of order */
-		if (t->next_off && off + slack >= t->next_off &&
+		if (t->next_off && !t->back && off + slack >= t->next_off &&
 		    off <= t->next_off + slack) {
 			*seq = 1;
+			t->used = ++s->tick;
+			return t;
+		}
+		/* going down: this read ends where that one began */
+		if (t->next_off && off < t->last_off &&
+		    end + slack >= t->last_off && end <= t->last_off + slack) {
+			*seq = t->back ? 1 : 2;
 			t->used = ++s->tick;
 			return t;
 		}
@@ -330,6 +372,8 @@ static struct stfs_stream *stream_of(struct stfs_object *s, uint64_t off,
 		st->pf_next = 0;        /* another reader's window */
 	}
 	st->streak = 0;
+	st->back = 0;
+	st->pf_low = 0;
 	st->used = ++s->tick;
 	return st;
 }
@@ -352,10 +396,25 @@ static void plan_prefetch(struct stfs_object *s, uint64_t off, size_t len,
 	uint64_t end = off + len, window = (uint64_t)stfs_prefetch_blocks(s->r) *
 					   s->r->o.block, slack = 1u << 20;
 	int seq;
-	struct stfs_stream *st = stream_of(s, off, slack, &seq);
+	struct stfs_stream *st = stream_of(s, off, end, slack, &seq);
 
+	if (seq == 2) {                 /* it turns out to go down */
+		st->back = 1;
+		st->streak = 0;
+	}
 	if (seq)
 		st->streak++;
+	st->last_off = off;
+	if (st->back) {                 /* the window below it */
+		uint64_t lo = ext && ext->off < off ? ext->off : 0;
+
+		if (off - lo > window)
+			lo = off - window;
+		st->next_off = end;
+		if (st->streak >= 2)
+			prefetch_back(s, st, lo, off);
+		return;
+	}
 	if (end > st->next_off || !seq)
 		st->next_off = end;
 	/* two streams that meet are one reader (the kernel's readahead out
@@ -364,8 +423,9 @@ static void plan_prefetch(struct stfs_object *s, uint64_t off, size_t len,
 	for (unsigned i = 0; i < STFS_STREAMS; i++) {
 		struct stfs_stream *t = &s->streams[i];
 
-		if (t == st || !t->next_off || t->next_off + slack <
-		    st->next_off || t->next_off > st->next_off + slack)
+		if (t == st || !t->next_off || t->back ||
+		    t->next_off + slack < st->next_off ||
+		    t->next_off > st->next_off + slack)
 			continue;
 		if (t->pf_next > st->pf_next)
 			st->pf_next = t->pf_next;
