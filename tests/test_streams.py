@@ -8,7 +8,7 @@ and their bytes), through real mounts:
 - a reader going down a tensor (each read ends where the one before
   began, as glibc's copy of a mapping from its end does) gets the blocks
   below it fetched ahead;
-- with no connections=, the requests at once grow past 8 on a paced
+- with connections=0, the requests at once grow past 8 on a paced
   server, and not when it answers 503 Slow Down; connections=8 caps them.
 """
 import os
@@ -140,7 +140,7 @@ def test_backward_reader(d, mnt):
 
 
 def test_connections_follow(d, mnt):
-    """With no connections=, a read of a file from a server that gives each
+    """With connections=0, a read of a file from a server that gives each
     connection 4 MB/s has more than 9 requests answered at once (the
     number grows while the throughput does); with connections=8, never
     more than 8; with every 10th request answered 503 Slow Down, no more
@@ -155,9 +155,9 @@ def test_connections_follow(d, mnt):
     most = {}
     # (the 503s case reads a third: it goes slowly, and that is enough)
     for name, opts, busy, mib in (
-            ("auto", [], 0, 256),
+            ("auto", ["-o", "connections=0"], 0, 256),
             ("connections=8", ["-o", "connections=8"], 0, 256),
-            ("503s", [], 10, 96)):
+            ("503s", ["-o", "connections=0"], 10, 96)):
         stats = os.path.join(d, "stats-" + name)
         paced, port = paced_server(srv, 4 * 1000 * 1000, busy, stats)
         try:

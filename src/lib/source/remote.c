@@ -31,7 +31,7 @@ static void defaults(struct stfs_remote_opts *o)
 		.stall_timeout_ms = 30000,
 		.list_timeout_ms = 300000,
 		.retries = 3,
-		.connections = 0,       /* not given: as many as pay (conc.c) */
+		.connections = 8,       /* 0: as many as pay (conc.c) */
 		.min_speed = 16384,
 		.block = 4u << 20,
 		.cache_max = 10ULL << 30,
@@ -158,7 +158,7 @@ static const struct {
 	  offsetof(struct stfs_remote_opts, list_timeout_ms), 1000 },
 	{ "retries", 0, 100, "0 to 100",
 	  offsetof(struct stfs_remote_opts, retries), 1 },
-	{ "connections", 1, 256, "1 to 256",
+	{ "connections", 0, 256, "0 (as many as pay) to 256",
 	  offsetof(struct stfs_remote_opts, connections), 1 },
 };
 
@@ -315,7 +315,7 @@ int stfs_remote_new(const struct stfs_remote_opts *opts,
 	} else {
 		defaults(&r->o);
 	}
-	/* connections= not given: up to STFS_CONC_CAP, as many as pay */
+	/* connections=0: up to STFS_CONC_CAP, as many as pay */
 	auto_conns = !r->o.connections;
 	if (auto_conns)
 		r->o.connections = STFS_CONC_CAP;

@@ -175,7 +175,7 @@ struct stfs_job;
  * flush to the disk, and another writer writes meanwhile. */
 #define STFS_WRITERS 4
 
-/* How many workers fetch at once when connections= is not given (conc.c):
+/* How many workers fetch at once with connections=0 (conc.c):
  * from STFS_CONC_START, up to the cap (o.connections, STFS_CONC_CAP
  * then), as the throughput rises. */
 #define STFS_CONC_CAP 32

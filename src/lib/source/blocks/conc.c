@@ -1,6 +1,7 @@
 /*
  * conc.c: how many of the engine's workers fetch at once, when
- * connections= is not given: as many as raise the throughput (issue 52).
+ * connections=0: as many as raise the throughput (issue 52; not the
+ * default yet, see docs/remote.md).
  *
  * The pool starts STFS_CONC_CAP workers and lets STFS_CONC_START of them
  * fetch.  Every period (STFS_CONC_PERIOD_MS at least, and as long as it
@@ -19,7 +20,7 @@
  * the number of connections follow this one (stfs_pool_width()), so that
  * a reader of one tensor is not charged a window of 32 blocks before the
  * link has shown it pays: it starts at 32 MiB, as with connections=8.
- * With connections=N, N workers fetch at once, always.
+ * With connections=N (N > 0), N workers fetch at once, always.
  */
 #include <stdatomic.h>
 
