@@ -18,7 +18,8 @@
 # virtualenv per tests/py-*/ folder from its hash-pinned requirements.txt,
 # on Debian's python3 with python3-requests, -yaml and -packaging:
 # docs/python.md; for `bench`, also tests/py-bench/ (the Run:ai Model
-# Streamer and boto3, for tests/bench/bench_runai.py);
+# Streamer and boto3, for tests/bench/bench_runai.py) and s3fs and rclone
+# (for tests/bench/bench_s3_peers.py);
 # runc, which runs the Kubernetes driver's image in its test; Prometheus
 # (promtool) and its node exporter, which tests/test_metrics.py runs on
 # the daemon's -o metrics= file, and which scrapes the driver's /metrics
@@ -41,7 +42,10 @@ full=(check clang libclang-rt-14-dev python3-torch r-base-core debhelper
       stress-ng)
 case "${1:-test}" in
 demo) pkgs=("${base[@]}") ;;
-test|bench) pkgs=("${base[@]}" "${full[@]}") ;;
+test) pkgs=("${base[@]}" "${full[@]}") ;;
+# the peers of tests/bench/bench_s3_peers.py (Mountpoint for Amazon S3 is
+# built from its source: scripts/build-mountpoint-s3.sh)
+bench) pkgs=("${base[@]}" "${full[@]}" s3fs rclone) ;;
 *) echo "usage: deps.sh [demo|test|bench]" >&2; exit 2 ;;
 esac
 missing=()

@@ -6,7 +6,9 @@
  * CRC-32C's check value; a block file's checks (blockfile.c): a byte
  * flipped in its bytes or its header, a block put under another number,
  * a file cut short are never served, and a read that does not touch a
- * damaged piece still is.
+ * damaged piece still is; eviction (evict.c): every file counted as its
+ * size rounded up to 4 KiB, DIR/usage equal to what is on the disk, and a
+ * full cache brought down to its low-water mark, not just under its size.
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -16,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "format.h"
@@ -210,6 +213,89 @@ START_TEST(t_checked)
 }
 END_TEST
 
+/* What the files and directories under dir take, rounded up to 4 KiB
+ * each (as evict.c counts them). */
+static uint64_t on_disk(const char *dir)
+{
+	char path[1400];
+	uint64_t n = 4096;              /* dir itself */
+	struct dirent *e;
+	DIR *d = opendir(dir);
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d))) {
+		struct stat st;
+
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		ck_assert_int_eq(lstat(path, &st), 0);
+		n += S_ISDIR(st.st_mode) ? on_disk(path) :
+		     stfs_cache_charge((uint64_t)st.st_size);
+	}
+	closedir(d);
+	return n;
+}
+
+static uint64_t usage(const char *root)
+{
+	char path[1200], text[32];
+	uint64_t v = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/usage", root);
+	ck_assert_ptr_nonnull(f = fopen(path, "r"));
+	ck_assert_ptr_nonnull(fgets(text, sizeof(text), f));
+	fclose(f);
+	ck_assert_int_eq(stfs_cache_parse_usage(text, strlen(text), &v), 0);
+	return v;
+}
+
+START_TEST(t_evict_low)
+{
+	char root[] = "/tmp/stfs-check-cache-XXXXXX", cmd[64];
+	static char buf[BLK];
+	const uint64_t max = 200u << 10, blk = 2 * BLK;  /* + its header */
+	struct stfs_cache c;
+	struct stfs_cache_obj o;
+	uint64_t before = 0, now;
+	int evicted = 0;
+
+	ck_assert_int_eq(stfs_cache_charge(0), 0);
+	ck_assert_int_eq(stfs_cache_charge(1), 4096);
+	ck_assert_int_eq(stfs_cache_charge(4096), 4096);
+	ck_assert_int_eq(stfs_cache_charge(4097), 8192);
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	ck_assert_int_eq(stfs_cache_init(&c, root, max, BLK, 0), 0);
+	ck_assert_int_eq(stfs_cache_ready(&c, NULL), 0);
+	ck_assert_int_eq(stfs_cache_object(&c, "https://h/m.safetensors",
+					   "\"e1\"", 64 * BLK, &o, NULL), 0);
+	for (int b = 0; b < 64; b++) {
+		memset(buf, 'a' + b % 26, BLK);
+		ck_assert_int_eq(stfs_cache_put(&c, &o, (uint64_t)b, buf, BLK),
+				 0);
+		now = usage(root);
+		/* the count is what is there, never over the size */
+		ck_assert_uint_eq(now, on_disk(root));
+		ck_assert_uint_le(now, max);
+		if (now < before) {
+			/* the one that made room took it down to 90% */
+			ck_assert_uint_le(now, max / 100 * STFS_CACHE_LOW_PCT +
+					  blk);
+			evicted++;
+		}
+		before = now;
+	}
+	/* 64 blocks of 8 KiB through 200 KiB: a walk each tenth, not each
+	 * block once full */
+	ck_assert_int_ge(evicted, 2);
+	ck_assert_int_le(evicted, 64 * blk / (max / 10) + 1);
+	stfs_cache_fini(&c);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 Suite *cache_suite(void)
 {
 	Suite *s = suite_create("cache");
@@ -218,6 +304,7 @@ Suite *cache_suite(void)
 	tcase_add_test(tc, t_put_batch);
 	tcase_add_test(tc, t_crc32c);
 	tcase_add_test(tc, t_checked);
+	tcase_add_test(tc, t_evict_low);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""pacedhttp.py ROOT PORT RATE: a static file server on 127.0.0.1 whose
-every connection sends at most RATE bytes per second, as object stores cap
-a connection.  For test_prefetch.py and the benchmarks
+"""pacedhttp.py ROOT PORT RATE [BUSY [STATS]]: a static file server on
+127.0.0.1 whose every connection sends at most RATE bytes per second, as
+object stores cap a connection.  With BUSY (> 0), every BUSY-th GET is
+answered 503 Slow Down, as S3 does when asked too fast; with STATS, the
+most requests it has answered at once is kept in that file.  For test_prefetch.py and the benchmarks
 (tests/bench/bench_remote.py, bench_prefetch.py).
 
 The cap is the kernel's: SO_MAX_PACING_RATE on each accepted socket (TCP
@@ -17,6 +19,7 @@ import os
 import re
 import socket
 import sys
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 SO_MAX_PACING_RATE = 47
@@ -30,7 +33,33 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, *a):
         pass
 
+    busy = 0
+    stats = None
+    lock = threading.Lock()
+    count = [0, 0, 0]           # GETs, answering now, most at once
+
     def do_GET(self):
+        with self.lock:
+            self.count[0] += 1
+            n = self.count[0]
+            self.count[1] += 1
+            if self.count[1] > self.count[2]:
+                self.count[2] = self.count[1]
+                if self.stats:
+                    with open(self.stats, "w") as f:
+                        f.write("%d\n" % self.count[2])
+        try:
+            if self.busy and n % self.busy == 0:
+                self.send_response(503, "Slow Down")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            self.get()
+        finally:
+            with self.lock:
+                self.count[1] -= 1
+
+    def get(self):
         self.connection.setsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE,
                                    self.rate)
         path = os.path.normpath(os.path.join(
@@ -85,6 +114,8 @@ class Handler(BaseHTTPRequestHandler):
 def main():
     Handler.root = os.path.abspath(sys.argv[1])
     Handler.rate = int(sys.argv[3])
+    Handler.busy = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+    Handler.stats = sys.argv[5] if len(sys.argv) > 5 else None
     class Server(ThreadingHTTPServer):
         # a CDN takes a burst of connections at once: with the default
         # backlog of 5, the 6th of 8 simultaneous connects is dropped and

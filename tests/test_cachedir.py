@@ -20,7 +20,9 @@ against nginx on 127.0.0.1 and real mounts.
   the same block fetch it at most twice and leave it whole;
 - the temporary file of a killed writer is removed at the next start, a
   live writer's is kept and counted in cache_size;
-- eviction with symbolic links under the cache deletes nothing outside.
+- eviction with symbolic links under the cache deletes nothing outside;
+- cache_size counts every file stfs writes there (heads, kept answers,
+  meta, latest, their directories), not only blocks.
 """
 import errno
 import fcntl
@@ -541,6 +543,57 @@ def test_evict_links(d, mnt):
         ngx.stop()
 
 
+def on_disk(cache):
+    """The bytes the file system gives the cache directory and all under
+    it, as du(1) counts them."""
+    tot = os.lstat(cache).st_blocks * 512
+    for r, ds, fs in os.walk(cache):
+        for n in ds + fs:
+            tot += os.lstat(os.path.join(r, n)).st_blocks * 512
+    return tot
+
+
+def test_size_counts_all(d, mnt):
+    """cache_size=100K (under one block) after reading a Hub model of two
+    shards: at most 100 KiB on the disk, heads, kept answers (the Hub's
+    listings), meta, latest and their directories counted, every byte
+    read right; and DIR/usage says what is there (issue 47, item 7: 220
+    KiB before)."""
+    from fixtures import world
+    MiB = 1 << 20
+    big = [("layers.%d.w" % i, "U8", [3 * MiB], os.urandom(3 * MiB))
+           for i in range(3)]
+    small = [("b.%d.w" % i, "U8", [100], os.urandom(100)) for i in range(3)]
+    files = {}
+    for name, t in (("model-00001-of-00002.safetensors", big),
+                    ("model-00002-of-00002.safetensors", small)):
+        with open(T.write_st(os.path.join(d, name), t), "rb") as f:
+            files[name] = f.read()
+    files["config.json"] = b"{}"
+    cache = os.path.join(d, "cache")
+    with world(os.path.join(d, "w")) as w:
+        w.hub.push(w.hub.repo("org/m"), files)
+        p = T.mount_fg("hf://org/m", mnt, "-o",
+                       "cache=%s,cache_size=100K" % cache)
+        try:
+            for name, data in files.items():
+                with open(os.path.join(mnt, "%repo", name), "rb") as f:
+                    assert f.read() == data, name
+            for i, t in enumerate(big):
+                with open(os.path.join(mnt, "layers/%d/w" % i), "rb") as f:
+                    assert f.read() == t[3], i
+        finally:
+            T.stop_fg(p, mnt)
+    used = on_disk(cache)
+    with open(os.path.join(cache, "usage")) as f:
+        said = int(f.read())
+    print("     cache_size=100K: %.1f KiB on the disk, usage says %.1f KiB"
+          % (used / 1024, said / 1024))
+    assert used <= 100 << 10, sorted(cache_files(cache))
+    assert said <= 100 << 10 and abs(said - used) <= 8192, \
+        (said, used)
+
+
 def main():
     home = os.environ["XDG_CACHE_HOME"] = T.tmpdir()
     try:
@@ -553,6 +606,7 @@ def main():
             test_two_daemons_one_block,
             test_tmp_files,
             test_evict_links,
+            test_size_counts_all,
         ])
     finally:
         import shutil

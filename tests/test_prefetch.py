@@ -495,13 +495,14 @@ def test_unmount_while_warming(d, mnt):
         paced.wait()
 
 
-def paced_server(root, rate):
-    """pacedhttp.py serving root, every connection at rate bytes/s: its
-    Popen (killed at the end of the run) and port."""
+def paced_server(root, rate, *more):
+    """pacedhttp.py serving root, every connection at rate bytes/s (more:
+    its BUSY and STATS): its Popen (killed at the end of the run) and
+    port."""
     port = free_port()
     paced = subprocess.Popen([sys.executable, os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "pacedhttp.py"), root,
-        str(port), str(rate)])
+        str(port), str(rate)] + [str(m) for m in more])
     T._procs.append(paced)
     assert wait_port(port), "pacedhttp.py did not start"
     return paced, port
@@ -664,7 +665,8 @@ def test_include_mount(d, mnt):
 
 
 TESTS = [test_full_warm, test_warm_in_memory, test_include_ranks,
-         test_next_shard, test_paths, test_status_background,
+         test_next_shard, test_paths,
+         test_status_background,
          test_local_noop, test_refused, test_server_gone, test_mount_option,
          test_unmount_while_warming, test_mount_progress_line,
          test_owner_only, test_include_mount]

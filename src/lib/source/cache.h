@@ -173,6 +173,38 @@ struct stfs_cache_item {
 void stfs_cache_put_batch(struct stfs_cache *c, struct stfs_cache_item *it,
 			  size_t n);
 
+/* ---- what the cache holds, counted and evicted (evict.c) ---------------- */
+
+#define STFS_CACHE_FS_BLOCK 4096u       /* a file's bytes count in these */
+#define STFS_CACHE_LOW_PCT 90           /* a full cache is evicted down to
+					 * this share of cache_size */
+
+/* size rounded up to STFS_CACHE_FS_BLOCK: what a file of size counts. */
+uint64_t stfs_cache_charge(uint64_t size);
+/* What the regular file name in dir counts now (0: none). */
+uint64_t stfs_cache_charged(int dir, const char *name);
+/* What the directories of rel ("v1/A/B") that do not exist yet under
+ * root will count. */
+uint64_t stfs_cache_dirs_missing(int root, const char *rel);
+/* The cache's files walked and counted once (the temporary files of
+ * killed writers removed), so that its first write does not wait for
+ * that walk. */
+void stfs_cache_count(struct stfs_cache *c);
+/* len bytes about to be written in c, counted in the shared use (room
+ * made for them first: a full cache evicted down to its low-water mark). */
+void stfs_cache_reserve(struct stfs_cache *c, uint64_t len);
+/* len bytes reserved are written (rc 0) or not (uncounted); freed bytes
+ * (a file they replaced) uncounted; with now, the cache brought under
+ * its size if it passed it. */
+void stfs_cache_unreserve(struct stfs_cache *c, uint64_t len, int rc,
+			  int now, uint64_t freed);
+/* hlen bytes of hdr and len of buf to name in dir, unflushed, counted
+ * (what it replaces uncounted): 0, or -errno (-ENOSPC: larger than
+ * cache_size). */
+int stfs_cache_put_small(struct stfs_cache *c, int dir, const char *name,
+			 const void *hdr, size_t hlen, const void *buf,
+			 size_t len);
+
 /* ---- the cache directory (cachedir.c) ------------------------------------ */
 
 /* The cache directory dir, made (0700, as mkdir -p) if need be and

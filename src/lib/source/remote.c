@@ -32,7 +32,7 @@ static void defaults(struct stfs_remote_opts *o)
 		.stall_timeout_ms = 30000,
 		.list_timeout_ms = 300000,
 		.retries = 3,
-		.connections = 8,
+		.connections = 8,       /* 0: as many as pay (conc.c) */
 		.min_speed = 16384,
 		.block = 4u << 20,
 		.cache_max = 10ULL << 30,
@@ -161,7 +161,7 @@ static const struct {
 	  offsetof(struct stfs_remote_opts, list_timeout_ms), 1000 },
 	{ "retries", 0, 100, "0 to 100",
 	  offsetof(struct stfs_remote_opts, retries), 1 },
-	{ "connections", 1, 256, "1 to 256",
+	{ "connections", 0, 256, "0 (as many as pay) to 256",
 	  offsetof(struct stfs_remote_opts, connections), 1 },
 };
 
@@ -312,7 +312,7 @@ int stfs_remote_new(const struct stfs_remote_opts *opts,
 		    struct stfs_remote **out, struct stfs_error *err)
 {
 	struct stfs_remote *r = calloc(1, sizeof(*r));
-	int rc;
+	int rc, auto_conns;
 
 	*out = NULL;
 	if (!r)
@@ -341,8 +341,10 @@ int stfs_remote_new(const struct stfs_remote_opts *opts,
 	} else {
 		defaults(&r->o);
 	}
-	if (!r->o.connections)
-		r->o.connections = 1;
+	/* connections=0: up to STFS_CONC_CAP, as many as pay */
+	auto_conns = !r->o.connections;
+	if (auto_conns)
+		r->o.connections = STFS_CONC_CAP;
 	if (r->o.cache_dir && (rc = stfs_cache_init(&r->cache, r->o.cache_dir,
 						   r->o.cache_max,
 						   r->o.block,
@@ -371,6 +373,7 @@ int stfs_remote_new(const struct stfs_remote_opts *opts,
 	pthread_mutex_init(&r->progress_mu, NULL);
 	stfs_blocks_init(&r->blocks);
 	stfs_pool_init(&r->pool);
+	stfs_conc_init(r, auto_conns);
 	r->fetch = stfs_http_fetch_ops();
 	*out = r;
 	return 0;

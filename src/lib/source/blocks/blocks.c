@@ -79,7 +79,8 @@ unsigned stfs_prefetch_blocks(const struct stfs_remote *r)
 	unsigned base = r->o.block >= (16u << 20) ? 2u :
 			(unsigned)((32u << 20) / r->o.block);
 	unsigned most = (unsigned)((256u << 20) / r->o.block);
-	unsigned want = r->o.connections < most ? r->o.connections : most;
+	unsigned width = stfs_pool_width(r);
+	unsigned want = width < most ? width : most;
 
 	return want > base ? want : base;
 }

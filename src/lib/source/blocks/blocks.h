@@ -109,6 +109,23 @@ struct stfs_failure {
 	int rc;
 };
 
+/* A reader of an object going on in order, as its reads show it (pool.c):
+ * a few are kept per object, as the kernel keeps readahead per open file,
+ * so that two readers interleaving in one shard (two ranks, a loader's
+ * threads) each keep their window ahead. */
+#define STFS_STREAMS 4
+struct stfs_stream {
+	uint64_t next_off;          /* where its last read ended; 0: none */
+	unsigned streak;            /* its reads in a row that went on */
+	uint64_t pf_next;           /* the next block to prefetch for it */
+	uint64_t used;              /* the object's tick at its last read */
+	uint64_t last_off;          /* where its last read began */
+	int back;                   /* going down: each read ends where the
+				     * one before began (a copy glibc makes
+				     * from the end, out of a mapping) */
+	uint64_t pf_low;            /* going down: the lowest block queued */
+};
+
 /* One remote object as the block engine sees it (embedded in a source). */
 struct stfs_object {
 	struct stfs_remote *r;
@@ -124,9 +141,8 @@ struct stfs_object {
 	/* under the pool's mu: */
 	unsigned inflight;          /* asynchronous reads not done */
 	pthread_cond_t idle;
-	uint64_t next_off;          /* where the last read ended */
-	unsigned streak;            /* reads in a row that went on from it */
-	uint64_t pf_next;           /* the next block to prefetch */
+	struct stfs_stream streams[STFS_STREAMS];  /* its readers in order */
+	uint64_t tick;              /* reads planned, to age the streams */
 	uint64_t pf_fed;            /* blocks below it a prefetch of a
 				     * read's brought from the network */
 	struct stfs_object *next;   /* read after this one, or NULL */
@@ -168,6 +184,27 @@ struct stfs_job;
  * flush to the disk, and another writer writes meanwhile. */
 #define STFS_WRITERS 4
 
+/* How many workers fetch at once with connections=0 (conc.c):
+ * from STFS_CONC_START, up to the cap (o.connections, STFS_CONC_CAP
+ * then), as the throughput rises. */
+#define STFS_CONC_CAP 32
+#define STFS_CONC_START 8
+#define STFS_CONC_MIN 2
+#define STFS_CONC_PERIOD_MS 300
+#define STFS_CONC_HOLD 4
+struct stfs_conc {
+	int on;                         /* 0: connections= fixes it */
+	_Atomic unsigned limit;         /* workers that may fetch now */
+	unsigned busy;                  /* workers fetching (under mu) */
+	int starved;                    /* a job waited for a worker */
+	unsigned jobs;                  /* jobs ended this period */
+	unsigned full;                  /* of them, with every worker busy */
+	uint64_t t0_ms, bytes0, retries0;       /* this period's start */
+	double best;                    /* bytes/s, the best period */
+	unsigned rise;                  /* the last period's rise */
+	unsigned hold;                  /* periods to wait before a rise */
+};
+
 struct stfs_pool {
 	pthread_mutex_t mu;
 	pthread_cond_t work;
@@ -187,7 +224,21 @@ struct stfs_pool {
 	pthread_cond_t written;         /* the writer has nothing to do */
 	pthread_t writer_th[STFS_WRITERS];
 	unsigned writer_on;             /* writer threads running */
+	struct stfs_conc conc;          /* under mu but its limit */
 };
+
+/* conc.c: the workers of r fetch as many at once as pay when on (else
+ * o.connections). */
+void stfs_conc_init(struct stfs_remote *r, int on);
+/* How many fetch at once now: what the prefetch window and the queues
+ * follow. */
+unsigned stfs_pool_width(const struct stfs_remote *r);
+/* May a worker take a job now (under mu)?  If not, the period is marked
+ * as one that asked for more. */
+int stfs_conc_may(struct stfs_pool *p);
+/* A job ended (under mu): the number for the next period, once this one
+ * is over; 1 if it grew (wake the workers). */
+int stfs_conc_after(struct stfs_remote *r, uint64_t now_ms);
 
 /* blocks ahead a prefetch brings: 32 MiB of them, at least 2 */
 unsigned stfs_prefetch_blocks(const struct stfs_remote *r);

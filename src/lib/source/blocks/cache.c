@@ -24,10 +24,10 @@
  * power loss can leave them short or empty, and they are checked when
  * read (the head by its checksums, and its header is then validated as
  * any header is), and a meta
- * must name the version its directory is the hash of.  Least recently
- * used blocks (by mtime, which a hit refreshes) are removed when the
- * cache grows past its size; the temporary files of a writer that was
- * killed are removed then too.
+ * must name the version its directory is the hash of.  Every file
+ * written here is counted in cache_size, and the least recently used
+ * (by mtime, which a hit refreshes) are removed when the cache grows
+ * past it (evict.c).
  *
  * The cache is trusted only when it is private, and nothing under it is
  * reached through a symbolic link (cachedir.c): every path here is
@@ -107,6 +107,21 @@ static int cache_dir(struct stfs_cache *c, const char *rel, int create,
 	return stfs_cachedir_opendir(root, c->dir, rel, create, why, whysz);
 }
 
+/* The directories of rel (v1/A/B) about to be made counted in the
+ * cache's use. */
+static void made_dirs(struct stfs_cache *c, const char *rel)
+{
+	char why[512];
+	uint64_t n;
+	int root = root_fd(c, why, sizeof(why));
+
+	if (root >= 0 && !c->offline &&
+	    (n = stfs_cache_dirs_missing(root, rel))) {
+		stfs_cache_reserve(c, n);
+		stfs_cache_unreserve(c, n, 0, 1, 0);
+	}
+}
+
 int stfs_cache_ready(struct stfs_cache *c, struct stfs_error *err)
 {
 	char why[512];
@@ -124,6 +139,8 @@ int stfs_cache_ready(struct stfs_cache *c, struct stfs_error *err)
 	/* blocks are read by no one else (a cache made before was 0755) */
 	(void)fchmod(fd, 0700);
 	close(fd);
+	if (!c->offline)
+		stfs_cache_count(c);
 	return 0;
 }
 
@@ -188,6 +205,7 @@ int stfs_cache_object(struct stfs_cache *c, const char *url,
 		 uid, vid);
 	o->size = size;
 	o->key = stfs_hash64(o->dir, strlen(o->dir));
+	made_dirs(c, o->dir);
 	if ((d = cache_dir(c, o->dir, 1, why, sizeof(why))) < 0) {
 		if (d == -EPERM || d == -ELOOP || d == -ENOTDIR)
 			return stfs_fail(err, -EPERM, NULL, STFS_NO_OFFSET,
@@ -197,7 +215,8 @@ int stfs_cache_object(struct stfs_cache *c, const char *url,
 	/* meta: what offline mounts need to open the object */
 	n = snprintf(text, sizeof(text), "%" PRIu64 "\n%s\n", size, version);
 	rc = n > 0 && (size_t)n < sizeof(text) ?
-	     stfs_cachedir_put(d, "meta", text, (size_t)n, 0) : -EINVAL;
+	     stfs_cache_put_small(c, d, "meta", NULL, 0, text, (size_t)n) :
+	     -EINVAL;
 	close(d);
 	if (rc)
 		return rc;
@@ -207,7 +226,7 @@ int stfs_cache_object(struct stfs_cache *c, const char *url,
 	o->dir[strlen(o->dir)] = '/';
 	if (up < 0)
 		return up;
-	rc = stfs_cachedir_put(up, "latest", id, 16, 0);
+	rc = stfs_cache_put_small(c, up, "latest", NULL, 0, id, 16);
 	close(up);
 	if (rc)
 		return rc;
@@ -390,258 +409,6 @@ int stfs_cache_read(const struct stfs_cache_obj *o, uint64_t block,
 	return rc ? -ENOENT : 0;
 }
 
-/* ---- eviction ------------------------------------------------------------- */
-
-struct entry {
-	char dir[48];           /* v1/X/Y */
-	char name[24];
-	time_t mtime;
-	uint64_t size;
-};
-
-struct scan {
-	struct entry *list;
-	size_t n, cap;
-	uint64_t total;
-};
-
-static int cmp_mtime(const void *a, const void *b)
-{
-	const struct entry *x = a, *y = b;
-
-	return x->mtime < y->mtime ? -1 : x->mtime > y->mtime;
-}
-
-/* Open directory name of dir (private, no link) for reading entries. */
-static DIR *sub(int dir, const char *name, int *fd)
-{
-	char why[512];
-	DIR *d;
-	int dup_fd;
-
-	if ((*fd = stfs_cachedir_opendir(dir, "", name, 0, why,
-					 sizeof(why))) < 0)
-		return NULL;
-	if ((dup_fd = dup(*fd)) < 0 || !(d = fdopendir(dup_fd))) {
-		if (dup_fd >= 0)
-			close(dup_fd);
-		close(*fd);
-		return NULL;
-	}
-	return d;
-}
-
-/* The blocks of version directory fd (v1/a/b); temporary files of killed
- * writers removed, those of live ones (not ours: the cache's writing has
- * those) counted. */
-static void scan_version(struct scan *sc, int fd, DIR *d, const char *a,
-			 const char *b)
-{
-	char mine[32];
-	struct dirent *c;
-
-	snprintf(mine, sizeof(mine), ".tmp.%d.", (int)getpid());
-	while ((c = readdir(d))) {
-		struct stat st;
-		struct entry *e;
-		uint64_t sz;
-
-		if (strstr(c->d_name, ".tmp.")) {
-			if (!strstr(c->d_name, mine) &&
-			    stfs_cachedir_tmp(fd, c->d_name, &sz) == 0)
-				sc->total += sz;
-			continue;
-		}
-		if (!c->d_name[0] || strlen(c->d_name) >= sizeof(e->name) ||
-		    strspn(c->d_name, "0123456789") != strlen(c->d_name))
-			continue;
-		if (fstatat(fd, c->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    !S_ISREG(st.st_mode))
-			continue;
-		if (sc->n == sc->cap) {
-			void *p = realloc(sc->list, (sc->cap * 2 + 64) *
-					  sizeof(*sc->list));
-			if (!p)
-				return;
-			sc->list = p;
-			sc->cap = sc->cap * 2 + 64;
-		}
-		e = &sc->list[sc->n++];
-		snprintf(e->dir, sizeof(e->dir), "v1/%.16s/%.16s", a, b);
-		snprintf(e->name, sizeof(e->name), "%.23s", c->d_name);
-		e->mtime = st.st_mtime;
-		e->size = (uint64_t)st.st_size;
-		sc->total += e->size;
-	}
-}
-
-/* Every block of the cache (and the bytes they use), oldest first: only
- * in private directories, none reached through a link. */
-static void list_blocks(const struct stfs_cache *c, struct scan *sc)
-{
-	char why[512];
-	struct dirent *a, *b;
-	int v1, f2, f3;
-	DIR *d1, *d2, *d3;
-
-	memset(sc, 0, sizeof(*sc));
-	if (c->root < 0 ||
-	    (v1 = stfs_cachedir_opendir(c->root, c->dir, "v1", 1, why,
-					sizeof(why))) < 0)
-		return;
-	if ((f2 = dup(v1)) < 0 || !(d1 = fdopendir(f2))) {
-		if (f2 >= 0)
-			close(f2);
-		close(v1);
-		return;
-	}
-	while ((a = readdir(d1))) {
-		if (strlen(a->d_name) != 16 || !(d2 = sub(v1, a->d_name, &f2)))
-			continue;
-		while ((b = readdir(d2))) {
-			if (strlen(b->d_name) != 16 ||
-			    !(d3 = sub(f2, b->d_name, &f3)))
-				continue;
-			scan_version(sc, f3, d3, a->d_name, b->d_name);
-			closedir(d3);
-			close(f3);
-		}
-		closedir(d2);
-		close(f2);
-	}
-	closedir(d1);
-	close(v1);
-	if (sc->n > 1)
-		qsort(sc->list, sc->n, sizeof(*sc->list), cmp_mtime);
-}
-
-/* Bring the cache under its size, oldest blocks first (under mu). */
-static void evict(struct stfs_cache *c, uint64_t keep_free)
-{
-	struct scan sc;
-	char why[512];
-
-	list_blocks(c, &sc);
-	/* the blocks on the disk (and other writers' temporary files) are
-	 * kept under the size, with room for the one about to be written;
-	 * ours being written are not counted here: counted, they made every
-	 * block written go at once to make room for them, and a cache that
-	 * could hold one block could end up with none.  The directory holds
-	 * at most the size plus the blocks in flight. */
-	for (size_t i = 0; i < sc.n && sc.total + keep_free > c->max_bytes;
-	     i++) {
-		int d = stfs_cachedir_opendir(c->root, c->dir,
-					      sc.list[i].dir, 0, why,
-					      sizeof(why));
-
-		if (d < 0)
-			continue;
-		if (unlinkat(d, sc.list[i].name, 0) == 0) {
-			sc.total -= sc.list[i].size;
-			stfs_m_evicted(c->metrics, sc.list[i].size);
-		}
-		close(d);
-	}
-	c->used = sc.total + c->writing;
-	c->scanned = 1;
-	free(sc.list);
-}
-
-/* ---- the use shared by every daemon of the cache ---------------------------
- *
- * Daemons that share a cache directory share its size: the bytes of
- * blocks (and blocks being written) are counted in DIR/usage, which each
- * reads, changes and writes under an flock of it, so that each one's
- * eviction sees every daemon's blocks.  A usage that does not parse (a
- * crash while it was written, a hand that edited it) makes the next
- * writer count the blocks on the disk again.
- */
-
-int stfs_cache_parse_usage(const char *text, size_t n, uint64_t *out)
-{
-	char num[24], *end;
-	unsigned long long v;
-
-	if (n < 2 || n > 21 || text[n - 1] != '\n')
-		return -EINVAL;
-	memcpy(num, text, n - 1);
-	num[n - 1] = '\0';
-	/* digits, as written: no sign, no space, no leading zero */
-	if (strspn(num, "0123456789") != n - 1 || (num[0] == '0' && n > 2))
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(num, &end, 10);
-	if (errno || *end)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
-/* Lock the shared use and take it into c->used (under mu): no file (it
- * cannot be made) leaves c's own count. */
-static void shared_begin(struct stfs_cache *c)
-{
-	char text[32];
-	ssize_t n;
-
-	if (c->usage < 0 && c->root >= 0)
-		c->usage = openat(c->root, "usage", O_RDWR | O_CREAT |
-				  O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (c->usage < 0)
-		return;
-	while (flock(c->usage, LOCK_EX) < 0 && errno == EINTR)
-		;
-	n = pread(c->usage, text, sizeof(text), 0);
-	if (n <= 0 || stfs_cache_parse_usage(text, (size_t)n, &c->used))
-		c->scanned = 0;         /* counted again from the disk */
-}
-
-/* Write c->used back and unlock (under mu). */
-static void shared_end(struct stfs_cache *c)
-{
-	char text[32];
-	int n;
-
-	if (c->usage < 0)
-		return;
-	n = snprintf(text, sizeof(text), "%" PRIu64 "\n", c->used);
-	if (pwrite(c->usage, text, (size_t)n, 0) != n ||
-	    ftruncate(c->usage, n) < 0)
-		(void)ftruncate(c->usage, 0);   /* counted again */
-	(void)flock(c->usage, LOCK_UN);
-}
-
-/* len bytes of c about to be written (a place made for them). */
-static void reserve(struct stfs_cache *c, size_t len)
-{
-	pthread_mutex_lock(&c->mu);
-	shared_begin(c);
-	if (!c->scanned || c->used + len > c->max_bytes)
-		evict(c, len);
-	c->used += len;
-	c->writing += len;
-	shared_end(c);
-	pthread_mutex_unlock(&c->mu);
-}
-
-/* len bytes reserved are written (rc 0, now on the list) or not. */
-static void unreserve(struct stfs_cache *c, size_t len, int rc, int now)
-{
-	pthread_mutex_lock(&c->mu);
-	shared_begin(c);
-	c->writing -= len;
-	if (rc)
-		c->used = c->used > len ? c->used - len : 0;
-	/* blocks written at once may have passed the size together: the
-	 * oldest go now that they are on the list (a batch's once all of
-	 * it is: one by one, each would go to make room for the others
-	 * still counted as being written) */
-	if ((now && c->used > c->max_bytes) || !c->scanned)
-		evict(c, 0);
-	shared_end(c);
-	pthread_mutex_unlock(&c->mu);
-}
-
 /* ---- answers kept for offline mounts -------------------------------------- */
 
 /* The directory of url's answer (v1/<hash of URL>) into dir, and the key
@@ -661,7 +428,6 @@ int stfs_cache_put_doc(struct stfs_cache *c, const char *url,
 		       const void *buf, size_t len)
 {
 	unsigned char hdr[STFS_BLOCK_HDR];
-	struct stfs_cachedir_tmpf t = { .flushed = 0 };
 	char dir[48], why[512];
 	uint64_t key;
 	int d, rc;
@@ -670,12 +436,11 @@ int stfs_cache_put_doc(struct stfs_cache *c, const char *url,
 		return -ENOENT;
 	if (doc_dir(url, dir, sizeof(dir), &key))
 		return -ENOMEM;
+	made_dirs(c, dir);
 	if ((d = cache_dir(c, dir, 1, why, sizeof(why))) < 0)
 		return d;
 	stfs_blockfile_header(key, STFS_CACHE_DOC, buf, len, hdr);
-	if (!(rc = stfs_cachedir_stage(d, "doc", hdr, sizeof(hdr), buf, len,
-				       &t)))
-		rc = stfs_cachedir_publish(&t, 0);
+	rc = stfs_cache_put_small(c, d, "doc", hdr, sizeof(hdr), buf, len);
 	close(d);
 	return rc;
 }
@@ -743,7 +508,6 @@ int stfs_cache_put(struct stfs_cache *c, const struct stfs_cache_obj *o,
 	struct stfs_cache_item it = { .o = o, .block = block, .buf = buf,
 				      .len = len };
 	unsigned char hdr[STFS_BLOCK_HDR];
-	struct stfs_cachedir_tmpf t = { .flushed = 0 };
 	char name[24], why[512];
 	int rc, d;
 
@@ -754,16 +518,13 @@ int stfs_cache_put(struct stfs_cache *c, const struct stfs_cache_obj *o,
 	/* the head is checked when read: unflushed */
 	if (!c || !o->valid || len + STFS_BLOCK_HDR > c->max_bytes)
 		return -ENOENT;
-	if ((d = cache_dir(c, o->dir, 0, why, sizeof(why))) < 0)
+	made_dirs(c, o->dir);
+	if ((d = cache_dir(c, o->dir, 1, why, sizeof(why))) < 0)
 		return d;
 	block_name(block, name, sizeof(name));
 	stfs_blockfile_header(o->key, block, buf, len, hdr);
-	rc = stfs_cachedir_stage(d, name, hdr, sizeof(hdr), buf, len, &t);
-	reserve(c, len + STFS_BLOCK_HDR);       /* see stage() */
-	if (!rc)
-		rc = stfs_cachedir_publish(&t, 0);
+	rc = stfs_cache_put_small(c, d, name, hdr, sizeof(hdr), buf, len);
 	close(d);
-	unreserve(c, len + STFS_BLOCK_HDR, rc, 1);
 	return rc;
 }
 
@@ -780,7 +541,9 @@ static int stage(struct stfs_cache *c, struct stfs_cache_item *it, int *d,
 	if (!c || !it->o->valid || it->len + STFS_BLOCK_HDR > c->max_bytes ||
 	    it->block == STFS_CACHE_HEAD)
 		return -ENOENT;
-	if ((*d = cache_dir(c, it->o->dir, 0, why, sizeof(why))) < 0)
+	/* made again if eviction took the directory while it was empty */
+	made_dirs(c, it->o->dir);
+	if ((*d = cache_dir(c, it->o->dir, 1, why, sizeof(why))) < 0)
 		return *d;
 	block_name(it->block, name, sizeof(name));
 	stfs_blockfile_header(it->o->key, it->block, it->buf, it->len, hdr);
@@ -792,7 +555,7 @@ static int stage(struct stfs_cache *c, struct stfs_cache_item *it, int *d,
 	 * shared use without it (the directory then ended above cache_size,
 	 * test_shared_size); counted twice a moment at worst, which only
 	 * evicts early */
-	reserve(c, it->len + STFS_BLOCK_HDR);
+	stfs_cache_reserve(c, stfs_cache_charge(it->len + STFS_BLOCK_HDR));
 	return rc;
 }
 
@@ -828,8 +591,10 @@ void stfs_cache_put_batch(struct stfs_cache *c, struct stfs_cache_item *it,
 			it[i].rc = stfs_cachedir_publish(&t[i], it[i].rc);
 		}
 		close(d[i]);
-		unreserve(c, it[i].len + STFS_BLOCK_HDR, it[i].rc, 0);
+		stfs_cache_unreserve(c, stfs_cache_charge(it[i].len +
+							  STFS_BLOCK_HDR),
+				     it[i].rc, 0, 0);
 	}
 	if (c && n)
-		unreserve(c, 0, 0, 1);
+		stfs_cache_unreserve(c, 0, 0, 1, 0);
 }

@@ -88,7 +88,8 @@ static struct stfs_job *next_job(struct stfs_pool *p)
 {
 	struct stfs_job *j = NULL;
 
-	while (!p->queue && !p->pf_queue && !p->warm_queue && !p->stopping)
+	while ((!p->queue && !p->pf_queue && !p->warm_queue &&
+		!p->stopping) || (!p->stopping && !stfs_conc_may(p)))
 		pthread_cond_wait(&p->work, &p->mu);
 	if (p->queue) {
 		j = p->queue;
@@ -181,12 +182,16 @@ static void *worker(void *arg)
 
 	pthread_mutex_lock(&p->mu);
 	while ((j = next_job(p))) {
+		p->conc.busy++;
 		pthread_mutex_unlock(&p->mu);
 		run_job(&f, j);
 		stfs_writeback(&f);
 		if (j->warm)
 			j->done(j->arg, j->rc);
 		pthread_mutex_lock(&p->mu);
+		p->conc.busy--;
+		if (stfs_conc_after(r, stfs_now_ms()))
+			pthread_cond_broadcast(&p->work);
 		stfs_pool_job_over(j->s);
 		free(j);
 	}
@@ -273,17 +278,18 @@ void stfs_pool_stop(struct stfs_remote *r)
 	stfs_writeback_stop(r);
 }
 
-/* Queue prefetches of the blocks of [from, to) not queued yet (under mu);
- * with cross, a window past s's end goes on into the object read after
- * it. */
-static void prefetch(struct stfs_object *s, uint64_t from, uint64_t to,
-		     int cross)
+/* Queue prefetches of the blocks of [from, to) not queued yet for stream
+ * st of s (under mu); with cross, a window past s's end goes on into the
+ * object read after it. */
+static void prefetch(struct stfs_object *s, struct stfs_stream *st,
+		     uint64_t from, uint64_t to, int cross)
 {
 	struct stfs_remote *r = s->r;
 	struct stfs_pool *p = &r->pool;
 	uint64_t block = r->o.block, ahead = stfs_prefetch_blocks(r);
 	uint64_t nblocks = (s->size + block - 1) / block;
 	uint64_t b0 = from / block, b1, b;
+	struct stfs_object *n = s->next;
 
 	if (r->o.offline || from >= to)
 		return;
@@ -293,10 +299,10 @@ static void prefetch(struct stfs_object *s, uint64_t from, uint64_t to,
 	if (b1 > b0 + ahead)
 		b1 = b0 + ahead;
 	/* a window that jumped (another place, another tensor) restarts */
-	if (s->pf_next < b0 || s->pf_next > b1 + ahead)
-		s->pf_next = b0;
-	for (b = s->pf_next > b0 ? s->pf_next : b0;
-	     b < b1 && p->n_pf_queued < 2 * r->o.connections; b++) {
+	if (st->pf_next < b0 || st->pf_next > b1 + ahead)
+		st->pf_next = b0;
+	for (b = st->pf_next > b0 ? st->pf_next : b0;
+	     b < b1 && p->n_pf_queued < 2 * stfs_pool_width(r); b++) {
 		struct stfs_job *j = malloc(sizeof(*j));
 
 		if (!j || start_workers(r)) {
@@ -312,25 +318,114 @@ static void prefetch(struct stfs_object *s, uint64_t from, uint64_t to,
 				stfs_block_len(s, b));
 		pthread_cond_signal(&p->work);
 	}
-	s->pf_next = b;
+	st->pf_next = b;
 	/* one object on, and only one no reader has started on (its own
-	 * reader's window is its own) */
-	if (cross && b == nblocks && to > s->size && s->next && s->size &&
-	    !s->next->next_off && s->next->pf_next <= ahead)
-		prefetch(s->next, 0, to - s->size, 0);
+	 * readers' windows are theirs): into its first stream, which the
+	 * first reader there takes over */
+	if (!cross || b != nblocks || to <= s->size || !n || !s->size ||
+	    n->streams[0].pf_next > ahead)
+		return;
+	for (unsigned i = 0; i < STFS_STREAMS; i++)
+		if (n->streams[i].next_off)
+			return;
+	prefetch(n, &n->streams[0], 0, to - s->size, 0);
+}
+
+/* Queue prefetches of the blocks of [from, to) not queued yet for stream
+ * st of s going down, the highest first (under mu). */
+static void prefetch_back(struct stfs_object *s, struct stfs_stream *st,
+			  uint64_t from, uint64_t to)
+{
+	struct stfs_remote *r = s->r;
+	struct stfs_pool *p = &r->pool;
+	uint64_t block = r->o.block, ahead = stfs_prefetch_blocks(r);
+	uint64_t b0 = from / block, b1 = (to + block - 1) / block, b;
+
+	if (r->o.offline || from >= to)
+		return;
+	if (b0 + ahead < b1)
+		b0 = b1 - ahead;
+	/* a window that jumped restarts */
+	if (!st->pf_low || st->pf_low > b1 || st->pf_low + ahead < b0)
+		st->pf_low = b1;
+	for (b = st->pf_low; b > b0 && p->n_pf_queued <
+	     2 * stfs_pool_width(r); b--) {
+		struct stfs_job *j = malloc(sizeof(*j));
+
+		if (!j || start_workers(r)) {
+			free(j);
+			break;
+		}
+		*j = (struct stfs_job){ .s = s, .off = b - 1 };
+		s->inflight++;
+		*p->pf_tail = j;
+		p->pf_tail = &j->next;
+		p->n_pf_queued++;
+		pthread_cond_signal(&p->work);
+	}
+	st->pf_low = b;
+}
+
+/* The stream of s a read at off goes on (*seq set), or the one it starts
+ * (under mu): a free one first (the first keeps what was fetched ahead
+ * into the object before a reader came), else the least recently used
+ * of those not yet in order (a random reader churns those only), else the
+ * least recently used. */
+static struct stfs_stream *stream_of(struct stfs_object *s, uint64_t off,
+				     uint64_t end, uint64_t slack, int *seq)
+{
+	struct stfs_stream *st = NULL, *loose = NULL, *old = NULL;
+
+	for (unsigned i = 0; i < STFS_STREAMS; i++) {
+		struct stfs_stream *t = &s->streams[i];
+
+		/* the kernel's readahead may send its requests (1 MiB
+		 * each) a little out of order */
+		if (t->next_off && !t->back && off + slack >= t->next_off &&
+		    off <= t->next_off + slack) {
+			*seq = 1;
+			t->used = ++s->tick;
+			return t;
+		}
+		/* going down: this read ends where that one began */
+		if (t->next_off && off < t->last_off &&
+		    end + slack >= t->last_off && end <= t->last_off + slack) {
+			*seq = t->back ? 1 : 2;
+			t->used = ++s->tick;
+			return t;
+		}
+		if (!t->next_off && !st)
+			st = t;
+		if (t->streak < 2 && (!loose || t->used < loose->used))
+			loose = t;
+		if (!old || t->used < old->used)
+			old = t;
+	}
+	*seq = 0;
+	if (!st) {
+		st = loose ? loose : old;
+		st->pf_next = 0;        /* another reader's window */
+	}
+	st->streak = 0;
+	st->back = 0;
+	st->pf_low = 0;
+	st->used = ++s->tick;
+	return st;
 }
 
 /*
  * What a read says of the reads to come (under mu): the start of a tensor
  * will most likely be followed by the rest of it, so the blocks ahead
- * within it are fetched; a reader going on where its last read ended is
- * reading in file order, so the blocks ahead are fetched, into the next
- * tensors; a read anywhere else (a random reader) fetches nothing more.
- * A reader the network feeds (cold: its read goes to the network, or hits
- * a block a read's prefetch brought from it, as when the prefetch is
- * ahead of a slow reader) going on to the object's end has the next
- * object's start fetched too (the next shard: loaders read them in
- * order); one fed from a cache filled before (a warm, an earlier mount)
+ * within it are fetched; a reader going on where one of its last reads
+ * ended is reading in file order, so the blocks ahead are fetched, into
+ * the next tensors; a read anywhere else (a random reader) fetches
+ * nothing more.  Readers are told apart by where they go on (a few
+ * streams per object, stream_of()).  A reader the network feeds (cold:
+ * its read goes to the network, or hits a block a read's prefetch brought
+ * from it, as when the prefetch is ahead of a slow reader) going on to
+ * the object's end has the next object's start fetched too (the next
+ * shard: loaders read them in order); one fed from a cache filled before
+ * (a warm, an earlier mount)
  * may be reading its share alone, and is fast enough without.
  */
 static void plan_prefetch(struct stfs_object *s, uint64_t off, size_t len,
@@ -338,19 +433,49 @@ static void plan_prefetch(struct stfs_object *s, uint64_t off, size_t len,
 {
 	uint64_t end = off + len, window = (uint64_t)stfs_prefetch_blocks(s->r) *
 					   s->r->o.block, slack = 1u << 20;
-	/* the kernel's readahead may send its requests (1 MiB each) a
-	 * little out of order */
-	int seq = s->next_off && off + slack >= s->next_off &&
-		  off <= s->next_off + slack;
+	int seq;
+	struct stfs_stream *st = stream_of(s, off, end, slack, &seq);
 
-	s->streak = seq ? s->streak + 1 : 0;
-	if (end > s->next_off || !seq)
-		s->next_off = end;
+	if (seq == 2) {                 /* it turns out to go down */
+		st->back = 1;
+		st->streak = 0;
+	}
+	if (seq)
+		st->streak++;
+	st->last_off = off;
+	if (st->back) {                 /* the window below it */
+		uint64_t lo = ext && ext->off < off ? ext->off : 0;
+
+		if (off - lo > window)
+			lo = off - window;
+		st->next_off = end;
+		if (st->streak >= 2)
+			prefetch_back(s, st, lo, off);
+		return;
+	}
+	if (end > st->next_off || !seq)
+		st->next_off = end;
+	/* two streams that meet are one reader (the kernel's readahead out
+	 * of order started a second): one, with the window of both, so that
+	 * the blocks ahead are not queued twice */
+	for (unsigned i = 0; i < STFS_STREAMS; i++) {
+		struct stfs_stream *t = &s->streams[i];
+
+		if (t == st || !t->next_off || t->back ||
+		    t->next_off + slack < st->next_off ||
+		    t->next_off > st->next_off + slack)
+			continue;
+		if (t->pf_next > st->pf_next)
+			st->pf_next = t->pf_next;
+		if (t->streak > st->streak)
+			st->streak = t->streak;
+		*t = (struct stfs_stream){ .used = 0 };
+	}
 	if (ext && off == ext->off && ext->end > end)
-		prefetch(s, end, ext->end < end + window ? ext->end :
+		prefetch(s, st, end, ext->end < end + window ? ext->end :
 			 end + window, cold);
-	else if (seq && s->streak >= 2)
-		prefetch(s, end, end + window, cold);
+	else if (seq && st->streak >= 2)
+		prefetch(s, st, end, end + window, cold);
 }
 
 void stfs_pool_follow(struct stfs_object *s, struct stfs_object *next)

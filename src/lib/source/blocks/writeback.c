@@ -165,7 +165,7 @@ static int give(struct stfs_remote *r, struct stfs_inflight *me)
 	struct stfs_pool *p = &r->pool;
 
 	pthread_mutex_lock(&p->mu);
-	if (!p->writer_on || p->stopping || p->nwq >= 2 * r->o.connections) {
+	if (!p->writer_on || p->stopping || p->nwq >= 2 * stfs_pool_width(r)) {
 		pthread_mutex_unlock(&p->mu);
 		return -1;
 	}

@@ -206,6 +206,8 @@ static size_t on_data(char *p, size_t sz, size_t n, void *ud)
 		memcpy(x->buf + x->got, p, k);
 	}
 	x->got += k;
+	/* counted as they come: conc.c reads the throughput from it */
+	x->c->count->bytes += k;
 	if (x->q->early && !x->q->early->ready &&
 	    x->got >= x->q->early->at + x->q->early->len && answer_ok(x)) {
 		/* bytes before got are written for good: the fetching
@@ -617,7 +619,6 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 		c->count->requests++;
 		t0 = q->deadline_ms ? stfs_now_ms() : 0;
 		rc = perform(c, h, &x, &status, errbuf);
-		c->count->bytes += x.got;
 		stfs_httpc_counted(c, h, q, status, x.got, k);
 		retry_after = x.r.retry_after_s ? x.r.retry_after_s :
 			      status == 429 ? x.r.ratelimit_t : 0;
