@@ -17,7 +17,9 @@
 # on Debian's python3 with python3-requests, -yaml and -packaging:
 # docs/python.md; for `bench`, also tests/py-bench/ (the Run:ai Model
 # Streamer and boto3, for tests/bench/bench_runai.py);
-# runc, which runs the Kubernetes driver's image in its test; the Go
+# runc, which runs the Kubernetes driver's image in its test, and for the
+# one-node cluster of the `cluster` suite (tests/clusterfix.py) containerd,
+# etcd (server and etcdctl) and the CNI loopback plugin; the Go
 # modules of the Kubernetes driver, csi/, pinned by csi/go.sum, into Go's
 # module cache with `go mod download`, so that its tests build offline: Go
 # itself (>= the version csi/go.mod names) must be on PATH or in
@@ -31,6 +33,7 @@ full=(check clang libclang-rt-14-dev python3-torch r-base-core debhelper
       dpkg-dev fakeroot rpm nginx swift swift-proxy swift-account
       swift-container swift-object memcached openssl ca-certificates
       awscli squashfuse squashfs-tools python3-onnx python3-venv runc
+      containerd etcd-server etcd-client containernetworking-plugins
       python3-requests python3-yaml python3-packaging python3-dateutil
       python3-jmespath python3-urllib3)
 case "${1:-test}" in
