@@ -24,7 +24,8 @@ The parts: etcd (Debian's etcd-server), kube-apiserver,
 kube-controller-manager, kube-scheduler (the DaemonSet's pods are
 scheduled), kubelet and kubectl built by tests/cluster/build.sh from the
 pinned k8s.io/kubernetes, containerd and runc (Debian's), the CNI loopback
-plugin (pods that are not on the host network get a loopback only).
+and bridge plugins (pods off the host network get an address on a bridge
+inside the namespace).
 Certificates and the service-account key are made with openssl at start.
 """
 import json
@@ -57,6 +58,12 @@ def enter():
     """Run this program again as the init of new mount, network and PID
     namespaces (unless it is that already); returns in the namespaces."""
     if os.getpid() == 1 and os.environ.get(NSVAR) == "init":
+        os.environ[NSVAR] = "in"
+        sh("mount", "--make-rshared", "/")
+        sh("ip", "link", "set", "lo", "up")
+        sh("ip", "addr", "add", NODE_IP + "/32", "dev", "lo")
+        return
+    if os.environ.get(NSVAR) == "in":
         return
     env = dict(os.environ, **{NSVAR: "init"})
     r = subprocess.run(["unshare", "--mount", "--net", "--pid", "--fork", "--mount-proc",
@@ -235,8 +242,9 @@ class Cluster:
         t = time.time()
         for img in [os.path.join(self.images, n + ".oci.tar") for n in (
                 "pause", "workload", "registrar", "livenessprobe")] + images:
-            self.ctr("images", "import", "--snapshotter", "native", img,
-                     capture_output=True)
+            r = self.ctr("images", "import", "--snapshotter", "native",
+                         img, capture_output=True, text=True, check=False)
+            assert r.returncode == 0, "import %s: %s" % (img, r.stderr)
         self.step("images imported", t)
 
         t = time.time()
@@ -244,9 +252,6 @@ class Cluster:
         self.step("kubelet, node Ready", t)
 
     def _namespace(self):
-        sh("mount", "--make-rshared", "/")
-        sh("ip", "link", "set", "lo", "up")
-        sh("ip", "addr", "add", NODE_IP + "/32", "dev", "lo")
         sh("mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", "/run")
         for host, mine in (("/var/lib/kubelet", "kubelet"),
                            ("/var/cache/stfs-csi", "csi-cache")):
@@ -329,9 +334,18 @@ class Cluster:
 
     def _containerd(self):
         cd = self.path("containerd")
-        with open(self.path("cni", "10-loopback.conflist"), "w") as f:
-            json.dump({"cniVersion": "0.4.0", "name": "loopback",
-                       "plugins": [{"type": "loopback"}]}, f)
+        # pods off the host network: a bridge in this network namespace,
+        # addresses of 198.18.0.0/24 (the benchmarking range: on no wire)
+        with open(self.path("cni", "10-pods.conflist"), "w") as f:
+            json.dump({"cniVersion": "0.4.0", "name": "pods",
+                       "plugins": [{
+                           "type": "bridge", "bridge": "stfs0",
+                           "isGateway": True, "ipMasq": False,
+                           "ipam": {"type": "host-local",
+                                    "dataDir": self.path("cni", "ipam"),
+                                    "ranges": [[{"subnet":
+                                                 "198.18.0.0/24"}]]}}]},
+                      f)
         cri = 'plugins."io.containerd.grpc.v1.cri"'
         with open(self.path("containerd.toml"), "w") as f:
             f.write("""version = 2
