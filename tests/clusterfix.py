@@ -207,6 +207,7 @@ class Cluster:
             "--service-account-issuer", "https://kubernetes.default.svc",
             "--service-account-key-file", pki + "/sa.key",
             "--service-account-signing-key-file", pki + "/sa.key",
+            "--kubelet-preferred-address-types", "InternalIP",
             "--authorization-mode", "Node,RBAC",
             "--enable-admission-plugins", "NodeRestriction",
             "--allow-privileged=true", "--profiling=false"]))
@@ -358,6 +359,9 @@ state = "/run/stfs-containerd/state"
 [%(cri)s]
   sandbox_image = "stfs.test/pause:1"
   stream_server_address = "127.0.0.1"
+  # no container below containerd's own oom_score_adj: lowering it needs
+  # CAP_SYS_RESOURCE, which root has not on every machine (this one's)
+  restrict_oom_score_adj = true
   [%(cri)s.containerd]
     snapshotter = "native"
     default_runtime_name = "runc"

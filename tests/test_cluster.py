@@ -38,6 +38,7 @@ import os
 import subprocess
 import sys
 import time
+import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -52,10 +53,10 @@ READER = r'''
 import hashlib, json, os, sys, time
 from safetensors.numpy import load_file
 root, name = sys.argv[1], sys.argv[2]
-ref = load_file(os.path.join(root, "%repo", name))
+ref = load_file(os.path.join(root, name))
 out = {}
 for t, arr in sorted(ref.items()):
-    with open(os.path.join(root, *t.split(".")), "rb") as f:
+    with open(os.path.join(root, "%tensors", *t.split(".")), "rb") as f:
         got = f.read()
     if got != arr.tobytes():
         sys.exit("tensor %s differs from the safetensors reference" % t)
@@ -199,11 +200,18 @@ def pod_mounts():
                 and " - fuse" in ln]
 
 
-def wait_for(what, cond, timeout=60):
+def diag():
+    """What the cluster says of the driver's pods: for a failure message."""
+    r = kc().kubectl("describe", "pods", "-n", "stfs-csi", check=False)
+    return r.stdout[-6000:] + r.stderr[-1000:]
+
+
+def wait_for(what, cond, timeout=60, why=None):
     end = time.time() + timeout
     while not cond():
         if time.time() > end:
-            raise AssertionError(what + ": not within %d s" % timeout)
+            raise AssertionError(what + ": not within %d s%s" % (
+                timeout, ("\n" + why()) if why else ""))
         time.sleep(0.2)
 
 
@@ -258,7 +266,7 @@ def test_driver_ready(d):
                                     "name": "stfs-csi-node"},
                          "patch": json.dumps(patch)}]}, f)
     kc().kubectl("apply", "-k", over)
-    wait_for("the DaemonSet ready", ds_ready, timeout=180)
+    wait_for("the DaemonSet ready", ds_ready, timeout=180, why=diag)
     step("DaemonSet ready", t)
     t = time.time()
     wait_for("csi.stfs.io in the node's CSINode", registered, timeout=60)
@@ -363,7 +371,7 @@ def test_plugin_pod_recreated(d):
                  "--timeout=120s", timeout=180)
     wait_for("a new plugin pod", lambda: [
         p for p in plugin_pod() if p["metadata"]["name"] != old])
-    wait_for("the DaemonSet ready again", ds_ready, timeout=180)
+    wait_for("the DaemonSet ready again", ds_ready, timeout=180, why=diag)
     wait_for("registered again", registered, timeout=60)
     step("plugin pod made again, ready", t)
     assert exec_read("pp") == K["hf_want"]
@@ -382,7 +390,7 @@ def test_kubelet_restart(d):
     kc().stop_kubelet()
     assert exec_read is not None
     kc().start_kubelet()
-    wait_for("the DaemonSet ready again", ds_ready, timeout=180)
+    wait_for("the DaemonSet ready again", ds_ready, timeout=180, why=diag)
     step("kubelet restarted, node Ready", t)
     assert exec_read("kr") == K["hf_want"]
     apply(reader_pod("kr2", hf_volume(K["hf_src"])))
@@ -428,6 +436,21 @@ def test_refused(d):
 
 TESTS = [test_driver_ready, test_hf_inline, test_s3_pv, test_daemon_kill9,
          test_plugin_pod_recreated, test_kubelet_restart, test_refused]
+
+
+def run(r, fn, d):
+    """T.Runner.run without its cleanup after each test, which would stop
+    the servers every test here shares."""
+    t = time.time()
+    try:
+        fn(d)
+    except Exception as e:
+        r.failed += 1
+        print("FAIL %s: %s" % (fn.__name__, e), flush=True)
+        traceback.print_exc(file=sys.stdout)
+    else:
+        r.passed += 1
+        print("ok   %s (%.2fs)" % (fn.__name__, time.time() - t), flush=True)
 
 
 def csi_image(d):
@@ -484,7 +507,7 @@ def main():
                 continue
             d = os.path.join(base, fn.__name__)
             os.mkdir(d)
-            r.run(fn, d)
+            run(r, fn, d)
     except Exception as e:
         r.failed += 1
         print("FAIL setup: %s" % e, flush=True)
