@@ -192,6 +192,14 @@ def stfs_daemons():
     return out
 
 
+def hf_daemons():
+    """The daemons of the hf:// source (one, else the assertion says)."""
+    out = [p for p, a in stfs_daemons().items()
+           if K["hf_src"].encode() in a]
+    assert len(out) == 1, stfs_daemons()
+    return out
+
+
 def pod_mounts():
     """The fuse mounts under kubelet's pods (the published targets)."""
     with open("/proc/self/mountinfo") as f:
@@ -203,7 +211,13 @@ def pod_mounts():
 def diag():
     """What the cluster says of the driver's pods: for a failure message."""
     r = kc().kubectl("describe", "pods", "-n", "stfs-csi", check=False)
-    return r.stdout[-6000:] + r.stderr[-1000:]
+    return r.stdout[-6000:] + r.stderr[-1000:] + plugin_log()
+
+
+def plugin_log():
+    r = kc().kubectl("logs", "-n", "stfs-csi", "-c", "plugin",
+                     "daemonset/stfs-csi-node", "--tail=40", check=False)
+    return "\nthe plugin's log:\n" + r.stdout[-5000:] + r.stderr[-500:]
 
 
 def wait_for(what, cond, timeout=60, why=None):
@@ -285,18 +299,17 @@ def test_hf_inline(d):
     got = wait_read("hf-a")
     assert got == K["hf_want"], (got, K["hf_want"])
     step("pod hf-a read every tensor", t)
-    (pid,) = [p for p, a in stfs_daemons().items()
-              if K["hf_src"].encode() in a], stfs_daemons()
+    (pid,) = hf_daemons()
     t = time.time()
     apply(reader_pod("hf-b", hf_volume(K["hf_src"])))
     assert wait_read("hf-b") == K["hf_want"]
     step("pod hf-b read, same daemon", t)
-    assert [p for p, a in stfs_daemons().items()
-            if K["hf_src"].encode() in a] == [pid], stfs_daemons()
+    assert hf_daemons() == [pid], stfs_daemons()
     assert len(pod_mounts()) == 2, pod_mounts()
     t = time.time()
     delete_pods("hf-a", "hf-b")
-    wait_for("the targets unmounted", lambda: not pod_mounts())
+    wait_for("the targets unmounted", lambda: not pod_mounts(),
+             why=plugin_log)
     step("pods deleted, unpublished", t)
     t = time.time()
     wait_for("the daemon gone after its grace time",
@@ -334,7 +347,8 @@ def test_s3_pv(d):
     assert wait_read("s3-a") == K["s3_want"]
     step("pod s3-a read every tensor", t)
     delete_pods("s3-a")
-    wait_for("the target unmounted", lambda: not pod_mounts())
+    wait_for("the target unmounted", lambda: not pod_mounts(),
+             why=plugin_log)
     kc().kubectl("delete", "pvc", "-n", NS, "s3-model")
     kc().kubectl("delete", "pv", "s3-model")
 
@@ -343,8 +357,7 @@ def test_daemon_kill9(d):
     """kill -9 of the pod's daemon: its next read succeeds within 5 s."""
     apply(reader_pod("k9", hf_volume(K["hf_src"])))
     assert wait_read("k9") == K["hf_want"]
-    (pid,) = [p for p, a in stfs_daemons().items()
-              if K["hf_src"].encode() in a]
+    (pid,) = hf_daemons()
     t = time.time()
     os.kill(pid, 9)
     end = time.time() + 5
@@ -357,7 +370,8 @@ def test_daemon_kill9(d):
     step("read again after kill -9", t)
     assert pid not in stfs_daemons()
     delete_pods("k9")
-    wait_for("the target unmounted", lambda: not pod_mounts())
+    wait_for("the target unmounted", lambda: not pod_mounts(),
+             why=plugin_log)
 
 
 def test_plugin_pod_recreated(d):
@@ -378,7 +392,8 @@ def test_plugin_pod_recreated(d):
     apply(reader_pod("pp2", hf_volume(K["hf_src"])))
     assert wait_read("pp2") == K["hf_want"]
     delete_pods("pp", "pp2")
-    wait_for("the targets unmounted", lambda: not pod_mounts())
+    wait_for("the targets unmounted", lambda: not pod_mounts(),
+             why=plugin_log)
 
 
 def test_kubelet_restart(d):
@@ -396,7 +411,8 @@ def test_kubelet_restart(d):
     apply(reader_pod("kr2", hf_volume(K["hf_src"])))
     assert wait_read("kr2") == K["hf_want"]
     delete_pods("kr", "kr2")
-    wait_for("the targets unmounted", lambda: not pod_mounts())
+    wait_for("the targets unmounted", lambda: not pod_mounts(),
+             why=plugin_log)
 
 
 def failed_mount(name, says, timeout=120):
@@ -451,6 +467,9 @@ def run(r, fn, d):
     else:
         r.passed += 1
         print("ok   %s (%.2fs)" % (fn.__name__, time.time() - t), flush=True)
+    finally:    # what a failed test left: its pods
+        kc().kubectl("delete", "pods", "--all", "-n", NS, "--wait=true",
+                     "--timeout=60s", check=False, timeout=90)
 
 
 def csi_image(d):
