@@ -34,6 +34,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CACHE = os.environ.get("STFS_CLUSTER_CACHE", "/var/cache/stfs-cluster")
@@ -423,6 +424,15 @@ state = "/run/stfs-containerd/state"
             conds = json.loads(r.stdout)["status"].get("conditions", [])
             return any(c["type"] == "Ready" and c["status"] == "True"
                        for c in conds)
+        def healthy():
+            try:
+                with urllib.request.urlopen(
+                        "http://127.0.0.1:10248/healthz", timeout=5) as r:
+                    return r.read() == b"ok"
+            except OSError:
+                return False
+        self.wait("kubelet's /healthz", healthy, timeout=180,
+                  proc=self.kubelet)
         self.wait("node Ready", ready, timeout=180, proc=self.kubelet)
 
     def stop_kubelet(self):

@@ -153,12 +153,20 @@ def wait_read(name, timeout=180):
 
 
 def exec_read(name, mname="model.safetensors"):
-    r = kc().kubectl("exec", name, "-n", NS, "--", "python3", "-c", READER,
-                     "/models/m", mname, check=False, timeout=60)
-    for line in r.stdout.splitlines():
-        if line.startswith("READ "):
-            return json.loads(line[5:])
-    return r.stdout + r.stderr
+    """The reader run again in the pod (kubectl exec): {tensor: sha256},
+    else what it said."""
+    end = time.time() + 30
+    while True:
+        r = kc().kubectl("exec", name, "-n", NS, "--", "python3", "-c",
+                         READER, "/models/m", mname, check=False, timeout=60)
+        for line in r.stdout.splitlines():
+            if line.startswith("READ "):
+                return json.loads(line[5:])
+        # kubectl's own errors (a kubelet that does not serve yet, or has
+        # not seen the pod yet) are waited out; the reader's are answers
+        if "command terminated" in r.stderr or time.time() > end:
+            return r.stdout + r.stderr
+        time.sleep(0.5)
 
 
 def events(name):
@@ -388,7 +396,8 @@ def test_plugin_pod_recreated(d):
     wait_for("the DaemonSet ready again", ds_ready, timeout=180, why=diag)
     wait_for("registered again", registered, timeout=60)
     step("plugin pod made again, ready", t)
-    assert exec_read("pp") == K["hf_want"]
+    got = exec_read("pp")
+    assert got == K["hf_want"], got
     apply(reader_pod("pp2", hf_volume(K["hf_src"])))
     assert wait_read("pp2") == K["hf_want"]
     delete_pods("pp", "pp2")
@@ -407,7 +416,8 @@ def test_kubelet_restart(d):
     kc().start_kubelet()
     wait_for("the DaemonSet ready again", ds_ready, timeout=180, why=diag)
     step("kubelet restarted, node Ready", t)
-    assert exec_read("kr") == K["hf_want"]
+    got = exec_read("kr")
+    assert got == K["hf_want"], got
     apply(reader_pod("kr2", hf_volume(K["hf_src"])))
     assert wait_read("kr2") == K["hf_want"]
     delete_pods("kr", "kr2")
