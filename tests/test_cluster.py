@@ -397,7 +397,7 @@ def test_plugin_pod_recreated(d):
     wait_for("registered again", registered, timeout=60)
     step("plugin pod made again, ready", t)
     got = exec_read("pp")
-    assert got == K["hf_want"], got
+    assert got == K["hf_want"], (got, plugin_log())
     apply(reader_pod("pp2", hf_volume(K["hf_src"])))
     assert wait_read("pp2") == K["hf_want"]
     delete_pods("pp", "pp2")
