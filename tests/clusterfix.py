@@ -73,6 +73,11 @@ def enter():
     sys.exit(r.returncode)
 
 
+def inside():
+    """Is this process the init of enter()'s namespaces?"""
+    return os.getpid() == 1 and os.environ.get(NSVAR) in ("init", "in")
+
+
 def sh(*argv, **kw):
     kw.setdefault("check", True)
     return subprocess.run(argv, **kw)

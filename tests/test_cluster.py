@@ -20,6 +20,8 @@ and imported into containerd; no registry is reached.
   Secret, the same; a second pod of the hf:// volume starts no second
   daemon; deleting the pods unpublishes (no mount left under kubelet's
   pods), and the daemon goes after its grace time;
+- the inline example's init container, `stfs prefetch --wait` from the
+  driver's image, returns once the model is cached; the reader then reads;
 - faults: the daemon killed with kill -9 (the pod's next read succeeds
   within 5 s); the plugin's pod deleted and made again by the DaemonSet
   (the running pod's mount adopted, still read); kubelet restarted (the
@@ -361,6 +363,33 @@ def test_s3_pv(d):
     kc().kubectl("delete", "pv", "s3-model")
 
 
+def test_prefetch_init(d):
+    """The inline example's init container: `stfs prefetch --wait` on the
+    volume from the driver's image (nobody, no capability) returns once
+    the model is cached, then the reader reads every tensor equal."""
+    t = time.time()
+    pod = reader_pod("warm", hf_volume(K["hf_src"]), stay=False)
+    pod["spec"]["initContainers"] = [{
+        "name": "warm", "image": "stfs-csi:" + version(),
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["stfs", "prefetch", "--wait", "/models/m"],
+        "securityContext": {"runAsUser": 65534, "runAsNonRoot": True,
+                            "allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [{"name": "model", "mountPath": "/models/m",
+                          "readOnly": True}]}]
+    apply(pod)
+    assert wait_read("warm") == K["hf_want"]
+    wait_for("the pod Succeeded", lambda: pod_phase("warm") == "Succeeded")
+    st = kc().get("pod", "-n", NS, "warm")["status"]
+    (init,) = st["initContainerStatuses"]
+    assert init["state"]["terminated"]["exitCode"] == 0, init
+    step("init container prefetched, pod read", t)
+    delete_pods("warm")
+    wait_for("the target unmounted", lambda: not pod_mounts(),
+             why=plugin_log)
+
+
 def test_daemon_kill9(d):
     """kill -9 of the pod's daemon: its next read succeeds within 5 s."""
     apply(reader_pod("k9", hf_volume(K["hf_src"])))
@@ -460,7 +489,8 @@ def test_refused(d):
     delete_pods("no-token", "missing")
 
 
-TESTS = [test_driver_ready, test_hf_inline, test_s3_pv, test_daemon_kill9,
+TESTS = [test_driver_ready, test_hf_inline, test_s3_pv, test_prefetch_init,
+         test_daemon_kill9,
          test_plugin_pod_recreated, test_kubelet_restart, test_refused]
 
 
@@ -483,6 +513,7 @@ def run(r, fn, d):
 
 
 def csi_image(d):
+    """The driver's OCI archive: STFS_CSI_IMAGE's, or built now in d."""
     out = os.environ.get("STFS_CSI_IMAGE")
     if not out:
         out = os.path.join(d, "csi-image")
@@ -497,7 +528,20 @@ def csi_image(d):
 
 def main():
     T.require_fuse()
-    clusterfix.enter()
+    if not clusterfix.inside():
+        # what needs the machine's network (the Go module proxy, Debian's
+        # mirror), before the namespaces, which have none
+        built = None
+        if not os.environ.get("STFS_CSI_IMAGE"):
+            built = T.tmpdir()
+            os.environ["STFS_CSI_IMAGE"] = os.path.dirname(csi_image(built))
+        try:
+            clusterfix.binaries()
+            clusterfix.enter()      # runs main again inside, exits
+        finally:
+            if built:
+                subprocess.run(["rm", "-rf", built])
+    clusterfix.enter()          # inside: the namespaces' network up
     from fixtures import World
     import hubemu
     import s3server
