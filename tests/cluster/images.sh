@@ -78,6 +78,8 @@ workload_root() {
 }
 
 sidecar_root() {    # the binary named by $bin
+	[ -x "$bin" ] || { echo "images.sh: no $bin: build the sidecars" \
+		"first (tests/cluster/build-sidecars.sh)" >&2; exit 1; }
 	install -m 0755 "$bin" "$1/root/$(basename "$bin" | sed 's/-v[0-9.]*$//')"
 }
 
