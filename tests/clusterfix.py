@@ -414,7 +414,10 @@ state = "/run/stfs-containerd/state"
                 "protectKernelDefaults": False,
                 "resolvConf": self.path("resolv.conf"),
                 "localStorageCapacityIsolation": False,
-                "serializeImagePulls": False}, f)
+                "serializeImagePulls": False,
+                # a running pod's sync, and so kubelet's publish again of
+                # a requiresRepublish volume: every 10 s, not every minute
+                "syncFrequency": "10s"}, f)
         self.kubelet = ("kubelet", self.spawn("kubelet", [
             os.path.join(self.bin, "kubelet"),
             "--config", self.path("kubelet.yaml"),

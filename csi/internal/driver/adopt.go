@@ -6,7 +6,9 @@
 // STATE/mounts, the targets bound from it (the same device in mountinfo),
 // and takes them over: unpublish, the grace time, a second pod's publish
 // and recovery work as before.  A daemon that was given credentials is
-// mounted again after a crash only once a publish brings them again.
+// mounted again after a crash only once a publish brings them again.  A
+// dead mount with targets (its daemon went with the old plugin's pod) is
+// mounted again the same way, on top of its targets' dead mounts.
 package driver
 
 import (
@@ -40,6 +42,18 @@ func writeMeta(d *daemon) error {
 		return err
 	}
 	return os.Rename(tmp, d.dir+".json")
+}
+
+// deviceOf: the device of mount point path in devs ("" if none).
+func deviceOf(devs map[string][]string, path string) string {
+	for dev, paths := range devs {
+		for _, p := range paths {
+			if p == path {
+				return dev
+			}
+		}
+	}
+	return ""
 }
 
 // mountsByDevice: mount points by their device ("MAJOR:MINOR"), from
@@ -91,15 +105,18 @@ func (drv *Driver) Adopt() (int, error) {
 		b, rerr := os.ReadFile(path + ".json")
 		serr := unix.Stat(path, &st)
 		dev := fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
+		if serr != nil { // a dead FUSE mount: its device by mountinfo
+			dev = deviceOf(devs, path)
+		}
 		var targets []string
-		if serr == nil {
-			for _, p := range devs[dev] {
-				if p != path {
-					targets = append(targets, p)
-				}
+		for _, p := range devs[dev] {
+			if p != path {
+				targets = append(targets, p)
 			}
 		}
-		if rerr != nil || json.Unmarshal(b, &m) != nil || serr != nil || !alive(path, 5*time.Second) {
+		known := rerr == nil && json.Unmarshal(b, &m) == nil
+		live := known && serr == nil && alive(path, 5*time.Second)
+		if !known || (!live && len(targets) == 0) {
 			log.Printf("stfs-csi: %s: a dead or unknown mount: unmounted with its %d targets", key, len(targets))
 			for _, t := range targets {
 				unmountAll(t)
@@ -109,7 +126,7 @@ func (drv *Driver) Adopt() (int, error) {
 			os.Remove(path + ".json")
 			continue
 		}
-		d := &daemon{key: key, dir: path, live: true, targets: map[string]bool{},
+		d := &daemon{key: key, dir: path, live: live, targets: map[string]bool{},
 			vol: &Volume{Source: m.Source, Options: m.Options, ReadaheadKB: m.ReadaheadKB, Secrets: map[string]string{},
 				Offline: m.Offline},
 			needsSecrets: m.Secrets && !m.Offline} // offline: no request, no credential
@@ -120,6 +137,19 @@ func (drv *Driver) Adopt() (int, error) {
 		}
 		drv.daemons[key] = d
 		drv.mu.Unlock()
+		if !live {
+			// its daemon went with the old plugin's pod (the DaemonSet's
+			// pod replaced): mounted again now, or at the next publish
+			// that brings its credentials (kubelet publishes again:
+			// requiresRepublish), bound on top of the dead mount that
+			// each target keeps (a pod's container holds that one)
+			log.Printf("stfs-csi: %s: the daemon of %s is gone: mounting it again for %d targets", key, m.Source, len(targets))
+			d.mu.Lock()
+			drv.restartLocked(d)
+			d.mu.Unlock()
+			n++
+			continue
+		}
 		if len(targets) == 0 {
 			d.mu.Lock()
 			drv.releaseLocked(d, "")
