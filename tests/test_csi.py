@@ -303,6 +303,60 @@ def test_plugin_restart(d):
         no_secret_anywhere(node, SECRET, node.daemons("npy")[:0])
 
 
+def test_plugin_pod_replaced(d):
+    """The DaemonSet's pod replaced: the plugin stopped, its daemons gone
+    with the old pod's daemons container (killed here), a new plugin. It
+    mounts each dead mount again on top of its targets: a pod holding a
+    slave bind of the target (as runc mounts a kubelet volume) reads
+    again; a volume that had credentials, at the next publish that brings
+    them (kubelet's republish: requiresRepublish)."""
+    src, want = model(d)
+    croot = os.path.join(d, "container-mnt")
+    os.mkdir(croot)
+    with Node(d, grace="30s") as node:
+        assert node.publish("pod-a", {"source": src}, vid="va")["code"] \
+            == "OK"
+        assert node.publish("pod-b", {"source": src}, {"HF_TOKEN": SECRET},
+                            vid="vb")["code"] == "OK"
+        pod = subprocess.Popen(
+            ["unshare", "-m", "--propagation", "slave", "sh", "-c",
+             'mount --rbind "$1" "$2" && mount --make-rslave "$2" && '
+             'exec "$3" -c "$4" "$2" follow model/layers/0/w', "pod",
+             node.target("pod-a"), croot, sys.executable, POD],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        T._procs.append(pod)
+        try:
+            first = pod.stdout.readline().decode().split()
+            assert first[0] == "ok", (first, pod.stderr.read())
+            node.plugin.terminate()
+            assert node.plugin.wait(timeout=10) == 0
+            old = node.daemons()
+            assert len(old) == 2, old
+            killed = time.time()
+            for p in old:
+                os.kill(p, signal.SIGKILL)
+            dead = max(wait_dead(p) for p in old)
+            node.start_plugin()
+            back, errors = _back(pod, killed, dead)
+            assert back is not None, node.log("plugin")
+            print("   the pod reads again %.2f s after its daemon was "
+                  "killed with the plugin down" % back)
+        finally:
+            pod.kill()
+            pod.wait()
+            pod.stdout.close()
+            pod.stderr.close()
+        assert "is gone: mounting it again for 1 targets" in \
+            node.log("plugin")
+        assert node.publish("pod-b", {"source": src}, {"HF_TOKEN": SECRET},
+                            vid="vb")["code"] == "OK"
+        assert pod_read(node.target("pod-b"), list(want)) == want
+        assert len(node.daemons()) == 2
+        for pod_, vid in (("pod-a", "va"), ("pod-b", "vb")):
+            assert node.unpublish(pod_, vid)["code"] == "OK"
+            assert not mounts_under(os.path.dirname(node.target(pod_)))
+
+
 def test_grace(d):
     src, want = model(d)
     with Node(d, grace="2s") as node:
@@ -831,7 +885,8 @@ def test_s3_keys(d):
 def run():
     try:
         return T.run_tests([test_sanity, test_publish_two_pods,
-                            test_recovery, test_plugin_restart, test_grace,
+                            test_recovery, test_plugin_restart,
+                            test_plugin_pod_replaced, test_grace,
                             test_refusals, test_host_policy,
                             test_max_daemons, test_hub_token,
                             test_two_sources_one_cache, test_offline_cache,
