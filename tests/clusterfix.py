@@ -67,8 +67,9 @@ def enter():
     if os.environ.get(NSVAR) == "in":
         return
     env = dict(os.environ, **{NSVAR: "init"})
-    r = subprocess.run(["unshare", "--mount", "--net", "--pid", "--fork", "--mount-proc",
-                        "--propagation", "private", "--kill-child",
+    r = subprocess.run(["unshare", "--mount", "--net", "--pid", "--fork",
+                        "--mount-proc", "--propagation", "private",
+                        "--kill-child",
                         sys.executable] + sys.argv, env=env)
     sys.exit(r.returncode)
 
