@@ -20,7 +20,9 @@
 # docs/python.md; for `bench`, also tests/py-bench/ (the Run:ai Model
 # Streamer and boto3, for tests/bench/bench_runai.py) and s3fs and rclone
 # (for tests/bench/bench_s3_peers.py);
-# runc, which runs the Kubernetes driver's image in its test; Prometheus
+# runc, which runs the Kubernetes driver's image in its test, and for the
+# one-node cluster of the `cluster` suite (tests/clusterfix.py) containerd,
+# etcd (server and etcdctl) and the CNI loopback plugin; Prometheus
 # (promtool) and its node exporter, which tests/test_metrics.py runs on
 # the daemon's -o metrics= file, and which scrapes the driver's /metrics
 # in tests/test_csi_metrics.py; the Go
@@ -37,6 +39,7 @@ full=(check clang libclang-rt-14-dev python3-torch r-base-core debhelper
       dpkg-dev fakeroot rpm nginx swift swift-proxy swift-account
       swift-container swift-object memcached openssl ca-certificates
       awscli squashfuse squashfs-tools python3-onnx python3-venv runc
+      containerd etcd-server etcd-client containernetworking-plugins
       python3-requests python3-yaml python3-packaging python3-dateutil
       python3-jmespath python3-urllib3 prometheus prometheus-node-exporter
       stress-ng)

@@ -180,18 +180,46 @@ def test_publish_two_pods(d):
             assert node.unpublish(pod, vid)["code"] == "OK"
 
 
+def _back(pod, killed, dead):
+    """Seconds from kill -9 to the follow pod's first good read after
+    the daemon was gone, and the reads that failed meanwhile."""
+    errors = 0
+    while time.time() < killed + 10:
+        line = pod.stdout.readline().decode().split()
+        if float(line[1]) <= dead:
+            continue
+        if line[0] == "err":
+            errors += 1
+        else:
+            return float(line[1]) - killed, errors
+    return None, errors
+
+
 def test_recovery(d):
+    """kill -9 of the daemon: a pod whose namespace is a slave of the
+    node's, and a pod that holds only a bind of the target made a slave
+    of it (as runc mounts a kubelet volume with HostToContainer), both
+    read again within 5 s."""
     src, want = model(d)
+    croot = os.path.join(d, "container-mnt")
+    os.mkdir(croot)
     with Node(d, grace="30s") as node:
         assert node.publish("pod-a", {"source": src})["code"] == "OK"
-        pod = subprocess.Popen(
+        pods = [subprocess.Popen(
             ["unshare", "-m", "--propagation", "slave", sys.executable,
              "-c", POD, node.target("pod-a"), "follow", "model/layers/0/w"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        T._procs.append(pod)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE),
+            subprocess.Popen(
+            ["unshare", "-m", "--propagation", "slave", "sh", "-c",
+             'mount --rbind "$1" "$2" && mount --make-rslave "$2" && '
+             'exec "$3" -c "$4" "$2" follow model/layers/0/w', "pod",
+             node.target("pod-a"), croot, sys.executable, POD],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)]
+        T._procs.extend(pods)
         try:
-            first = pod.stdout.readline().decode().split()
-            assert first[0] == "ok", first
+            for pod in pods:
+                first = pod.stdout.readline().decode().split()
+                assert first[0] == "ok", (first, pod.stderr.read())
             old = node.daemons()
             assert len(old) == 1
             killed = time.time()
@@ -200,28 +228,25 @@ def test_recovery(d):
             # works after that comes from the new mount (whose device
             # number may be the old one's again)
             dead = wait_dead(old[0])
-            errors, back = 0, None
-            while time.time() < killed + 10:
-                line = pod.stdout.readline().decode().split()
-                if float(line[1]) <= dead:
-                    continue
-                if line[0] == "err":
-                    errors += 1
-                else:
-                    back = float(line[1]) - killed
-                    break
-            assert back is not None and back <= 5, back
-            print("   recovery: the pod reads again %.2f s after kill -9 "
-                  "(%d reads failed meanwhile)" % (back, errors))
+            for what, pod in zip(("namespace", "container"), pods):
+                back, errors = _back(pod, killed, dead)
+                assert back is not None and back <= 5, (what, back)
+                print("   recovery: the %s pod reads again %.2f s after "
+                      "kill -9 (%d reads failed meanwhile)" % (
+                          what, back, errors))
             new = node.daemons()
             assert len(new) == 1 and new != old, (old, new)
             assert pod_read(node.target("pod-a"), list(want)) == want
         finally:
-            pod.kill()
-            pod.wait()
-            pod.stdout.close()
-            pod.stderr.close()
+            for pod in pods:
+                pod.kill()
+                pod.wait()
+                pod.stdout.close()
+                pod.stderr.close()
         assert "mounting " + src + " again" in node.log("plugin")
+        # unpublish takes the dead mount under the live one off too
+        assert node.unpublish("pod-a")["code"] == "OK"
+        assert not mounts_under(os.path.dirname(node.target("pod-a")))
 
 
 def test_plugin_restart(d):
@@ -276,6 +301,60 @@ def test_plugin_restart(d):
             assert node.unpublish(pod, vid)["code"] == "OK"
             assert not os.path.exists(node.target(pod))
         no_secret_anywhere(node, SECRET, node.daemons("npy")[:0])
+
+
+def test_plugin_pod_replaced(d):
+    """The DaemonSet's pod replaced: the plugin stopped, its daemons gone
+    with the old pod's daemons container (killed here), a new plugin. It
+    mounts each dead mount again on top of its targets: a pod holding a
+    slave bind of the target (as runc mounts a kubelet volume) reads
+    again; a volume that had credentials, at the next publish that brings
+    them (kubelet's republish: requiresRepublish)."""
+    src, want = model(d)
+    croot = os.path.join(d, "container-mnt")
+    os.mkdir(croot)
+    with Node(d, grace="30s") as node:
+        assert node.publish("pod-a", {"source": src}, vid="va")["code"] \
+            == "OK"
+        assert node.publish("pod-b", {"source": src}, {"HF_TOKEN": SECRET},
+                            vid="vb")["code"] == "OK"
+        pod = subprocess.Popen(
+            ["unshare", "-m", "--propagation", "slave", "sh", "-c",
+             'mount --rbind "$1" "$2" && mount --make-rslave "$2" && '
+             'exec "$3" -c "$4" "$2" follow model/layers/0/w', "pod",
+             node.target("pod-a"), croot, sys.executable, POD],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        T._procs.append(pod)
+        try:
+            first = pod.stdout.readline().decode().split()
+            assert first[0] == "ok", (first, pod.stderr.read())
+            node.plugin.terminate()
+            assert node.plugin.wait(timeout=10) == 0
+            old = node.daemons()
+            assert len(old) == 2, old
+            killed = time.time()
+            for p in old:
+                os.kill(p, signal.SIGKILL)
+            dead = max(wait_dead(p) for p in old)
+            node.start_plugin()
+            back, errors = _back(pod, killed, dead)
+            assert back is not None, node.log("plugin")
+            print("   the pod reads again %.2f s after its daemon was "
+                  "killed with the plugin down" % back)
+        finally:
+            pod.kill()
+            pod.wait()
+            pod.stdout.close()
+            pod.stderr.close()
+        assert "its mount answers ENOTCONN: mounting %s again for 1 " \
+            "targets" % src in node.log("plugin"), node.log("plugin")
+        assert node.publish("pod-b", {"source": src}, {"HF_TOKEN": SECRET},
+                            vid="vb")["code"] == "OK"
+        assert pod_read(node.target("pod-b"), list(want)) == want
+        assert len(node.daemons()) == 2
+        for pod_, vid in (("pod-a", "va"), ("pod-b", "vb")):
+            assert node.unpublish(pod_, vid)["code"] == "OK"
+            assert not mounts_under(os.path.dirname(node.target(pod_)))
 
 
 def test_grace(d):
@@ -848,7 +927,8 @@ def test_s3_keys(d):
 def run():
     try:
         return T.run_tests([test_sanity, test_publish_two_pods,
-                            test_recovery, test_plugin_restart, test_grace,
+                            test_recovery, test_plugin_restart,
+                            test_plugin_pod_replaced, test_grace,
                             test_refusals, test_host_policy,
                             test_max_daemons, test_hub_token,
                             test_two_sources_one_cache, test_offline_cache,

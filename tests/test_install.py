@@ -147,6 +147,7 @@ def test_debian_packages(d, mnt):
         assert "stfs 0.2.0" in sh("/usr/bin/stfs", "--version")
         files = sh("dpkg", "-L", "libstfs-dev")
         assert "/usr/include/stfs/stfs.h" in files
+        assert "/usr/include/stfs/metrics.h" in files
         assert re.search(r"/usr/lib/[^/]+/pkgconfig/stfs.pc", files)
         assert "/usr/share/man/man1/stfs.1.gz" in sh("dpkg", "-L", "stfs")
         p = subprocess.Popen(["/usr/bin/stfs", "mount", "-f", SAMPLE, mnt],
@@ -177,7 +178,8 @@ def test_rpm_spec(d):
     rpms = sorted(glob.glob(os.path.join(out, "*.rpm")))
     assert len(rpms) == 3, rpms
     listing = sh("rpm", "-qlp", *rpms)
-    for f in ("/usr/bin/stfs", "/usr/include/stfs/stfs.h", "stfs.pc",
+    for f in ("/usr/bin/stfs", "/usr/include/stfs/stfs.h",
+              "/usr/include/stfs/metrics.h", "stfs.pc",
               "libstfs.so.2", "/usr/share/man/man1/stfs.1"):
         assert f in listing, f
 

@@ -287,6 +287,13 @@ func (drv *Driver) recover(d *daemon, gen int, why string) {
 	if d.conn != nil {
 		d.conn.Close()
 	}
+	// The dead mount stays on each target and the new one goes on top of
+	// it (waitReady, rebind): a pod's container holds a bind of the target
+	// mount itself, made a slave of it (HostToContainer), so only a mount
+	// on top of that mount reaches it; one moved beneath, or the dead one
+	// unmounted first, leaves the container's copy cut off from every
+	// later mount (what kubelet's pods showed: tests/test_cluster.py).
+	// Unpublish takes the whole stack off.
 	if len(d.targets) == 0 {
 		drv.stopLocked(d)
 		return

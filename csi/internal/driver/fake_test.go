@@ -219,12 +219,17 @@ func (f *fakeSys) top(path string) *fakeSB {
 	return nil
 }
 
+// rebind: on top of what is there, as swap.go's (a pod's container sees
+// only mounts made on top of the target's)
 func (f *fakeSys) rebind(src, target string) error {
 	sb := f.top(src)
 	if sb == nil {
 		return fmt.Errorf("clone %s: not a mount", src)
 	}
-	f.place(sb, target)
+	f.mu.Lock()
+	sb.moved = true
+	f.on[target] = append(f.on[target], sb)
+	f.mu.Unlock()
 	return nil
 }
 

@@ -178,11 +178,16 @@ func TestDaemonDiesAndIsRecovered(t *testing.T) {
 	waitFor(t, "both pods served by a new daemon", func() bool {
 		return n.f.started() == 2 && n.serves("p1") == n.f.proc(1) && n.serves("p2") == n.f.proc(1)
 	})
-	// nothing stacked: the new mount took the dead one's place
+	// the new mount on top of the dead one (what a pod's container sees),
+	// and unpublish takes the whole stack off
 	for _, p := range []string{n.target("p1"), n.target("p2")} {
-		if k := n.f.stacked(p); k != 1 {
-			t.Fatalf("%s: %d mounts stacked", p, k)
+		if k := n.f.stacked(p); k != 2 {
+			t.Fatalf("%s: %d mounts stacked, want the dead one and the new", p, k)
 		}
+	}
+	n.unpublish(drv, "p1")
+	if k := n.f.stacked(n.target("p1")); k != 0 {
+		t.Fatalf("after unpublish: %d mounts left on the target", k)
 	}
 	// the options and the source of the first start, once more
 	if a, b := n.f.proc(0).req, n.f.proc(1).req; a.Source != b.Source || fmt.Sprint(a.Options) != fmt.Sprint(b.Options) {

@@ -3,10 +3,10 @@
 // daemon answers, and only then put in place: beneath the dead mount on
 // the daemon's directory and on each target (move_mount with
 // MOVE_MOUNT_BENEATH, Linux 6.5), after which the dead mount on top is
-// detached.  A reader there sees the dead mount (ENOTCONN) and then the
-// new one, never the empty directory beneath (ENOENT); the move
-// propagates to the pods' slave copies like any mount, and nothing stays
-// stacked.
+// detached.  On each target the new mount goes on top of the dead one
+// (rebind), which is what a pod's container sees.  A reader sees the dead
+// mount (ENOTCONN) and then the new one, never the empty directory
+// beneath (ENOENT).
 package driver
 
 import (
@@ -127,13 +127,20 @@ func moveInPlace(mnt int, path string) error {
 	return nil
 }
 
-// rebind puts a read-only bind of the mount on src onto target, in place
-// of what is there (moveInPlace).
+// rebind puts a read-only bind of the mount on src onto target, on top of
+// what is there (a recovery's dead mount): a pod's container holds a
+// slave copy of the target's mount itself, which sees mounts made on top
+// of it and nothing made beneath (tests/test_cluster.py: kubelet's pods
+// read again only so).  One dead mount stays under the live one per
+// recovery, until unpublish takes the stack off (unmountAll).
 func rebind(src, target string) error {
 	fd, err := cloneReadOnly(src)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	return moveInPlace(fd, target)
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("mount on %s: %w", target, err)
+	}
+	return nil
 }

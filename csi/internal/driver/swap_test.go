@@ -49,8 +49,10 @@ func mountsOn(t *testing.T, path string) int {
 }
 
 // TestMoveInPlace (root): a mount put on an empty directory, then another
-// in its place: the path shows the new one, one mount is left, and a
-// read-only rebind of it replaces a target's bind the same way.
+// in its place: the path shows the new one, one mount is left; a
+// read-only rebind of it goes on top of a target's bind (one more mount
+// each round: what a pod's container sees), and unmountAll takes the
+// stack off.
 func TestMoveInPlace(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("mounts: root only")
@@ -90,11 +92,14 @@ func TestMoveInPlace(t *testing.T) {
 		if err := rebind(dir, target); err != nil {
 			t.Fatal(err)
 		}
-		if got := read(target); got != text || mountsOn(t, target) != 1 {
+		if got := read(target); got != text || mountsOn(t, target) != i+1 {
 			t.Fatalf("round %d: target %q, %d mounts", i, got, mountsOn(t, target))
 		}
 		if err := os.WriteFile(filepath.Join(target, "g"), nil, 0o644); err == nil {
 			t.Fatalf("round %d: the target is writable", i)
 		}
+	}
+	if err := unmountAll(target); err != nil || mountsOn(t, target) != 0 {
+		t.Fatalf("unmountAll: %v, %d mounts left", err, mountsOn(t, target))
 	}
 }

@@ -33,7 +33,8 @@ func bindReadOnly(src, target string) error {
 // unmountAll takes every mount off path (a dead FUSE mount too): nil when
 // nothing is left mounted there.
 func unmountAll(path string) error {
-	for i := 0; i < 16; i++ {
+	// a recovery binds on top of the dead mount: one more per recovery
+	for i := 0; i < 1024; i++ {
 		ok, err := isMountPoint(path)
 		if err != nil || !ok {
 			return err
