@@ -458,6 +458,16 @@ def test_hostile_manifest(d):
         read_all(mnt, data)
         stop_logged(p, mnt)
         assert "not used: its manifest: not JSON" in slurp(log), slurp(log)
+        # millions of empty arrays (json-c would build each: gigabytes
+        # for 64 MiB): refused before it is parsed
+        e.sw.put("models", "hostile/.stfs-mirror/manifest.json",
+                 b'{"format":"stfs-mirror","files":[' + b"[]," * 2000000 +
+                 b"[]]}")
+        p, mnt, log = node(d, 3, src, "mirror=s3://models/hostile")
+        read_all(mnt, data)
+        stop_logged(p, mnt)
+        assert "not used: its manifest: over 1600064 JSON values" in \
+            slurp(log), slurp(log)
         # a file of 3000 blocks (block sums past a string's 4096 bytes)
         # is read; one the origin does not list is not used
         m = json.loads(json.dumps(m0))
@@ -493,6 +503,23 @@ def test_https_origin(d):
             assert f.read() == b[8 + int.from_bytes(b[:8], "little"):]
         stop_logged(p, mnt)
         assert "from it (1 of its 1 files)" in slurp(log), slurp(log)
+        # what the mirror's keys fetched is in a domain of its own: a
+        # mount of the mirror object's plain URL (http:// or s3://) with
+        # no keys, offline on the same cache, reads none of it
+        murl = e.sw.endpoint.rstrip("/") + "/models/https/model.safetensors"
+        with env(AWS_ACCESS_KEY_ID=None, AWS_SECRET_ACCESS_KEY=None,
+                 AWS_SESSION_TOKEN=None):
+            for i, spelling in enumerate(
+                    (murl, "s3://models/https/model.safetensors")):
+                mx = os.path.join(d, "plain%d" % i)
+                os.makedirs(mx)
+                r = subprocess.run(
+                    [T.STFS, "mount", "-o", "offline,cache=" +
+                     os.path.join(d, "cache0"), spelling, mx],
+                    capture_output=True, text=True, timeout=60)
+                if r.returncode == 0:
+                    T.unmount(mx)
+                assert r.returncode != 0, (spelling, r)
         # the origin was asked one byte, its version
         assert [ln.split(" ")[2] for ln in
                 e.w.nginx_log().splitlines()[n:]] == ["bytes=0-0"]

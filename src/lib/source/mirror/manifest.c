@@ -318,6 +318,31 @@ static int get_top(struct rd *r, json_object *j, struct stfs_manifest *m)
 	return 0;
 }
 
+/* The JSON values of json, about (each object, array and comma outside a
+ * string), counted before json-c builds them: past max, the count so
+ * far. */
+static size_t values(const char *json, size_t len, size_t max)
+{
+	size_t n = 1;
+	int in = 0;
+
+	for (size_t i = 0; i < len && n <= max; i++) {
+		char c = json[i];
+
+		if (in) {
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in = 0;
+		} else if (c == '"') {
+			in = 1;
+		} else if (c == '{' || c == '[' || c == ',') {
+			n++;
+		}
+	}
+	return n;
+}
+
 int stfs_manifest_parse(const char *json, size_t len,
 			struct stfs_manifest *m, char *why, size_t whysz)
 {
@@ -330,6 +355,12 @@ int stfs_manifest_parse(const char *json, size_t len,
 	why[0] = '\0';
 	if (len > STFS_MANIFEST_MAX) {
 		snprintf(why, whysz, "over %u bytes", STFS_MANIFEST_MAX);
+		return -EFBIG;
+	}
+	if (values(json, len, STFS_MANIFEST_VALUES_MAX) >
+	    STFS_MANIFEST_VALUES_MAX) {
+		snprintf(why, whysz, "over %u JSON values",
+			 STFS_MANIFEST_VALUES_MAX);
 		return -EFBIG;
 	}
 	if (!(tok = json_tokener_new_ex(STFS_MANIFEST_DEPTH)))

@@ -28,6 +28,10 @@ struct stfs_auth;
  * a file's block sums, bounded by the manifest's bytes only). */
 #define STFS_MANIFEST_MAX (64u << 20)
 #define STFS_MANIFEST_FILES_MAX 100000
+/* JSON values a manifest may hold (objects, arrays and the values in
+ * them): a file's entry has a dozen, so a hostile one of millions of
+ * empty arrays is refused before json-c builds it (gigabytes) */
+#define STFS_MANIFEST_VALUES_MAX (16u * STFS_MANIFEST_FILES_MAX + 64)
 #define STFS_MANIFEST_STR_MAX 4096
 #define STFS_MANIFEST_DEPTH 6
 

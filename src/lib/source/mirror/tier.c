@@ -39,6 +39,9 @@
 struct tfile {
 	char *origin_url;               /* the URL the location opens */
 	char *url;                      /* the mirror object's */
+	char *key;                      /* its blocks' in the cache: named by
+					 * the mirror's trust tag and url,
+					 * which no source spelling names */
 	const struct stfs_mfile *f;
 	pthread_mutex_t mu;             /* memo: a block fetched for a read */
 	uint64_t memo_block;            /* of its tail, kept for its head */
@@ -52,6 +55,8 @@ struct stfs_mirror {
 	char *name;                     /* s3://BUCKET/PREFIX, for the log */
 	struct stfs_manifest m;
 	struct stfs_location *ml;       /* the mirror's location (its auth) */
+	char *tag;                      /* its credential's trust tag, or
+					 * NULL (none: public) */
 	struct tfile *t;                /* sorted by origin_url */
 	size_t n;
 	atomic_uint_fast64_t down_until;        /* monotonic ms */
@@ -99,12 +104,14 @@ static void tier_free(struct stfs_mirror *m)
 	for (size_t i = 0; i < m->n; i++) {
 		free(m->t[i].origin_url);
 		free(m->t[i].url);
+		free(m->t[i].key);
 		free(m->t[i].memo);
 		pthread_mutex_destroy(&m->t[i].mu);
 	}
 	free(m->t);
 	stfs_manifest_free(&m->m);
 	stfs_location_free(m->ml);
+	free(m->tag);
 	free(m->name);
 	free(m);
 }
@@ -304,7 +311,7 @@ static int tier_open(struct stfs_remote *r, const char *url,
 		memcpy(head, buf, *head_len);
 		o->tier = t;
 		*out = (struct stfs_tier_open){ .size = t->f->size,
-			.key = t->url, .version = t->f->etag,
+			.key = t->key, .version = t->f->etag,
 			.origin_etag = t->f->origin_etag };
 	}
 	free(buf);
@@ -401,10 +408,17 @@ static int take_files(struct stfs_remote *r, struct stfs_mirror *m,
 		}
 		if (asprintf(&t->url, "%s%s", base, esc) < 0)
 			t->url = NULL;
+		/* the cache key of its blocks: "stfs-mirror TAG URL", apart
+		 * from the object's own URL (a mount naming it plainly, with
+		 * other keys or none, never reads what the mirror's keys
+		 * fetched), and http.c puts it in the origin's domain too */
+		if (t->url && asprintf(&t->key, "stfs-mirror %s %s",
+				       m->tag ? m->tag : "public", t->url) < 0)
+			t->key = NULL;
 		free(esc);
 		pthread_mutex_init(&t->mu, NULL);
 		m->n++;
-		if (!t->origin_url || !t->url)
+		if (!t->origin_url || !t->url || !t->key)
 			return -ENOMEM;
 	}
 	qsort(m->t, m->n, sizeof(*m->t), by_url);
@@ -475,6 +489,10 @@ static int load(struct stfs_remote *r, struct stfs_mirror *m,
 	free(arg);
 	if (!rc && r->o.mirror_profile)
 		rc = own_keys(r, m, &e);
+	/* the trust domain of what its keys fetch (blocks keyed by it) */
+	if (!rc && stfs_http_trust(r, m->ml->auth, 0, &m->tag))
+		rc = stfs_fail(&e, -EACCES, NULL, STFS_NO_OFFSET, "its "
+			       "credentials cannot be keyed in the cache");
 	if (!rc && (asprintf(&url, "%s/manifest.json", m->ml->base) < 0 ||
 		    !(base = strndup(m->ml->base, strlen(m->ml->base) -
 				     strlen(STFS_MIRROR_DIR)))))
