@@ -642,6 +642,32 @@ def test_stats(d, mnt):
             not T.is_mount(mnt), r.stderr
 
 
+def test_planted_tmp(d, mnt):
+    """In a directory others may write, another user plants the daemon's
+    temporary file (its name is the daemon's pid) and keeps it open: the
+    file published at unmount is still the daemon's own, never one that
+    user owns and could rewrite."""
+    src = local_model(d)
+    pub = os.path.join(d, "pub")
+    os.mkdir(pub)
+    os.chmod(pub, 0o777)                # no sticky bit: anyone may plant
+    path = os.path.join(pub, "m.prom")
+    p = T.mount_fg(src, mnt, "-o", "metrics=" + path)
+    tmp = os.path.join(pub, ".m.prom.tmp.%d" % p.pid)
+    with open(tmp, "w") as f:
+        f.write("stfs_forged 1\n")
+    os.chown(tmp, 65534, 65534)
+    T.stop_fg(p, mnt)
+    st = os.stat(path)
+    with open(path) as f:
+        text = f.read()
+    assert st.st_uid == os.getuid(), "the file is uid %d's" % st.st_uid
+    assert "stfs_forged" not in text and \
+        len([x for x in text.splitlines() if not x.startswith("#")]) == \
+        SERIES, text[:300]
+    assert not os.path.exists(tmp)
+
+
 def main():
     home = os.environ["XDG_CACHE_HOME"] = T.tmpdir()
     try:
@@ -658,6 +684,7 @@ def main():
             test_series_bound,
             test_stats,
             test_atomic,
+            test_planted_tmp,
         ])
     finally:
         shutil.rmtree(home, ignore_errors=True)

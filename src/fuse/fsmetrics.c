@@ -36,7 +36,11 @@ struct slot {
 };
 
 struct stfs_fsmetrics {
-	char *path, *tmp;               /* absolute; NULL: no file */
+	char *path;                     /* absolute, for messages; NULL: no
+					 * file */
+	int dirfd;                      /* its directory, opened once (-1) */
+	char *name, *tmp;               /* the file's and the temporary's
+					 * names in it */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	int stop, running, started;
@@ -114,7 +118,11 @@ static char *text_now(struct stfs_fs *fs, size_t *len)
 	return stfs_metrics_text(fs->metrics, len);
 }
 
-/* Write the file: into tmp, then renamed over path.  0 or -errno. */
+/* Write the file: into tmp, then renamed over path, both in the
+ * directory opened at start (a directory swapped for a link later
+ * changes nothing).  The temporary is made afresh (O_EXCL): one someone
+ * else made there is removed first, or the write fails, so the file is
+ * never one another user owns.  0 or -errno. */
 static int write_file(struct stfs_fs *fs)
 {
 	struct stfs_fsmetrics *fm = fs->fm;
@@ -124,8 +132,14 @@ static int write_file(struct stfs_fs *fs)
 
 	if (!t)
 		return -ENOMEM;
-	fd = open(fm->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
-		  O_NOFOLLOW, 0644);
+	for (int k = 0; k < 2; k++) {
+		fd = openat(fm->dirfd, fm->tmp, O_WRONLY | O_CREAT | O_EXCL |
+			    O_CLOEXEC | O_NOFOLLOW, 0644);
+		if (fd >= 0 || errno != EEXIST || k)
+			break;
+		if (unlinkat(fm->dirfd, fm->tmp, 0) < 0)
+			break;
+	}
 	if (fd < 0) {
 		free(t);
 		return -errno;
@@ -141,10 +155,10 @@ static int write_file(struct stfs_fs *fs)
 	free(t);
 	if (close(fd) < 0 && !rc)
 		rc = -errno;
-	if (!rc && rename(fm->tmp, fm->path) < 0)
+	if (!rc && renameat(fm->dirfd, fm->tmp, fm->dirfd, fm->name) < 0)
 		rc = -errno;
 	if (rc)
-		(void)unlink(fm->tmp);
+		(void)unlinkat(fm->dirfd, fm->tmp, 0);
 	return rc;
 }
 
@@ -202,6 +216,7 @@ int stfs_fsmetrics_init(struct stfs_fs *fs, const char *path, char *why,
 	if (!(fm = calloc(1, sizeof(*fm))))
 		goto fail;
 	fs->fm = fm;
+	fm->dirfd = -1;
 	pthread_mutex_init(&fm->mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -224,10 +239,17 @@ int stfs_fsmetrics_init(struct stfs_fs *fs, const char *path, char *why,
 			 strerror(errno));
 		goto fail;
 	}
+	if ((fm->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		rc = -errno;
+		snprintf(why, whysz, "metrics=%s: its directory: %s", path,
+			 strerror(errno));
+		goto fail;
+	}
 	if (asprintf(&fm->path, "%s/%s", dir, basename(b)) < 0 ||
-	    asprintf(&fm->tmp, "%s/.%s.tmp.%d", dir, basename(b),
+	    !(fm->name = strdup(basename(b))) ||
+	    asprintf(&fm->tmp, ".%s.tmp.%d", basename(b),
 		     (int)getpid()) < 0) {
-		fm->path = fm->tmp = NULL;
+		fm->tmp = NULL;
 		goto fail;
 	}
 	if ((rc = write_file(fs)))
@@ -250,11 +272,8 @@ int stfs_fsmetrics_start(struct stfs_fs *fs)
 		return 0;
 	/* the tmp file is named by the process that writes it (the
 	 * daemon, forked since init) */
-	const char *slash = strrchr(fm->path, '/');
-
 	free(fm->tmp);
-	if (asprintf(&fm->tmp, "%.*s/.%s.tmp.%d", (int)(slash - fm->path),
-		     fm->path, slash + 1, (int)getpid()) < 0) {
+	if (asprintf(&fm->tmp, ".%s.tmp.%d", fm->name, (int)getpid()) < 0) {
 		fm->tmp = NULL;
 		return -ENOMEM;
 	}
@@ -294,11 +313,15 @@ void stfs_fsmetrics_free(struct stfs_fs *fs)
 			fuse_log(FUSE_LOG_ERR, "stfs: metrics=%s: cannot write "
 				 "it at unmount: %s\n", fm->path,
 				 strerror(-rc));
-		else if (!fm->started && fm->path)
-			(void)unlink(fm->path);  /* a mount that failed */
+		else if (!fm->started && fm->name)
+			/* a mount that failed */
+			(void)unlinkat(fm->dirfd, fm->name, 0);
+		if (fm->dirfd >= 0)
+			close(fm->dirfd);
 		pthread_mutex_destroy(&fm->mu);
 		pthread_cond_destroy(&fm->cv);
 		free(fm->path);
+		free(fm->name);
 		free(fm->tmp);
 		free(fm);
 	}
