@@ -443,10 +443,12 @@ def test_read_errors(d, mnt):
         ({k: v for k, v in s.items() if k[0] == "stfs_read_errors_total"},
          name)
     # (a request given up on as its reader failed may have had no answer
-    # yet: class none)
+    # yet, and on a loaded machine one may find the server's one thread
+    # busy and be cut before it is read: class none; no 404 is counted
+    # twice or as anything else)
     c4 = val(s, "stfs_http_requests_total", kind="range", **{"class": "4xx"})
-    assert c4 >= 1 and c4 + val(s, "stfs_http_requests_total", kind="range",
-                                **{"class": "none"}) == gone["n"], \
+    assert 1 <= c4 <= gone["n"] <= c4 + val(
+        s, "stfs_http_requests_total", kind="range", **{"class": "none"}), \
         ({k: v for k, v in s.items() if k[0].startswith("stfs_http")}, gone)
     print("     %s: %d failed reads counted; %d 404s" % (
         name, val(s, "stfs_read_errors_total", errno=name), gone["n"]))
