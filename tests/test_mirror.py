@@ -14,7 +14,10 @@ answered), what the Hub was asked from the emulator's own record.
   origin served 1.0x the model's bytes;
 - four daemons, each with a cache of its own and -o mirror=, read the
   whole repository equal to the source: the origin served nothing more
-  and the Hub resolved no file; without the mirror the origin serves 4x;
+  and the Hub was asked nothing (no revision, no tree: the listing came
+  from the manifest; no resolve); without the mirror the origin serves
+  4x; a mirror made with --include, or a mount of a branch, lists at the
+  Hub (the manifest does not hold every file, or names no branch);
 - a mirror object with one byte flipped on the store's disk (its ETag
   unchanged), truncated, or replaced by another version's bytes: never
   served, the file read from the origin and the log says so;
@@ -257,9 +260,15 @@ def test_nodes_read_once(d):
             assert "stfs: mirror s3://models/fleet: reading hf://org/m@" \
                 in slurp(log), slurp(log)
             assert "read from the origin" not in slurp(log), slurp(log)
-        # the nodes took nothing from the origin, and resolved no file
+        # the nodes took nothing from the origin, and asked the Hub
+        # nothing: no revision, no tree (the listing came from the
+        # manifest), no resolve of a file
         assert origin_bytes(e.w, data, n1)[0] == 0
         assert resolves(e.w, seen) == []
+        assert [p for p, _ in e.w.hub.seen[seen:]] == [], \
+            e.w.hub.seen[seen:]
+        for p, mnt, log in nodes:
+            assert "the listing from its manifest" in slurp(log), slurp(log)
         # the counters tell the tiers apart: the tensor's bytes came from
         # the mirror, the origin gave the listing only
         tiers = {}
@@ -640,6 +649,36 @@ def test_select(d):
             "--exclude)" in r.stderr, r
 
 
+def test_listing_needs(d):
+    """The listing comes from the manifest only for a commit and a
+    manifest of every file: a mirror made with --include, or a mount of a
+    branch, lists at the Hub's API (and reads the bytes from the mirror
+    all the same)."""
+    with Env(d) as e:
+        sha, data = model(d, e.w)
+        src = "hf://org/m@" + sha
+        mirror(src, "s3://models/part", "--exclude=README.md")
+        assert manifest(e.sw, "part")["complete"] is False
+        mirror(src, "s3://models/whole")
+        assert manifest(e.sw, "whole")["complete"] is True
+        for i, (s, m) in enumerate([(src, "part"),
+                                    ("hf://org/m@main", "whole")]):
+            seen = len(e.w.hub.seen)
+            _, n = origin_bytes(e.w, data)
+            p, mnt, log = node(d, i, s, "mirror=s3://models/" + m)
+            read_all(mnt, data)
+            stop_logged(p, mnt)
+            asked = [q for q, _ in e.w.hub.seen[seen:]]
+            assert any("/api/models/org/m/tree/" in q for q in asked), asked
+            assert "the listing from its manifest" not in slurp(log)
+            assert "reading hf://org/m@%s from it" % sha in slurp(log), \
+                slurp(log)
+            # README.md (left out of "part") came from the origin only
+            got = origin_bytes(e.w, data, n)[0]
+            assert got == (len(data["README.md"]) if m == "part" else 0), \
+                got
+
+
 def test_usage(d):
     """Bad arguments: exit 2 or 1 with the reason, nothing written."""
     r = stfs("mirror")
@@ -672,6 +711,7 @@ def run():
             test_origin_bytes_wrong,
             test_mirror_profile,
             test_select,
+            test_listing_needs,
             test_usage,
         ])
     finally:
