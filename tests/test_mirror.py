@@ -467,6 +467,13 @@ def test_hostile_manifest(d):
         read_all(mnt, data)
         stop_logged(p, mnt)
         assert "not used: its manifest: not JSON" in slurp(log), slurp(log)
+        m = dict(m0, complete="yes")
+        e.sw.put("models", "hostile/.stfs-mirror/manifest.json",
+                 json.dumps(m).encode())
+        p, mnt, log = node(d, 4, src, "mirror=s3://models/hostile")
+        read_all(mnt, data)
+        stop_logged(p, mnt)
+        assert '"complete" is not true or false' in slurp(log), slurp(log)
         # millions of empty arrays (json-c would build each: gigabytes
         # for 64 MiB): refused before it is parsed
         e.sw.put("models", "hostile/.stfs-mirror/manifest.json",
@@ -478,8 +485,11 @@ def test_hostile_manifest(d):
         assert "not used: its manifest: over 1600064 JSON values" in \
             slurp(log), slurp(log)
         # a file of 3000 blocks (block sums past a string's 4096 bytes)
-        # is read; one the origin does not list is not used
+        # is read; one the origin does not list is not used (a manifest
+        # not "complete": the origin lists, and the node checks the
+        # manifest against that listing)
         m = json.loads(json.dumps(m0))
+        m["complete"] = False
         m["files"].append(dict(m["files"][0], path="big.bin",
                                size=3000 * BLOCK, crc32c="0" * 24000))
         e.sw.put("models", "hostile/.stfs-mirror/manifest.json",
