@@ -466,16 +466,48 @@ static int fits(struct stfs_remote *r, struct stfs_mirror *m,
 	return ok;
 }
 
-/* -o mirror_profile=: the mirror read with that profile's keys, not the
- * chain's: 0 or -errno with e. */
+/* The mirror's own keys in the environment (STFS_MIRROR_AWS_*: a CSI
+ * volume's secret gives them so), or NULL when there are none: an
+ * access key without its secret is refused (-EACCES, said in e). */
+static struct stfs_auth *env_keys(const char *region, int *rc,
+				  struct stfs_error *e)
+{
+	const char *id = stfs_env("STFS_MIRROR_AWS_ACCESS_KEY_ID");
+	const char *secret = stfs_env("STFS_MIRROR_AWS_SECRET_ACCESS_KEY");
+	struct stfs_auth *au;
+
+	*rc = 0;
+	if (!id && !secret)
+		return NULL;
+	if (!id || !secret) {
+		*rc = stfs_fail(e, -EACCES, NULL, STFS_NO_OFFSET, "%s is set "
+				"without %s", id ? "STFS_MIRROR_AWS_ACCESS_KEY_ID"
+				: "STFS_MIRROR_AWS_SECRET_ACCESS_KEY", id ?
+				"STFS_MIRROR_AWS_SECRET_ACCESS_KEY" :
+				"STFS_MIRROR_AWS_ACCESS_KEY_ID");
+		return NULL;
+	}
+	if (!(au = stfs_auth_new(NULL, id, secret,
+				 stfs_env("STFS_MIRROR_AWS_SESSION_TOKEN"),
+				 region)))
+		*rc = stfs_nomem(e);
+	return au;
+}
+
+/* -o mirror_profile=, else STFS_MIRROR_AWS_* in the environment: the
+ * mirror read with those keys alone, not the chain's: 0 or -errno with
+ * e. */
 static int own_keys(struct stfs_remote *r, struct stfs_mirror *m,
 		    struct stfs_error *e)
 {
-	struct stfs_auth *au = stfs_s3_profile_auth(r->o.mirror_profile,
-						    m->ml->auth->region, e);
+	struct stfs_auth *au;
+	int rc = 0;
 
+	au = r->o.mirror_profile ?
+	     stfs_s3_profile_auth(r->o.mirror_profile, m->ml->auth->region,
+				  e) : env_keys(m->ml->auth->region, &rc, e);
 	if (!au)
-		return -EACCES;
+		return r->o.mirror_profile || rc ? -EACCES : 0;
 	if (m->ml->auth->ca_file && !(au->ca_file =
 				      strdup(m->ml->auth->ca_file))) {
 		stfs_auth_unref(au);
@@ -510,7 +542,7 @@ static int fetch_manifest(struct stfs_remote *r, struct stfs_mirror *m)
 		return -ENOMEM;
 	rc = stfs_locate_with(s3_only, 1, arg, r, &m->ml, &e);
 	free(arg);
-	if (!rc && r->o.mirror_profile)
+	if (!rc)
 		rc = own_keys(r, m, &e);
 	/* the trust domain of what its keys fetch (blocks keyed by it) */
 	if (!rc && stfs_http_trust(r, m->ml->auth, 0, &m->tag))
