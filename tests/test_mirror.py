@@ -12,7 +12,9 @@ answered), what the Hub was asked from the emulator's own record.
   size, the Hub's checksum (LFS sha256, git blob id), its sha256 and a
   CRC-32C of every block (checked here by this file's own CRC-32C); the
   origin served 1.0x the model's bytes;
-- four daemons, each with a cache of its own and -o mirror=, read the
+- four daemons, each with a cache of its own and -o mirror=, each in a
+  network namespace of its own (tests/netns.py: a veth pair to a bridge,
+  relays to the servers), read the
   whole repository equal to the source: the origin served nothing more
   and the Hub was asked nothing (no revision, no tree: the listing came
   from the manifest; no resolve); without the mirror the origin serves
@@ -45,6 +47,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
 import s3server  # noqa: E402
+import netns  # noqa: E402
 from delayproxy import DelayProxy  # noqa: E402
 from fixtures import (World, env, make_model, mount_logged,  # noqa: E402
                       slurp, stop_logged)
@@ -175,16 +178,26 @@ class Env:
         self.close()
 
 
-def node(d, i, src, *opts):
-    """A daemon of its own (its own cache), mounted: (process, mnt, log)."""
+def node(d, i, src, *opts, wrap=()):
+    """A daemon of its own (its own cache), mounted: (process, mnt, log);
+    wrap: the argv prefix that puts it in a network namespace."""
     mnt = os.path.join(d, "mnt%d" % i)
     os.makedirs(mnt, exist_ok=True)
     log = os.path.join(d, "node%d.log" % i)
     o = "cache=" + os.path.join(d, "cache%d" % i)
     if opts:
         o += "," + ",".join(opts)
-    p = mount_logged(src, mnt, log, "-o", o)
+    p = mount_logged(src, mnt, log, "-o", o, wrap=wrap)
     return p, mnt, log
+
+
+def servers(e):
+    """(host, port) of the Hub, its CDN (nginx) and the bucket (Swift)."""
+    out = []
+    for url in (e.w.hub.url, e.w.ngx.url(), e.sw.endpoint):
+        hp = url.split("://", 1)[1].split("/", 1)[0]
+        out.append((hp.rsplit(":", 1)[0], int(hp.rsplit(":", 1)[1])))
+    return out
 
 
 # ---- the tests ---------------------------------------------------------------
@@ -235,8 +248,12 @@ def test_mirror_copies(d):
 
 
 def test_nodes_read_once(d):
-    """Four nodes read the model: the origin serves it once in all."""
-    with Env(d) as e:
+    """Four nodes, each a daemon in a network namespace of its own that
+    reaches the servers over its own veth pair, read the model: the
+    origin serves it once in all."""
+    why = netns.available()
+    assert why is None, "four nodes in namespaces need: %s" % why
+    with Env(d) as e, netns.Fleet(8, servers(e)) as fl:
         sha, data = model(d, e.w)
         src = "hf://org/m@" + sha
         total = sum(len(v) for v in data.values())
@@ -246,8 +263,10 @@ def test_nodes_read_once(d):
         assert got == total, (got, total)
         seen = len(e.w.hub.seen)
         prom = os.path.join(d, "node0.prom")
+        rx = [fl.rx_bytes(i) for i in range(8)]
         nodes = [node(d, i, src, "mirror=s3://models/fleet",
-                      *(["metrics=" + prom] if i == 0 else []))
+                      *(["metrics=" + prom] if i == 0 else []),
+                      wrap=fl.wrap(i))
                  for i in range(4)]
         for p, mnt, log in nodes:
             read_all(mnt, data)
@@ -269,6 +288,9 @@ def test_nodes_read_once(d):
             e.w.hub.seen[seen:]
         for p, mnt, log in nodes:
             assert "the listing from its manifest" in slurp(log), slurp(log)
+        # each node's bytes came over its own link
+        for i in range(4):
+            assert fl.rx_bytes(i) - rx[i] >= total, (i, fl.rx_bytes(i))
         # the counters tell the tiers apart: the tensor's bytes came from
         # the mirror, the origin gave the listing only
         tiers = {}
@@ -283,13 +305,16 @@ def test_nodes_read_once(d):
                   got, tiers["mirror"], tiers["origin"]))
         # without the mirror: each node reads the origin
         _, n2 = origin_bytes(e.w, data)
-        nodes = [node(d, 10 + i, src) for i in range(4)]
+        nodes = [node(d, 10 + i, src, wrap=fl.wrap(4 + i))
+                 for i in range(4)]
         for p, mnt, log in nodes:
             read_all(mnt, data)
         for p, mnt, log in nodes:
             stop_logged(p, mnt)
         again = origin_bytes(e.w, data, n2)[0]
         assert again >= 4 * total, (again, total)
+        for i in range(4, 8):
+            assert fl.rx_bytes(i) - rx[i] >= total, (i, fl.rx_bytes(i))
         print("     without it: %.2fx the model's bytes" % (again / total))
 
 
