@@ -299,6 +299,9 @@ def test_nodes_read_once(d):
                 tiers[line.split('"')[1]] = float(line.split()[-1])
         big = len(data["model.safetensors"])
         assert tiers["mirror"] >= big - 65536, tiers
+        # each byte once: a file's first block, checked at open, is not
+        # fetched again for the first read of it
+        assert tiers["mirror"] <= total, (tiers, total)
         assert tiers["origin"] < big / 4, tiers
         print("     origin: %d bytes for the mirror, 0 for 4 nodes; node 0 "
               "counted %d bytes from the mirror, %d from the origin" % (

@@ -94,6 +94,15 @@ int stfs_mirror_attach(struct stfs_location *loc);
  * 0, or -ENOMEM. */
 int stfs_mirror_prepare(struct stfs_remote *r);
 
+/* ---- the mirror's keys (keys.c) ---------------------------------------- */
+
+/* -o mirror_profile=, else STFS_MIRROR_AWS_* in the environment: ml (the
+ * mirror's location) reads with those keys alone, not the chain's; with
+ * neither, as it is.  0 or -errno with e (a profile that has no keys, a
+ * key without its secret). */
+int stfs_mirror_keys(struct stfs_remote *r, struct stfs_location *ml,
+		     struct stfs_error *e);
+
 /* ---- signed S3 requests (s3io.c) --------------------------------------- */
 
 /* A bucket prefix: base is its URL, ending in '/', auth what its

@@ -34,6 +34,8 @@
 
 /* A mirror that did not answer is not asked again for this long. */
 #define DOWN_MS 30000
+/* Bytes of blocks kept for a read to come (memos), at most, in all. */
+#define MEMO_MAX (64u << 20)
 
 /* One file of the mirror as the mount reads it. */
 struct tfile {
@@ -64,6 +66,7 @@ struct stfs_mirror {
 	int attached;                   /* the mount reads from it */
 	atomic_uint_fast64_t down_until;        /* monotonic ms */
 	atomic_uint_fast64_t blocks, bad, fallbacks;
+	atomic_size_t memo_bytes;       /* of every file's memo */
 };
 
 static uint64_t mono_ms(void)
@@ -211,8 +214,8 @@ static int get_blocks(struct stfs_remote *r, struct stfs_mirror *m,
 }
 
 /* A memo hit: [off, off + len) of t's block b, taken (and let go). */
-static int memo_take(struct tfile *t, uint64_t b, uint64_t bs, char *out,
-		     uint64_t off, size_t len)
+static int memo_take(struct stfs_mirror *m, struct tfile *t, uint64_t b,
+		     uint64_t bs, char *out, uint64_t off, size_t len)
 {
 	int hit;
 
@@ -223,18 +226,30 @@ static int memo_take(struct tfile *t, uint64_t b, uint64_t bs, char *out,
 		memcpy(out, t->memo + (off - b * bs), len);
 		free(t->memo);
 		t->memo = NULL;
+		atomic_fetch_sub(&m->memo_bytes, t->memo_len);
 	}
 	pthread_mutex_unlock(&t->mu);
 	return hit;
 }
 
-static void memo_put(struct tfile *t, uint64_t b, char *buf, size_t len)
+/* Keep buf (checked block b of t, len bytes) for a read to come, within
+ * MEMO_MAX in all (else it is let go). */
+static void memo_put(struct stfs_mirror *m, struct tfile *t, uint64_t b,
+		     char *buf, size_t len)
 {
 	pthread_mutex_lock(&t->mu);
+	if (t->memo)
+		atomic_fetch_sub(&m->memo_bytes, t->memo_len);
 	free(t->memo);
-	t->memo = buf;
-	t->memo_block = b;
-	t->memo_len = len;
+	t->memo = NULL;
+	if (atomic_fetch_add(&m->memo_bytes, len) + len > MEMO_MAX) {
+		atomic_fetch_sub(&m->memo_bytes, len);
+		free(buf);
+	} else {
+		t->memo = buf;
+		t->memo_block = b;
+		t->memo_len = len;
+	}
 	pthread_mutex_unlock(&t->mu);
 }
 
@@ -257,7 +272,7 @@ static int tier_fetch(struct stfs_object *o, void *h,
 	start = b0 * bs;
 	n = (size_t)((b1 + 1) * bs > t->f->size ? t->f->size - start :
 		     (b1 - b0 + 1) * bs);
-	if (b0 == b1 && memo_take(t, b0, bs, buf, q->off, q->len)) {
+	if (b0 == b1 && memo_take(m, t, b0, bs, buf, q->off, q->len)) {
 		*got = q->len;
 		return 0;
 	}
@@ -278,7 +293,7 @@ static int tier_fetch(struct stfs_object *o, void *h,
 	/* a block's tail read first (a reader in its middle): its head is
 	 * asked next, from the bytes here */
 	if (b0 == b1 && q->off > start)
-		memo_put(t, b0, tmp, n);
+		memo_put(m, t, b0, tmp, n);
 	else
 		free(tmp);
 	return 0;
@@ -334,6 +349,12 @@ static int tier_open(struct stfs_remote *r, const char *url,
 		*out = (struct stfs_tier_open){ .size = t->f->size,
 			.key = t->key, .version = t->f->etag,
 			.origin_etag = t->f->origin_etag };
+		/* checked whole: kept for the engine's read of block 0, which
+		 * is then not fetched again */
+		if (n) {
+			memo_put(m, t, 0, buf, n);
+			buf = NULL;
+		}
 	}
 	free(buf);
 	return rc ? -ENOENT : 0;
@@ -466,58 +487,6 @@ static int fits(struct stfs_remote *r, struct stfs_mirror *m,
 	return ok;
 }
 
-/* The mirror's own keys in the environment (STFS_MIRROR_AWS_*: a CSI
- * volume's secret gives them so), or NULL when there are none: an
- * access key without its secret is refused (-EACCES, said in e). */
-static struct stfs_auth *env_keys(const char *region, int *rc,
-				  struct stfs_error *e)
-{
-	const char *id = stfs_env("STFS_MIRROR_AWS_ACCESS_KEY_ID");
-	const char *secret = stfs_env("STFS_MIRROR_AWS_SECRET_ACCESS_KEY");
-	struct stfs_auth *au;
-
-	*rc = 0;
-	if (!id && !secret)
-		return NULL;
-	if (!id || !secret) {
-		*rc = stfs_fail(e, -EACCES, NULL, STFS_NO_OFFSET, "%s is set "
-				"without %s", id ? "STFS_MIRROR_AWS_ACCESS_KEY_ID"
-				: "STFS_MIRROR_AWS_SECRET_ACCESS_KEY", id ?
-				"STFS_MIRROR_AWS_SECRET_ACCESS_KEY" :
-				"STFS_MIRROR_AWS_ACCESS_KEY_ID");
-		return NULL;
-	}
-	if (!(au = stfs_auth_new(NULL, id, secret,
-				 stfs_env("STFS_MIRROR_AWS_SESSION_TOKEN"),
-				 region)))
-		*rc = stfs_nomem(e);
-	return au;
-}
-
-/* -o mirror_profile=, else STFS_MIRROR_AWS_* in the environment: the
- * mirror read with those keys alone, not the chain's: 0 or -errno with
- * e. */
-static int own_keys(struct stfs_remote *r, struct stfs_mirror *m,
-		    struct stfs_error *e)
-{
-	struct stfs_auth *au;
-	int rc = 0;
-
-	au = r->o.mirror_profile ?
-	     stfs_s3_profile_auth(r->o.mirror_profile, m->ml->auth->region,
-				  e) : env_keys(m->ml->auth->region, &rc, e);
-	if (!au)
-		return r->o.mirror_profile || rc ? -EACCES : 0;
-	if (m->ml->auth->ca_file && !(au->ca_file =
-				      strdup(m->ml->auth->ca_file))) {
-		stfs_auth_unref(au);
-		return stfs_nomem(e);
-	}
-	stfs_auth_unref(m->ml->auth);
-	m->ml->auth = au;
-	return 0;
-}
-
 static const struct stfs_service s3_only[] = {
 	{ "s3", STFS_SCHEME_S3, 1, stfs_locate_s3, NULL },
 };
@@ -543,7 +512,7 @@ static int fetch_manifest(struct stfs_remote *r, struct stfs_mirror *m)
 	rc = stfs_locate_with(s3_only, 1, arg, r, &m->ml, &e);
 	free(arg);
 	if (!rc)
-		rc = own_keys(r, m, &e);
+		rc = stfs_mirror_keys(r, m->ml, &e);
 	/* the trust domain of what its keys fetch (blocks keyed by it) */
 	if (!rc && stfs_http_trust(r, m->ml->auth, 0, &m->tag))
 		rc = stfs_fail(&e, -EACCES, NULL, STFS_NO_OFFSET, "its "
