@@ -32,7 +32,8 @@ answered), what the Hub was asked from the emulator's own record.
 - an https:// origin (one byte asked with If-Match at mount) and an
   s3:// one (the listing's ETag), each changed since: their copy unused;
 - an origin serving other bytes than it lists: nothing mirrored;
-- -o mirror_profile=: the mirror read with that profile's keys alone.
+- -o mirror_profile=, or STFS_MIRROR_AWS_* in the environment: the
+  mirror read with those keys alone (one without the other: not used).
 """
 import glob
 import hashlib
@@ -640,6 +641,24 @@ def test_mirror_profile(d):
         assert 'the AWS profile "nosuch"' in logs[2], logs[2]
         assert "not-the-secret" not in "".join(logs)
         assert s3server.SECRET not in "".join(logs)
+        # STFS_MIRROR_AWS_*: the mirror's own keys in the environment,
+        # read by it alone (the chain's, AWS_*, are refused by the store)
+        with env(AWS_ACCESS_KEY_ID="AKIDNOTTHEONE",
+                 AWS_SECRET_ACCESS_KEY="not-the-secret",
+                 STFS_MIRROR_AWS_ACCESS_KEY_ID=s3server.ACCESS,
+                 STFS_MIRROR_AWS_SECRET_ACCESS_KEY=s3server.SECRET):
+            p, mnt, log = node(d, 3, src, "mirror=s3://models/prof")
+            read_all(mnt, data)
+            stop_logged(p, mnt)
+            assert "reading hf://org/m@%s from it" % sha in slurp(log), \
+                slurp(log)
+            with env(STFS_MIRROR_AWS_SECRET_ACCESS_KEY=None):
+                p, mnt, log = node(d, 4, src, "mirror=s3://models/prof")
+                read_all(mnt, data)
+                stop_logged(p, mnt)
+            assert "STFS_MIRROR_AWS_ACCESS_KEY_ID is set without " \
+                "STFS_MIRROR_AWS_SECRET_ACCESS_KEY" in slurp(log), slurp(log)
+            assert s3server.SECRET not in slurp(log)
 
 
 def test_origin_bytes_wrong(d):
