@@ -32,6 +32,8 @@ answered), what the Hub was asked from the emulator's own record.
 - an https:// origin (one byte asked with If-Match at mount) and an
   s3:// one (the listing's ETag), each changed since: their copy unused;
 - an origin serving other bytes than it lists: nothing mirrored;
+- the Hub and its CDN down: a pinned source with a complete mirror mounts
+  and reads from the manifest and the bucket alone;
 - -o mirror_profile=, or STFS_MIRROR_AWS_* in the environment: the
   mirror read with those keys alone (one without the other: not used).
 """
@@ -736,6 +738,28 @@ def test_listing_needs(d):
                 got
 
 
+def test_hub_down(d):
+    """The Hub's API and its CDN gone: a pinned source with a complete
+    mirror mounts and reads from the manifest and the bucket alone;
+    without the mirror the mount fails."""
+    with Env(d) as e:
+        sha, data = model(d, e.w)
+        src = "hf://org/m@" + sha
+        mirror(src, "s3://models/hubdown")
+        e.w.hub.stop()
+        e.w.ngx.stop()
+        p, mnt, log = node(d, 0, src, "mirror=s3://models/hubdown",
+                           "retries=0")
+        read_all(mnt, data)
+        stop_logged(p, mnt)
+        assert "the listing from its manifest" in slurp(log), slurp(log)
+        r = subprocess.run([T.STFS, "mount", "-o", "retries=0,cache=" +
+                            os.path.join(d, "cache1"), src,
+                            os.path.join(d, "mnt0")],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0, r
+
+
 def test_usage(d):
     """Bad arguments: exit 2 or 1 with the reason, nothing written."""
     r = stfs("mirror")
@@ -769,6 +793,7 @@ def run():
             test_mirror_profile,
             test_select,
             test_listing_needs,
+            test_hub_down,
             test_usage,
         ])
     finally:
