@@ -527,10 +527,12 @@ def make_model(path, size):
     return hubemu.Big(path, sha.hexdigest())
 
 
-def mount_logged(src, mnt, log, *opts):
-    """`stfs mount -f` with its log (stderr) in the file log."""
+def mount_logged(src, mnt, log, *opts, wrap=()):
+    """`stfs mount -f` with its log (stderr) in the file log; wrap: an
+    argv prefix it runs under (nsenter into a node's namespace)."""
     f = open(log, "ab")
-    p = subprocess.Popen([T.STFS, "mount", "-f"] + list(opts) + [src, mnt],
+    p = subprocess.Popen(list(wrap) + [T.STFS, "mount", "-f"] + list(opts) +
+                         [src, mnt],
                          stdout=f, stderr=subprocess.STDOUT)
     f.close()
     T._procs.append(p)

@@ -42,7 +42,11 @@ a shared mount, as kubelet's is.
   stopped, a volume that allows it is served from the node cache by an
   offline daemon of its own (the tensor read before, equal to the source;
   one never read is EIO); without it, or with a source never cached, the
-  publish is refused; a token the Hub refuses is refused even with it.
+  publish is refused; a token the Hub refuses is refused even with it;
+- a `mirror` attribute with the mirror's own keys (STFS_MIRROR_AWS_* in
+  the secret): every tensor equal, the Hub and its CDN asked nothing, the
+  keys in no argv, file or log; without them the bucket is not read; the
+  origin's AWS keys with a mirror and none of its own: refused.
 """
 import hashlib
 import json
@@ -924,6 +928,77 @@ def test_s3_keys(d):
         assert node.unpublish("pod-a")["code"] == "OK"
 
 
+def test_mirror(d):
+    """A volume with a `mirror` attribute and the mirror's own keys in
+    its secret (STFS_MIRROR_AWS_*): the pod reads every tensor equal to
+    the source, the origin (the Hub emulator and its CDN, nginx) is asked
+    for nothing, and the keys are in no argv, log or file of the node.
+    Without the mirror's keys the bucket (which refuses anonymous reads)
+    is not used and the origin serves; the origin's AWS keys with a
+    mirror and no keys of its own are refused."""
+    os.chmod(os.path.dirname(d), 0o711)     # the daemons (nobody) get in
+    sw = s3server.shared()
+    with World(d) as w:
+        tensors = [("model.layers.%d.w" % i, "F32", [256, 256],
+                    os.urandom(256 * 256 * 4)) for i in range(6)]
+        path = os.path.join(d, "m.safetensors")
+        T.write_st(path, tensors)
+        with open(path, "rb") as f:
+            st = f.read()
+        conf = b'{"model_type": "llama"}'
+        src = "hf://org/m@" + w.hub.push(w.hub.repo("org/m"), {
+            "model.safetensors": st, "config.json": conf})
+        writer = dict(os.environ, HF_ENDPOINT=w.hub.url,
+                      AWS_ENDPOINT_URL=sw.endpoint,
+                      AWS_ACCESS_KEY_ID=s3server.ACCESS,
+                      AWS_SECRET_ACCESS_KEY=s3server.SECRET,
+                      AWS_SHARED_CREDENTIALS_FILE=os.path.join(d, "none"),
+                      AWS_CONFIG_FILE=os.path.join(d, "none"))
+        r = subprocess.run([T.STFS, "mirror", "-q", src,
+                            "s3://models/csi-mirror"], env=writer,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r
+        want = {n.replace(".", "/"): hashlib.sha256(data).hexdigest()
+                for n, _, _, data in tensors}
+        want["%repo/model.safetensors"] = hashlib.sha256(st).hexdigest()
+        want["%repo/config.json"] = hashlib.sha256(conf).hexdigest()
+        attrs = {"source": src, "mirror": "s3://models/csi-mirror"}
+        keys = {"STFS_MIRROR_AWS_ACCESS_KEY_ID": s3server.ACCESS,
+                "STFS_MIRROR_AWS_SECRET_ACCESS_KEY": s3server.SECRET}
+        with Node(os.path.join(d, "node"),
+                  env={"HF_ENDPOINT": w.hub.url,
+                       "AWS_ENDPOINT_URL": sw.endpoint}) as node:
+            seen, ngx = len(w.hub.seen), len(w.nginx_log().splitlines())
+            r = node.publish("pod-a", attrs, keys)
+            assert r["code"] == "OK", r
+            assert pod_read(node.target("pod-a"), sorted(want)) == want
+            # the origin was asked nothing: no listing, no bytes
+            assert w.hub.seen[seen:] == [], w.hub.seen[seen:]
+            assert w.nginx_log().splitlines()[ngx:] == []
+            assert "stfs: mirror s3://models/csi-mirror: reading " \
+                "hf://org/m@" in node.log("launcher"), node.log("launcher")
+            no_secret_anywhere(node, s3server.SECRET, node.daemons())
+            # without the mirror's keys: the bucket refuses, the origin
+            # serves (another daemon: other credentials)
+            r = node.publish("pod-b", attrs, {"HF_TOKEN": hubemu.TOKEN},
+                             vid="v2")
+            assert r["code"] == "OK", r
+            assert pod_read(node.target("pod-b"), sorted(want)) == want
+            assert "not used: cannot read its manifest" in \
+                node.log("launcher"), node.log("launcher")
+            assert len(w.nginx_log().splitlines()) > ngx
+            # the origin's keys, and none of the mirror's: refused
+            r = node.publish("pod-c", dict(attrs, source="s3://models/x/"),
+                             {"AWS_ACCESS_KEY_ID": s3server.ACCESS,
+                              "AWS_SECRET_ACCESS_KEY": s3server.SECRET},
+                             vid="v3")
+            assert r["code"] == "InvalidArgument" and \
+                "give the mirror its own" in r["message"], r
+            assert s3server.SECRET not in r["message"]
+            assert node.unpublish("pod-a")["code"] == "OK"
+            assert node.unpublish("pod-b", "v2")["code"] == "OK"
+
+
 def run():
     try:
         return T.run_tests([test_sanity, test_publish_two_pods,
@@ -933,7 +1008,7 @@ def run():
                             test_max_daemons, test_hub_token,
                             test_two_sources_one_cache, test_offline_cache,
                             test_offline_tenant_url,
-                            test_s3_keys])
+                            test_s3_keys, test_mirror])
     finally:
         s3server.stop_shared()
 

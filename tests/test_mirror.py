@@ -12,9 +12,14 @@ answered), what the Hub was asked from the emulator's own record.
   size, the Hub's checksum (LFS sha256, git blob id), its sha256 and a
   CRC-32C of every block (checked here by this file's own CRC-32C); the
   origin served 1.0x the model's bytes;
-- four daemons, each with a cache of its own and -o mirror=, read the
+- four daemons, each with a cache of its own and -o mirror=, each in a
+  network namespace of its own (tests/netns.py: a veth pair to a bridge,
+  relays to the servers), read the
   whole repository equal to the source: the origin served nothing more
-  and the Hub resolved no file; without the mirror the origin serves 4x;
+  and the Hub was asked nothing (no revision, no tree: the listing came
+  from the manifest; no resolve); without the mirror the origin serves
+  4x; a mirror made with --include, or a mount of a branch, lists at the
+  Hub (the manifest does not hold every file, or names no branch);
 - a mirror object with one byte flipped on the store's disk (its ETag
   unchanged), truncated, or replaced by another version's bytes: never
   served, the file read from the origin and the log says so;
@@ -27,7 +32,10 @@ answered), what the Hub was asked from the emulator's own record.
 - an https:// origin (one byte asked with If-Match at mount) and an
   s3:// one (the listing's ETag), each changed since: their copy unused;
 - an origin serving other bytes than it lists: nothing mirrored;
-- -o mirror_profile=: the mirror read with that profile's keys alone.
+- the Hub and its CDN down: a pinned source with a complete mirror mounts
+  and reads from the manifest and the bucket alone;
+- -o mirror_profile=, or STFS_MIRROR_AWS_* in the environment: the
+  mirror read with those keys alone (one without the other: not used).
 """
 import glob
 import hashlib
@@ -42,6 +50,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
 import s3server  # noqa: E402
+import netns  # noqa: E402
 from delayproxy import DelayProxy  # noqa: E402
 from fixtures import (World, env, make_model, mount_logged,  # noqa: E402
                       slurp, stop_logged)
@@ -172,16 +181,26 @@ class Env:
         self.close()
 
 
-def node(d, i, src, *opts):
-    """A daemon of its own (its own cache), mounted: (process, mnt, log)."""
+def node(d, i, src, *opts, wrap=()):
+    """A daemon of its own (its own cache), mounted: (process, mnt, log);
+    wrap: the argv prefix that puts it in a network namespace."""
     mnt = os.path.join(d, "mnt%d" % i)
     os.makedirs(mnt, exist_ok=True)
     log = os.path.join(d, "node%d.log" % i)
     o = "cache=" + os.path.join(d, "cache%d" % i)
     if opts:
         o += "," + ",".join(opts)
-    p = mount_logged(src, mnt, log, "-o", o)
+    p = mount_logged(src, mnt, log, "-o", o, wrap=wrap)
     return p, mnt, log
+
+
+def servers(e):
+    """(host, port) of the Hub, its CDN (nginx) and the bucket (Swift)."""
+    out = []
+    for url in (e.w.hub.url, e.w.ngx.url(), e.sw.endpoint):
+        hp = url.split("://", 1)[1].split("/", 1)[0]
+        out.append((hp.rsplit(":", 1)[0], int(hp.rsplit(":", 1)[1])))
+    return out
 
 
 # ---- the tests ---------------------------------------------------------------
@@ -232,8 +251,12 @@ def test_mirror_copies(d):
 
 
 def test_nodes_read_once(d):
-    """Four nodes read the model: the origin serves it once in all."""
-    with Env(d) as e:
+    """Four nodes, each a daemon in a network namespace of its own that
+    reaches the servers over its own veth pair, read the model: the
+    origin serves it once in all."""
+    why = netns.available()
+    assert why is None, "four nodes in namespaces need: %s" % why
+    with Env(d) as e, netns.Fleet(8, servers(e)) as fl:
         sha, data = model(d, e.w)
         src = "hf://org/m@" + sha
         total = sum(len(v) for v in data.values())
@@ -243,8 +266,10 @@ def test_nodes_read_once(d):
         assert got == total, (got, total)
         seen = len(e.w.hub.seen)
         prom = os.path.join(d, "node0.prom")
+        rx = [fl.rx_bytes(i) for i in range(8)]
         nodes = [node(d, i, src, "mirror=s3://models/fleet",
-                      *(["metrics=" + prom] if i == 0 else []))
+                      *(["metrics=" + prom] if i == 0 else []),
+                      wrap=fl.wrap(i))
                  for i in range(4)]
         for p, mnt, log in nodes:
             read_all(mnt, data)
@@ -257,9 +282,18 @@ def test_nodes_read_once(d):
             assert "stfs: mirror s3://models/fleet: reading hf://org/m@" \
                 in slurp(log), slurp(log)
             assert "read from the origin" not in slurp(log), slurp(log)
-        # the nodes took nothing from the origin, and resolved no file
+        # the nodes took nothing from the origin, and asked the Hub
+        # nothing: no revision, no tree (the listing came from the
+        # manifest), no resolve of a file
         assert origin_bytes(e.w, data, n1)[0] == 0
         assert resolves(e.w, seen) == []
+        assert [p for p, _ in e.w.hub.seen[seen:]] == [], \
+            e.w.hub.seen[seen:]
+        for p, mnt, log in nodes:
+            assert "the listing from its manifest" in slurp(log), slurp(log)
+        # each node's bytes came over its own link
+        for i in range(4):
+            assert fl.rx_bytes(i) - rx[i] >= total, (i, fl.rx_bytes(i))
         # the counters tell the tiers apart: the tensor's bytes came from
         # the mirror, the origin gave the listing only
         tiers = {}
@@ -268,19 +302,25 @@ def test_nodes_read_once(d):
                 tiers[line.split('"')[1]] = float(line.split()[-1])
         big = len(data["model.safetensors"])
         assert tiers["mirror"] >= big - 65536, tiers
+        # each byte once: a file's first block, checked at open, is not
+        # fetched again for the first read of it
+        assert tiers["mirror"] <= total, (tiers, total)
         assert tiers["origin"] < big / 4, tiers
         print("     origin: %d bytes for the mirror, 0 for 4 nodes; node 0 "
               "counted %d bytes from the mirror, %d from the origin" % (
                   got, tiers["mirror"], tiers["origin"]))
         # without the mirror: each node reads the origin
         _, n2 = origin_bytes(e.w, data)
-        nodes = [node(d, 10 + i, src) for i in range(4)]
+        nodes = [node(d, 10 + i, src, wrap=fl.wrap(4 + i))
+                 for i in range(4)]
         for p, mnt, log in nodes:
             read_all(mnt, data)
         for p, mnt, log in nodes:
             stop_logged(p, mnt)
         again = origin_bytes(e.w, data, n2)[0]
         assert again >= 4 * total, (again, total)
+        for i in range(4, 8):
+            assert fl.rx_bytes(i) - rx[i] >= total, (i, fl.rx_bytes(i))
         print("     without it: %.2fx the model's bytes" % (again / total))
 
 
@@ -458,6 +498,13 @@ def test_hostile_manifest(d):
         read_all(mnt, data)
         stop_logged(p, mnt)
         assert "not used: its manifest: not JSON" in slurp(log), slurp(log)
+        m = dict(m0, complete="yes")
+        e.sw.put("models", "hostile/.stfs-mirror/manifest.json",
+                 json.dumps(m).encode())
+        p, mnt, log = node(d, 4, src, "mirror=s3://models/hostile")
+        read_all(mnt, data)
+        stop_logged(p, mnt)
+        assert '"complete" is not true or false' in slurp(log), slurp(log)
         # millions of empty arrays (json-c would build each: gigabytes
         # for 64 MiB): refused before it is parsed
         e.sw.put("models", "hostile/.stfs-mirror/manifest.json",
@@ -469,8 +516,11 @@ def test_hostile_manifest(d):
         assert "not used: its manifest: over 1600064 JSON values" in \
             slurp(log), slurp(log)
         # a file of 3000 blocks (block sums past a string's 4096 bytes)
-        # is read; one the origin does not list is not used
+        # is read; one the origin does not list is not used (a manifest
+        # not "complete": the origin lists, and the node checks the
+        # manifest against that listing)
         m = json.loads(json.dumps(m0))
+        m["complete"] = False
         m["files"].append(dict(m["files"][0], path="big.bin",
                                size=3000 * BLOCK, crc32c="0" * 24000))
         e.sw.put("models", "hostile/.stfs-mirror/manifest.json",
@@ -593,6 +643,24 @@ def test_mirror_profile(d):
         assert 'the AWS profile "nosuch"' in logs[2], logs[2]
         assert "not-the-secret" not in "".join(logs)
         assert s3server.SECRET not in "".join(logs)
+        # STFS_MIRROR_AWS_*: the mirror's own keys in the environment,
+        # read by it alone (the chain's, AWS_*, are refused by the store)
+        with env(AWS_ACCESS_KEY_ID="AKIDNOTTHEONE",
+                 AWS_SECRET_ACCESS_KEY="not-the-secret",
+                 STFS_MIRROR_AWS_ACCESS_KEY_ID=s3server.ACCESS,
+                 STFS_MIRROR_AWS_SECRET_ACCESS_KEY=s3server.SECRET):
+            p, mnt, log = node(d, 3, src, "mirror=s3://models/prof")
+            read_all(mnt, data)
+            stop_logged(p, mnt)
+            assert "reading hf://org/m@%s from it" % sha in slurp(log), \
+                slurp(log)
+            with env(STFS_MIRROR_AWS_SECRET_ACCESS_KEY=None):
+                p, mnt, log = node(d, 4, src, "mirror=s3://models/prof")
+                read_all(mnt, data)
+                stop_logged(p, mnt)
+            assert "STFS_MIRROR_AWS_ACCESS_KEY_ID is set without " \
+                "STFS_MIRROR_AWS_SECRET_ACCESS_KEY" in slurp(log), slurp(log)
+            assert s3server.SECRET not in slurp(log)
 
 
 def test_origin_bytes_wrong(d):
@@ -640,6 +708,58 @@ def test_select(d):
             "--exclude)" in r.stderr, r
 
 
+def test_listing_needs(d):
+    """The listing comes from the manifest only for a commit and a
+    manifest of every file: a mirror made with --include, or a mount of a
+    branch, lists at the Hub's API (and reads the bytes from the mirror
+    all the same)."""
+    with Env(d) as e:
+        sha, data = model(d, e.w)
+        src = "hf://org/m@" + sha
+        mirror(src, "s3://models/part", "--exclude=README.md")
+        assert manifest(e.sw, "part")["complete"] is False
+        mirror(src, "s3://models/whole")
+        assert manifest(e.sw, "whole")["complete"] is True
+        for i, (s, m) in enumerate([(src, "part"),
+                                    ("hf://org/m@main", "whole")]):
+            seen = len(e.w.hub.seen)
+            _, n = origin_bytes(e.w, data)
+            p, mnt, log = node(d, i, s, "mirror=s3://models/" + m)
+            read_all(mnt, data)
+            stop_logged(p, mnt)
+            asked = [q for q, _ in e.w.hub.seen[seen:]]
+            assert any("/api/models/org/m/tree/" in q for q in asked), asked
+            assert "the listing from its manifest" not in slurp(log)
+            assert "reading hf://org/m@%s from it" % sha in slurp(log), \
+                slurp(log)
+            # README.md (left out of "part") came from the origin only
+            got = origin_bytes(e.w, data, n)[0]
+            assert got == (len(data["README.md"]) if m == "part" else 0), \
+                got
+
+
+def test_hub_down(d):
+    """The Hub's API and its CDN gone: a pinned source with a complete
+    mirror mounts and reads from the manifest and the bucket alone;
+    without the mirror the mount fails."""
+    with Env(d) as e:
+        sha, data = model(d, e.w)
+        src = "hf://org/m@" + sha
+        mirror(src, "s3://models/hubdown")
+        e.w.hub.stop()
+        e.w.ngx.stop()
+        p, mnt, log = node(d, 0, src, "mirror=s3://models/hubdown",
+                           "retries=0")
+        read_all(mnt, data)
+        stop_logged(p, mnt)
+        assert "the listing from its manifest" in slurp(log), slurp(log)
+        r = subprocess.run([T.STFS, "mount", "-o", "retries=0,cache=" +
+                            os.path.join(d, "cache1"), src,
+                            os.path.join(d, "mnt0")],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0, r
+
+
 def test_usage(d):
     """Bad arguments: exit 2 or 1 with the reason, nothing written."""
     r = stfs("mirror")
@@ -672,6 +792,8 @@ def run():
             test_origin_bytes_wrong,
             test_mirror_profile,
             test_select,
+            test_listing_needs,
+            test_hub_down,
             test_usage,
         ])
     finally:

@@ -73,7 +73,7 @@ void stfs_usage(FILE *out)
 "                     mirror `stfs mirror` wrote of this source and commit\n"
 "                     (each block checked; the origin when it fails)\n"
 "  -o mirror_profile=NAME  read the mirror with that AWS profile's keys\n"
-"                     (not the environment's)\n"
+"                     (not the environment's; else STFS_MIRROR_AWS_* keys)\n"
 "  -o connect_timeout=S, stall_timeout=S, retries=N, connections=N\n"
 "                     for URL sources: seconds to connect (default 10),\n"
 "                     seconds slower than min_speed (30), retries (3),\n"

@@ -18,7 +18,11 @@ for N in 1, 2, 4:
   - with it: `stfs mirror` once (its time and the origin's bytes), then
     the same N nodes with -o mirror=: their time, and the origin's bytes
     (the mirror's copy included).
-Medians over the rounds; the ratio is without / with, per round.
+Each node is a daemon in a network namespace of its own (tests/netns.py:
+a veth pair to a bridge, and relays, one Python process in the host's
+namespace and one in each node's, to the servers on loopback): every byte
+crosses the node's own link and two relays.
+Medians over the rounds; the ratio is without / with, per round.  Root.
 """
 import os
 import shutil
@@ -33,6 +37,7 @@ sys.path[:0] = [HERE, os.path.dirname(HERE)]   # tests/bench/, tests/
 import stfstest as T  # noqa: E402
 import s3server  # noqa: E402
 import sharedcap  # noqa: E402
+import netns  # noqa: E402
 from fixtures import make_model, mount_logged  # noqa: E402
 from test_mirror import Env, origin_bytes  # noqa: E402
 
@@ -40,9 +45,10 @@ MiB = 1 << 20
 EXITS = []      # (fleet, the slowest daemon's exit after its unmount, s)
 
 
-def fleet(d, tag, src, n, opts):
-    """n nodes mounted at once, each reading its tensor whole: (seconds
-    from the start to the last node's last byte)."""
+def fleet(d, tag, src, n, opts, fl):
+    """n nodes mounted at once, each in its own network namespace of fl,
+    each reading its tensor whole: (seconds from the start to the last
+    node's last byte)."""
     t0 = time.monotonic()
     nodes, errs = [], []
     for i in range(n):
@@ -52,7 +58,7 @@ def fleet(d, tag, src, n, opts):
         if opts:
             o += "," + opts
         nodes.append((mount_logged(src, mnt, os.path.join(
-            d, "%s-%d.log" % (tag, i)), "-o", o), mnt))
+            d, "%s-%d.log" % (tag, i)), "-o", o, wrap=fl.wrap(i)), mnt))
 
     def read(mnt):
         try:
@@ -91,12 +97,12 @@ def fleet(d, tag, src, n, opts):
     return took
 
 
-def one_round(d, e, src, data, r):
+def one_round(d, e, src, data, r, fl):
     out = {}
     total = sum(len(v) for v in data.values())
     for n in (1, 2, 4):
         _, k = origin_bytes(e.w, data)
-        t = fleet(d, "r%dn%d-plain" % (r, n), src, n, "")
+        t = fleet(d, "r%dn%d-plain" % (r, n), src, n, "", fl)
         b = origin_bytes(e.w, data, k)[0]
         out[("plain", n)] = (t, b / total)
         _, k = origin_bytes(e.w, data)
@@ -107,13 +113,16 @@ def one_round(d, e, src, data, r):
         assert res.returncode == 0, res
         tm = time.monotonic() - t0
         t = fleet(d, "r%dn%d-mirror" % (r, n), src, n,
-                  "mirror=s3://models/bench-r%dn%d" % (r, n))
+                  "mirror=s3://models/bench-r%dn%d" % (r, n), fl)
         b = origin_bytes(e.w, data, k)[0]
         out[("mirror", n)] = (t, b / total, tm)
     return out
 
 
 def main():
+    why = netns.available()
+    if why:
+        sys.exit("bench_mirror: nodes in namespaces need: %s" % why)
     mib = int(sys.argv[1]) if len(sys.argv) > 1 else 64
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     rate = float(sys.argv[3]) if len(sys.argv) > 3 else 40
@@ -132,7 +141,12 @@ def main():
                 "model.safetensors": m, "config.json": cfg})
             data = {"model.safetensors": big, "config.json": cfg}
             src = "hf://org/bench@" + sha
-            results = [one_round(d, e, src, data, r) for r in range(rounds)]
+            hp = [u.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)
+                  for u in (e.w.hub.url, e.w.hub.files_url,
+                            e.sw.endpoint)]
+            with netns.Fleet(4, [(h, int(p)) for h, p in hp]) as fl:
+                results = [one_round(d, e, src, data, r, fl)
+                           for r in range(rounds)]
         print("bench_mirror: %d MiB model, origin capped at %g MB/s in "
               "all, %d rounds (medians)" % (mib, rate, rounds))
         print("%-6s %-22s %-22s %-10s %s" % (

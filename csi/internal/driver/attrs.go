@@ -35,12 +35,18 @@ const (
 var mirrorRe = regexp.MustCompile(`^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\x00-\x1f\x7f,\\]*)?$`)
 
 // Secret keys a nodePublishSecretRef may hold: each reaches the daemon's
-// environment, nothing else does.
+// environment, nothing else does.  The STFS_MIRROR_AWS_* keys are the
+// mirror's own (read-only) keys, which stfs reads the mirror with alone:
+// CSI gives a publish one secret, so the mirror's keys are named apart
+// from the origin's in it, and neither is ever sent to the other.
 var secretKeys = map[string]bool{
-	"HF_TOKEN":              true,
-	"AWS_ACCESS_KEY_ID":     true,
-	"AWS_SECRET_ACCESS_KEY": true,
-	"AWS_SESSION_TOKEN":     true,
+	"HF_TOKEN":                          true,
+	"AWS_ACCESS_KEY_ID":                 true,
+	"AWS_SECRET_ACCESS_KEY":             true,
+	"AWS_SESSION_TOKEN":                 true,
+	"STFS_MIRROR_AWS_ACCESS_KEY_ID":     true,
+	"STFS_MIRROR_AWS_SECRET_ACCESS_KEY": true,
+	"STFS_MIRROR_AWS_SESSION_TOKEN":     true,
 }
 
 // The stfs -o options a pod may set: the tree's shape, what is shown, and
@@ -161,7 +167,7 @@ func ParseVolume(attrs, secrets map[string]string) (*Volume, error) {
 	}
 	for k, val := range secrets {
 		if !secretKeys[k] {
-			return nil, fmt.Errorf("secret key %q is not one stfs takes (HF_TOKEN, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN)", k)
+			return nil, fmt.Errorf("secret key %q is not one stfs takes (HF_TOKEN, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN; with a mirror: STFS_MIRROR_AWS_ACCESS_KEY_ID, STFS_MIRROR_AWS_SECRET_ACCESS_KEY, STFS_MIRROR_AWS_SESSION_TOKEN)", k)
 		}
 		// any control (a CR too): each goes into a header or a
 		// signature, where a CR would start another header
@@ -170,7 +176,28 @@ func ParseVolume(attrs, secrets map[string]string) (*Volume, error) {
 		}
 		v.Secrets[k] = val
 	}
+	if err := mirrorKeys(v, attrs[AttrMirror] != ""); err != nil {
+		return nil, err
+	}
 	return v, nil
+}
+
+// mirrorKeys: the mirror's keys come with a mirror, both of them; and a
+// mirror of a volume whose secret holds the origin's AWS keys has its own
+// (else stfs would read the bucket with the origin's keys).
+func mirrorKeys(v *Volume, mirror bool) error {
+	id := v.Secrets["STFS_MIRROR_AWS_ACCESS_KEY_ID"] != ""
+	secret := v.Secrets["STFS_MIRROR_AWS_SECRET_ACCESS_KEY"] != ""
+	_, token := v.Secrets["STFS_MIRROR_AWS_SESSION_TOKEN"]
+	switch {
+	case !mirror && (id || secret || token):
+		return fmt.Errorf("secret: STFS_MIRROR_AWS_* keys without a \"mirror\" attribute")
+	case id != secret:
+		return fmt.Errorf("secret: give STFS_MIRROR_AWS_ACCESS_KEY_ID and STFS_MIRROR_AWS_SECRET_ACCESS_KEY together")
+	case mirror && !id && v.Secrets["AWS_ACCESS_KEY_ID"] != "":
+		return fmt.Errorf("secret: the origin's AWS keys with a mirror: give the mirror its own (STFS_MIRROR_AWS_ACCESS_KEY_ID, STFS_MIRROR_AWS_SECRET_ACCESS_KEY), so that the origin's keys are never sent to it")
+	}
+	return nil
 }
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }

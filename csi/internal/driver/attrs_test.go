@@ -94,6 +94,42 @@ func TestMirror(t *testing.T) {
 	}
 }
 
+func TestMirrorKeys(t *testing.T) {
+	src := "s3://origin/p/"
+	m := map[string]string{"source": src, "mirror": "s3://models/m"}
+	mk := map[string]string{"STFS_MIRROR_AWS_ACCESS_KEY_ID": "AKID", "STFS_MIRROR_AWS_SECRET_ACCESS_KEY": "s"}
+	origin := map[string]string{"AWS_ACCESS_KEY_ID": "OKID", "AWS_SECRET_ACCESS_KEY": "o"}
+	both := map[string]string{}
+	for k, v := range mk {
+		both[k] = v
+	}
+	for k, v := range origin {
+		both[k] = v
+	}
+	for _, ok := range []map[string]string{nil, mk, both} {
+		if _, err := ParseVolume(m, ok); err != nil {
+			t.Errorf("%v: %v", ok, err)
+		}
+	}
+	for why, bad := range map[string]struct {
+		attrs, secrets map[string]string
+	}{
+		"without a \"mirror\"":    {map[string]string{"source": src}, mk},
+		"together":                {m, map[string]string{"STFS_MIRROR_AWS_ACCESS_KEY_ID": "AKID"}},
+		"together ":               {m, map[string]string{"STFS_MIRROR_AWS_SECRET_ACCESS_KEY": "s"}},
+		"give the mirror its own": {m, origin},
+		"is not one stfs takes":   {m, map[string]string{"MIRROR_AWS_ACCESS_KEY_ID": "x"}},
+	} {
+		_, err := ParseVolume(bad.attrs, bad.secrets)
+		if err == nil || !strings.Contains(err.Error(), strings.TrimSpace(why)) {
+			t.Errorf("%s: %v", why, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "AKID") {
+			t.Errorf("a key in the error: %v", err)
+		}
+	}
+}
+
 func TestAllowOfflineCache(t *testing.T) {
 	src := "hf://org/m@0123456789abcdef0123456789abcdef01234567"
 	for val, want := range map[string]bool{"true": true, "false": false} {

@@ -25,10 +25,14 @@ type Config struct {
 }
 
 // secretKeys are the only names a request may put in the daemon's
-// environment.
+// environment (STFS_MIRROR_AWS_*: the keys stfs reads a mirror with,
+// apart from the origin's).
 var secretKeys = map[string]bool{
 	"HF_TOKEN": true, "AWS_ACCESS_KEY_ID": true,
 	"AWS_SECRET_ACCESS_KEY": true, "AWS_SESSION_TOKEN": true,
+	"STFS_MIRROR_AWS_ACCESS_KEY_ID":     true,
+	"STFS_MIRROR_AWS_SECRET_ACCESS_KEY": true,
+	"STFS_MIRROR_AWS_SESSION_TOKEN":     true,
 }
 
 // passEnv: the launcher's own environment that reaches every daemon: where

@@ -112,16 +112,61 @@ func documents(t *testing.T, path string) [][]byte {
 	return out
 }
 
-// volume checks an stfs volume's attributes as the driver would.
-func volume(t *testing.T, where, drv string, attrs map[string]string, ro bool) {
+// volume checks an stfs volume's attributes, and the keys of the secret
+// it names (if the manifests hold it), as the driver would.
+func volume(t *testing.T, where, drv string, attrs map[string]string, ro bool, secret map[string]string) {
 	if drv != driver.Name {
 		t.Errorf("%s: driver %q, want %q", where, drv, driver.Name)
 	}
 	if !ro {
 		t.Errorf("%s: an stfs volume is readOnly", where)
 	}
-	if _, err := driver.ParseVolume(attrs, nil); err != nil {
+	if _, err := driver.ParseVolume(attrs, secret); err != nil {
 		t.Errorf("%s: the driver refuses its attributes: %v", where, err)
+	}
+}
+
+// secretOf: the data of the Secret ref names among secrets, or nil.
+func secretOf(secrets map[string]*corev1.Secret, ref *corev1.SecretReference, lref *corev1.LocalObjectReference) map[string]string {
+	name := ""
+	if ref != nil {
+		name = ref.Name
+	} else if lref != nil {
+		name = lref.Name
+	}
+	s := secrets[name]
+	if s == nil {
+		return nil
+	}
+	out := map[string]string{}
+	for k, v := range s.StringData {
+		out[k] = v
+	}
+	for k, v := range s.Data {
+		out[k] = string(v)
+	}
+	return out
+}
+
+// checkMirrorJob: a Job that runs `stfs mirror SOURCE s3://DEST` is
+// followed, in its file, by a Deployment whose volume reads SOURCE with
+// the mirror DEST (the warm Job's example).
+func checkMirrorJob(t *testing.T, where string, j *batchv1.Job, deps []*appsv1.Deployment) {
+	for _, c := range j.Spec.Template.Spec.Containers {
+		cmd := append(append([]string{}, c.Command...), c.Args...)
+		if len(cmd) < 4 || cmd[0] != "stfs" || cmd[1] != "mirror" {
+			continue
+		}
+		src, dest := cmd[len(cmd)-2], cmd[len(cmd)-1]
+		for _, d := range deps {
+			for _, v := range d.Spec.Template.Spec.Volumes {
+				if v.CSI != nil && v.CSI.VolumeAttributes["source"] == src &&
+					v.CSI.VolumeAttributes["mirror"] == dest {
+					return
+				}
+			}
+		}
+		t.Errorf("%s: no Deployment reads %s with the mirror %s", where, src, dest)
 	}
 }
 
@@ -137,9 +182,16 @@ func TestManifests(t *testing.T) {
 	var services []*corev1.Service
 	var monitors []*podMonitor
 	for _, f := range files {
+		secrets := map[string]*corev1.Secret{}
+		var jobs []*batchv1.Job
+		var deps []*appsv1.Deployment
 		for i, doc := range documents(t, f) {
 			where := filepath.Base(f) + "#" + string(rune('0'+i))
 			switch o := object(t, where, doc).(type) {
+			case *corev1.Secret:
+				secrets[o.Name] = o
+			case *batchv1.Job:
+				jobs = append(jobs, o)
 			case *kustomization:
 				kinds["Kustomization"]++
 				for _, r := range o.Resources {
@@ -174,12 +226,16 @@ func TestManifests(t *testing.T) {
 					t.Errorf("%s: not a ReadOnlyMany CSI volume", where)
 					continue
 				}
-				volume(t, where, c.Driver, c.VolumeAttributes, c.ReadOnly)
+				volume(t, where, c.Driver, c.VolumeAttributes, c.ReadOnly, secretOf(secrets, c.NodePublishSecretRef, nil))
 			case *corev1.Pod:
-				checkPod(t, where, &o.Spec)
+				checkPod(t, where, &o.Spec, secrets)
 			case *appsv1.Deployment:
-				checkPod(t, where, &o.Spec.Template.Spec)
+				checkPod(t, where, &o.Spec.Template.Spec, secrets)
+				deps = append(deps, o)
 			}
+		}
+		for _, j := range jobs {
+			checkMirrorJob(t, filepath.Base(f)+" job "+j.Name, j, deps)
 		}
 	}
 	for _, k := range []string{"Kustomization", "CSIDriver", "DaemonSet", "PersistentVolume", "Service", "PodMonitor"} {
@@ -250,10 +306,11 @@ func checkMetrics(t *testing.T, p *corev1.PodSpec, services []*corev1.Service, m
 	}
 }
 
-func checkPod(t *testing.T, where string, p *corev1.PodSpec) {
+func checkPod(t *testing.T, where string, p *corev1.PodSpec, secrets map[string]*corev1.Secret) {
 	for _, v := range p.Volumes {
 		if c := v.CSI; c != nil {
-			volume(t, where+" volume "+v.Name, c.Driver, c.VolumeAttributes, c.ReadOnly != nil && *c.ReadOnly)
+			volume(t, where+" volume "+v.Name, c.Driver, c.VolumeAttributes, c.ReadOnly != nil && *c.ReadOnly,
+				secretOf(secrets, nil, c.NodePublishSecretRef))
 		}
 	}
 	for _, c := range p.Containers {

@@ -50,6 +50,18 @@ struct curl_slist *stfs_auth_headers(const struct stfs_auth *a,
 				     const char *url, unsigned flags,
 				     struct curl_slist *list, int *ok,
 				     char *why, size_t whysz);
+/* Append to *l the headers that sign a request of method on url now with
+ * a's keys (or its refreshing credentials' current ones): x-amz-date,
+ * x-amz-content-sha256 (payload: the hex SHA-256 of the body),
+ * x-amz-security-token, the x-amz-* header lines hdrs ("name: value",
+ * lower-case names; signed, and appended), Authorization.  query is the
+ * canonical query (sorted, escaped), or NULL: url's own.  0, or
+ * -EKEYEXPIRED (why says why), -EINVAL (too many headers, one not a
+ * header line), -ENOMEM; *l then holds what was appended so far. */
+int stfs_auth_sign(const struct stfs_auth *a, const char *method,
+		   const char *url, const char *query, const char *payload,
+		   const char *const *hdrs, size_t nhdrs,
+		   struct curl_slist **l, char *why, size_t whysz);
 /* The refreshing credentials of a: stop their thread before the process
  * forks (it starts again at the next request). */
 void stfs_auth_park(struct stfs_auth *a);

@@ -88,6 +88,7 @@ struct stfs_remote_counters {
 /* ---- the remote object (remote.c) ---------------------------------------- */
 
 struct stfs_mirror;
+struct stfs_location;
 
 /* An object opened from the mirror (struct stfs_remote's mirror_open). */
 struct stfs_tier_open {
@@ -115,6 +116,18 @@ struct stfs_remote {
 			   size_t *head_len, size_t head_max,
 			   struct stfs_tier_open *out);
 	void (*mirror_free)(struct stfs_mirror *m);
+	/* -o mirror= before the source is located (set by mirror/tier.c;
+	 * hub/ lists through it): the files of loc's origin at commit from
+	 * the mirror's manifest, each given to file() (its path, the hex of
+	 * its published checksum, an LFS sha256 or a blob id, or NULL; its
+	 * size), if the manifest names that origin, commit and the mount's
+	 * block size: 1 listed, 0 not (the origin lists), or -ENOMEM */
+	int (*mirror_list)(struct stfs_remote *r,
+			   const struct stfs_location *loc,
+			   const char *commit,
+			   int (*file)(void *arg, const char *path,
+				       const char *sum, uint64_t size),
+			   void *arg);
 };
 
 /* The remote object's own fields as the rooms read them: inline, so that

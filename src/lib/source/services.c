@@ -24,11 +24,13 @@ static const struct stfs_service services[] = {
 int stfs_locate(const char *arg, struct stfs_remote *net,
 		struct stfs_location **out, struct stfs_error *err)
 {
-	int rc = stfs_locate_with(services,
+	int rc = stfs_mirror_prepare(net) ? stfs_nomem(err) :
+		 stfs_locate_with(services,
 				  sizeof(services) / sizeof(services[0]), arg,
 				  net, out, err);
 
-	/* -o mirror=: the files read from it when its manifest fits */
+	/* -o mirror=: the listing (a pinned hf:// source) and the files
+	 * read from it when its manifest fits */
 	if (!rc && stfs_mirror_attach(*out) == -ENOMEM) {
 		stfs_location_free(*out);
 		*out = NULL;

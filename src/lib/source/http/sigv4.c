@@ -17,11 +17,13 @@
 #define _GNU_SOURCE
 #include <curl/curl.h>
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "auth.h"
 #include "http/http.h"
@@ -232,94 +234,148 @@ void stfs_auth_park(struct stfs_auth *a)
 		a->creds_ops->park(a->creds);
 }
 
-struct curl_slist *stfs_auth_headers(const struct stfs_auth *a,
-				     const char *url, unsigned flags,
-				     struct curl_slist *list, int *ok,
-				     char *why, size_t whysz)
+/* The keys of now into k: a's own, or (a->creds) the current ones of its
+ * refreshing credentials (copies: dropped by the caller).  0, or
+ * -EKEYEXPIRED with why. */
+static int keys_now(const struct stfs_auth *a, struct stfs_creds_keys *k,
+		    char *why, size_t whysz)
+{
+	char tmp[8];
+
+	if (!a->creds) {
+		k->access = a->access_key;
+		k->secret = a->secret_key;
+		k->token = a->token;
+		return 0;
+	}
+	if (a->creds_ops->now(a->creds, k, why ? why : tmp,
+			      why ? whysz : sizeof(tmp)))
+		return -EKEYEXPIRED;
+	return 0;
+}
+
+/* Append line to *l, its copy wiped: 0 or -ENOMEM. */
+static int add_line(struct curl_slist **l, const char *name,
+		    const char *value)
+{
+	struct curl_slist *nl = NULL;
+	char *line;
+
+	if (asprintf(&line, "%s: %s", name, value) < 0)
+		return -ENOMEM;
+	nl = curl_slist_append(*l, line);
+	OPENSSL_cleanse(line, strlen(line));
+	free(line);
+	if (!nl)
+		return -ENOMEM;
+	*l = nl;
+	return 0;
+}
+
+/* The x-amz-* header lines "name: value" of hdrs into hs[*n] (their names
+ * copied into names[]): 0, or -EINVAL (not a header line, too many). */
+static int extra_headers(const char *const *hdrs, size_t nhdrs,
+			 struct stfs_sigv4_hdr *hs, char names[][64],
+			 size_t *n)
+{
+	for (size_t i = 0; i < nhdrs; i++) {
+		const char *colon = strchr(hdrs[i], ':');
+		size_t nl = colon ? (size_t)(colon - hdrs[i]) : 0;
+
+		if (!colon || nl >= 64 || *n == STFS_SIGV4_MAX_HEADERS)
+			return -EINVAL;
+		memcpy(names[*n], hdrs[i], nl);
+		names[*n][nl] = '\0';
+		hs[*n] = (struct stfs_sigv4_hdr){ names[*n], colon + 1 +
+						  strspn(colon + 1, " ") };
+		(*n)++;
+	}
+	return 0;
+}
+
+int stfs_auth_sign(const struct stfs_auth *a, const char *method,
+		   const char *url, const char *query, const char *payload,
+		   const char *const *hdrs, size_t nhdrs,
+		   struct curl_slist **l, char *why, size_t whysz)
 {
 	struct stfs_creds_keys k = { 0 };
 	CURLU *u = curl_url();
-	char *host = NULL, *port = NULL, *path = NULL, *query = NULL;
-	char hostport[300], amzdate[17], auth[1024], *line = NULL;
-	struct stfs_sigv4_hdr hs[4];
+	char *host = NULL, *port = NULL, *path = NULL, *uq = NULL;
+	char hostport[300], amzdate[17], auth[1024];
+	char names[STFS_SIGV4_MAX_HEADERS][64];
+	struct stfs_sigv4_hdr hs[STFS_SIGV4_MAX_HEADERS];
 	struct stfs_sigv4_req r;
-	struct curl_slist *l = list;
 	time_t now = time(NULL);
 	struct tm tm;
 	size_t n = 0;
+	int rc;
 
-	*ok = 0;
-	if (a->creds) {
-		/* the keys of now: refreshed ones, or none once expired */
-		char tmp[8];
-
-		if (a->creds_ops->now(a->creds, &k, why ? why : tmp,
-					  why ? whysz : sizeof(tmp)))
-			goto out;
-	} else {
-		k.access = a->access_key;
-		k.secret = a->secret_key;
-		k.token = a->token;
-	}
+	if ((rc = keys_now(a, &k, why, whysz)))
+		goto out;
+	rc = -ENOMEM;
 	if (!u || curl_url_set(u, CURLUPART_URL, url, 0) ||
 	    curl_url_get(u, CURLUPART_HOST, &host, 0) ||
 	    curl_url_get(u, CURLUPART_PATH, &path, 0))
 		goto out;
 	if (curl_url_get(u, CURLUPART_PORT, &port, 0))
 		port = NULL;
-	if (curl_url_get(u, CURLUPART_QUERY, &query, 0))
-		query = NULL;
+	if (!query && curl_url_get(u, CURLUPART_QUERY, &uq, 0))
+		uq = NULL;
 	snprintf(hostport, sizeof(hostport), "%s%s%s", host, port ? ":" : "",
 		 port ? port : "");
 	gmtime_r(&now, &tm);
 	strftime(amzdate, sizeof(amzdate), "%Y%m%dT%H%M%SZ", &tm);
-	hs[n++] = (struct stfs_sigv4_hdr){ "x-amz-content-sha256",
-					   EMPTY_SHA256 };
+	hs[n++] = (struct stfs_sigv4_hdr){ "x-amz-content-sha256", payload };
 	if (k.token)
 		hs[n++] = (struct stfs_sigv4_hdr){ "x-amz-security-token",
 						   k.token };
-	/* an x-amz-* header AWS wants signed, as all of them */
-	if (flags & STFS_REQ_CHECKSUMS)
-		hs[n++] = (struct stfs_sigv4_hdr){ "x-amz-checksum-mode",
-						   "ENABLED" };
+	/* the x-amz-* headers the caller sends: AWS wants all signed */
+	if ((rc = extra_headers(hdrs, nhdrs, hs, names, &n)))
+		goto out;
 	r = (struct stfs_sigv4_req){
-		.method = "GET", .host = hostport, .path = path,
-		.query = query ? query : "", .headers = hs, .nheaders = n,
-		.payload_hash = EMPTY_SHA256, .amzdate = amzdate,
+		.method = method, .host = hostport, .path = path,
+		.query = query ? query : uq ? uq : "", .headers = hs,
+		.nheaders = n, .payload_hash = payload, .amzdate = amzdate,
 		.access_key = k.access, .secret_key = k.secret,
 		.region = a->region, .service = "s3",
 	};
-	if (stfs_sigv4_sign(&r, auth, sizeof(auth)))
+	if ((rc = stfs_sigv4_sign(&r, auth, sizeof(auth))) ||
+	    (rc = add_line(l, "x-amz-date", amzdate)) ||
+	    (rc = add_line(l, "x-amz-content-sha256", payload)) ||
+	    (k.token && (rc = add_line(l, "x-amz-security-token", k.token))))
 		goto out;
-#define ADD(fmt, v) \
-	do { \
-		struct curl_slist *nl; \
-		if (asprintf(&line, fmt, v) < 0) \
-			goto out; \
-		nl = curl_slist_append(l, line); \
-		free(line); \
-		line = NULL; \
-		if (!nl) \
-			goto out; \
-		l = nl; \
-	} while (0)
-	ADD("x-amz-date: %s", amzdate);
-	ADD("x-amz-content-sha256: %s", EMPTY_SHA256);
-	if (k.token)
-		ADD("x-amz-security-token: %s", k.token);
-	if (flags & STFS_REQ_CHECKSUMS)
-		ADD("x-amz-checksum-mode: %s", "ENABLED");
-	ADD("Authorization: %s", auth);
-#undef ADD
-	*ok = 1;
+	for (size_t i = 0; i < nhdrs; i++) {
+		struct curl_slist *nl = curl_slist_append(*l, hdrs[i]);
+
+		if (!nl) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		*l = nl;
+	}
+	rc = add_line(l, "Authorization", auth);
 out:
 	curl_free(host);
 	curl_free(port);
 	curl_free(path);
-	curl_free(query);
+	curl_free(uq);
 	curl_url_cleanup(u);
 	OPENSSL_cleanse(auth, sizeof(auth));
 	if (a->creds)
 		stfs_creds_keys_drop(&k);
-	return l;
+	return rc;
+}
+
+struct curl_slist *stfs_auth_headers(const struct stfs_auth *a,
+				     const char *url, unsigned flags,
+				     struct curl_slist *list, int *ok,
+				     char *why, size_t whysz)
+{
+	static const char *const checksums[] = {
+		"x-amz-checksum-mode: ENABLED" };
+
+	*ok = !stfs_auth_sign(a, "GET", url, NULL, EMPTY_SHA256, checksums,
+			      flags & STFS_REQ_CHECKSUMS ? 1 : 0, &list, why,
+			      whysz);
+	return list;
 }

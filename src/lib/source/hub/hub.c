@@ -460,6 +460,22 @@ static int list_online(struct hf *h, struct stfs_auth *auth, int recursive,
 	return rc;
 }
 
+/* -o mirror= on a commit: the listing from the mirror's manifest, if it
+ * names this origin and commit (the mirror room's hook, remote.h), and
+ * no request to the Hub's API.  A folder (SUBDIR) is listed by the API:
+ * a manifest lists a whole repository.  1 listed, 0 not, -ENOMEM. */
+static int list_mirrored(struct stfs_location *loc, struct hf *h)
+{
+	struct lister l = { h, 1, 0 };
+	struct stfs_remote *r = h->net;
+
+	if (h->offline || *h->subdir || !r || !r->mirror_list ||
+	    !stfs_hf_is_sha(h->rev))
+		return 0;
+	h->rl = &loc->files;
+	return r->mirror_list(r, loc, h->rev, on_file, &l);
+}
+
 /* ---- the locator ------------------------------------------------------ */
 
 static int no_weights(struct hf *h, struct stfs_error *err)
@@ -531,7 +547,7 @@ static int find(struct stfs_location *loc, struct hf *h,
 		struct stfs_auth *auth, char **snap, int *own,
 		struct stfs_error *err)
 {
-	int rc;
+	int rc, mirrored = 0;
 
 	if (h->offline) {
 		if ((rc = stfs_hf_resolve_cached(h, err)) &&
@@ -539,6 +555,10 @@ static int find(struct stfs_location *loc, struct hf *h,
 			rc = 0;
 		if (rc)
 			return rc;
+	} else if ((mirrored = list_mirrored(loc, h)) < 0) {
+		return stfs_nomem(err);
+	} else if (mirrored) {
+		memcpy(h->sha, h->rev, sizeof(h->sha));
 	} else if ((rc = resolve(h, auth, err))) {
 		return rc;
 	}
@@ -552,7 +572,7 @@ static int find(struct stfs_location *loc, struct hf *h,
 	       access(*snap, F_OK) != 0 &&
 	       list_online(h, auth, 1, NULL) == 0;
 	rc = 0;
-	if (!*own)
+	if (!*own && !mirrored)
 		rc = h->offline ? stfs_hf_list_cached(h, *snap, 0, "", err) :
 				  list_online(h, auth, 1, err);
 	if (!rc && h->offline && access(*snap, F_OK) == 0)

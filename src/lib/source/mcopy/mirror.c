@@ -208,7 +208,8 @@ static int copy_all(const struct stfs_mirror_req *q, struct stfs_mjob *j,
 	struct stfs_manifest m = { .origin = (char *)j->origin,
 				   .revision = (char *)j->revision,
 				   .block = j->block, .created =
-				   (char *)j->created, .f = r->out, .n = r->n };
+				   (char *)j->created, .f = r->out, .n = r->n,
+				   .complete = !q->ninclude && !q->nexclude };
 	struct stfs_s3ans a = { 0 };
 	unsigned started = 0;
 	char *doc;

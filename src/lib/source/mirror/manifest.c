@@ -104,6 +104,8 @@ char *stfs_manifest_write(const struct stfs_manifest *m, size_t *len)
 	stfs_jw_key(&w, "block_size", 10);
 	stfs_jw_u64(&w, m->block);
 	put_str(&w, "created", m->created ? m->created : "");
+	stfs_jw_key(&w, "complete", 8);
+	stfs_jw_bool(&w, m->complete);
 	stfs_jw_key(&w, "files", 5);
 	stfs_jw_begin(&w, '[');
 	for (size_t i = 0; i < m->n; i++)
@@ -296,6 +298,13 @@ static int get_top(struct rd *r, json_object *j, struct stfs_manifest *m)
 		return no(r, "\"block_size\" is not a power of two from %s",
 			  "64K to 64M");
 	m->block = (size_t)bs;
+	/* every file of the version (no --include, --exclude): absent in
+	 * the manifests of stfs before it, which are taken as not */
+	if (json_object_object_get_ex(j, "complete", &files)) {
+		if (!json_object_is_type(files, json_type_boolean))
+			return no(r, "\"complete\" is %s", "not true or false");
+		m->complete = json_object_get_boolean(files);
+	}
 	if (!json_object_object_get_ex(j, "files", &files) ||
 	    !json_object_is_type(files, json_type_array))
 		return no(r, "\"files\" is %s", "missing or not an array");

@@ -13,6 +13,8 @@
 
 #include "source.h"
 
+struct stfs_remote;
+
 struct stfs_auth;
 
 /* ---- the manifest (manifest.c) ----------------------------------------- */
@@ -53,6 +55,9 @@ struct stfs_manifest {
 	char *revision;         /* the pinned version: a commit, or "" */
 	size_t block;           /* bytes per block of crc[] */
 	char *created;          /* UTC, ISO 8601 */
+	int complete;           /* every file of the version is in f (no
+				 * --include, --exclude): the listing may
+				 * come from it */
 	struct stfs_mfile *f;   /* sorted by path */
 	size_t n;
 };
@@ -83,6 +88,20 @@ char *stfs_mirror_origin(const struct stfs_location *loc);
  * loc's remote read the files from it (logged either way).  0 (also when
  * the mirror is not used), or -ENOMEM. */
 int stfs_mirror_attach(struct stfs_location *loc);
+/* With -o mirror= in r's options, before a source is located: r's
+ * mirror_list set, so that the locator of a pinned hf:// source may list
+ * it from the manifest (read then, once: stfs_mirror_attach() uses it).
+ * 0, or -ENOMEM. */
+int stfs_mirror_prepare(struct stfs_remote *r);
+
+/* ---- the mirror's keys (keys.c) ---------------------------------------- */
+
+/* -o mirror_profile=, else STFS_MIRROR_AWS_* in the environment: ml (the
+ * mirror's location) reads with those keys alone, not the chain's; with
+ * neither, as it is.  0 or -errno with e (a profile that has no keys, a
+ * key without its secret). */
+int stfs_mirror_keys(struct stfs_remote *r, struct stfs_location *ml,
+		     struct stfs_error *e);
 
 /* ---- signed S3 requests (s3io.c) --------------------------------------- */
 

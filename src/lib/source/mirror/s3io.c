@@ -12,13 +12,11 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "format.h"
@@ -112,97 +110,19 @@ static void hexs(const unsigned char *p, size_t n, char *out)
 		sprintf(out + 2 * i, "%02x", p[i]);
 }
 
-/* The headers that sign the request (x-amz-date, -content-sha256,
- * -security-token, Authorization) appended to *l: 0 or -errno. */
+/* The headers that sign the request and its x-amz-* headers hdrs,
+ * appended to *l (http/sigv4.c): 0 or -errno. */
 static int sign(const struct stfs_s3io *io, const char *method,
 		const char *url, const char *query, const char *const *hdrs,
 		size_t nhdrs, const char *payload, struct curl_slist **l,
 		struct stfs_error *err)
 {
-	const struct stfs_auth *au = io->auth;
-	struct stfs_creds_keys k = { 0 };
-	struct stfs_sigv4_hdr hs[STFS_SIGV4_MAX_HEADERS];
-	char names[STFS_SIGV4_MAX_HEADERS][64], amz[17], auth[1024];
-	char *host = NULL, *port = NULL, *path = NULL, hostport[300], *line;
-	CURLU *u = curl_url();
-	struct stfs_sigv4_req r;
-	time_t now = time(NULL);
-	struct tm tm;
-	size_t n = 0;
-	int rc = -ENOMEM;
+	char why[256] = "";
+	int rc = stfs_auth_sign(io->auth, method, url, query, payload, hdrs,
+				nhdrs, l, why, sizeof(why));
 
-	if (au->creds) {
-		char why[256];
-
-		if (au->creds_ops->now(au->creds, &k, why, sizeof(why))) {
-			curl_url_cleanup(u);
-			return stfs_fail(err, -EKEYEXPIRED, NULL, STFS_NO_OFFSET,
-					 "%s", why);
-		}
-	} else {
-		k.access = au->access_key;
-		k.secret = au->secret_key;
-		k.token = au->token;
-	}
-	if (!u || curl_url_set(u, CURLUPART_URL, url, 0) ||
-	    curl_url_get(u, CURLUPART_HOST, &host, 0) ||
-	    curl_url_get(u, CURLUPART_PATH, &path, 0))
-		goto out;
-	if (curl_url_get(u, CURLUPART_PORT, &port, 0))
-		port = NULL;
-	snprintf(hostport, sizeof(hostport), "%s%s%s", host, port ? ":" : "",
-		 port ? port : "");
-	gmtime_r(&now, &tm);
-	strftime(amz, sizeof(amz), "%Y%m%dT%H%M%SZ", &tm);
-	hs[n++] = (struct stfs_sigv4_hdr){ "x-amz-content-sha256", payload };
-	if (k.token)
-		hs[n++] = (struct stfs_sigv4_hdr){ "x-amz-security-token",
-						   k.token };
-	for (size_t i = 0; i < nhdrs && n < STFS_SIGV4_MAX_HEADERS; i++) {
-		const char *colon = strchr(hdrs[i], ':');
-		size_t nl = colon ? (size_t)(colon - hdrs[i]) : 0;
-
-		if (!colon || nl >= sizeof(names[0]))
-			goto out;
-		memcpy(names[n], hdrs[i], nl);
-		names[n][nl] = '\0';
-		hs[n] = (struct stfs_sigv4_hdr){ names[n], colon + 1 +
-						 strspn(colon + 1, " ") };
-		n++;
-	}
-	r = (struct stfs_sigv4_req){
-		.method = method, .host = hostport, .path = path,
-		.query = query, .headers = hs, .nheaders = n,
-		.payload_hash = payload, .amzdate = amz,
-		.access_key = k.access, .secret_key = k.secret,
-		.region = au->region, .service = "s3" };
-	if (stfs_sigv4_sign(&r, auth, sizeof(auth)))
-		goto out;
-	rc = 0;
-#define ADD(fmt, v) \
-	do { \
-		struct curl_slist *nl_; \
-		if (asprintf(&line, fmt, v) < 0) { rc = -ENOMEM; goto out; } \
-		nl_ = curl_slist_append(*l, line); \
-		OPENSSL_cleanse(line, strlen(line)); \
-		free(line); \
-		if (!nl_) { rc = -ENOMEM; goto out; } \
-		*l = nl_; \
-	} while (0)
-	ADD("x-amz-date: %s", amz);
-	ADD("x-amz-content-sha256: %s", payload);
-	if (k.token)
-		ADD("x-amz-security-token: %s", k.token);
-	ADD("Authorization: %s", auth);
-#undef ADD
-out:
-	OPENSSL_cleanse(auth, sizeof(auth));
-	curl_free(host);
-	curl_free(port);
-	curl_free(path);
-	curl_url_cleanup(u);
-	if (au->creds)
-		stfs_creds_keys_drop(&k);
+	if (rc == -EKEYEXPIRED)
+		return stfs_fail(err, rc, NULL, STFS_NO_OFFSET, "%s", why);
 	if (rc)
 		return stfs_fail(err, rc, NULL, STFS_NO_OFFSET, "cannot sign "
 				 "the request");
@@ -228,8 +148,6 @@ static int attempt(const struct stfs_s3io *io, const char *method,
 		return stfs_nomem(err);
 	if ((rc = sign(io, method, url, query, hdrs, nhdrs, payload, &l, err)))
 		goto out;
-	for (size_t i = 0; i < nhdrs; i++)
-		l = curl_slist_append(l, hdrs[i]);
 	l = curl_slist_append(l, "Expect:");
 	if (asprintf(&full, "%s%s%s", url, *query ? "?" : "", query) < 0) {
 		rc = stfs_nomem(err);

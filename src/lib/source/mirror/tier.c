@@ -34,6 +34,8 @@
 
 /* A mirror that did not answer is not asked again for this long. */
 #define DOWN_MS 30000
+/* Bytes of blocks kept for a read to come (memos), at most, in all. */
+#define MEMO_MAX (64u << 20)
 
 /* One file of the mirror as the mount reads it. */
 struct tfile {
@@ -59,8 +61,12 @@ struct stfs_mirror {
 					 * NULL (none: public) */
 	struct tfile *t;                /* sorted by origin_url */
 	size_t n;
+	int fetched, fetch_rc;          /* the manifest read (and how) */
+	int listed;                     /* the locator listed from it */
+	int attached;                   /* the mount reads from it */
 	atomic_uint_fast64_t down_until;        /* monotonic ms */
 	atomic_uint_fast64_t blocks, bad, fallbacks;
+	atomic_size_t memo_bytes;       /* of every file's memo */
 };
 
 static uint64_t mono_ms(void)
@@ -83,13 +89,31 @@ static void say(struct stfs_remote *r, const char *fmt, ...)
 	stfs_remote_log(r, line);
 }
 
+/* o (a SOURCE as shown) less its "@REVISION" (refs/pr/N and
+ * refs/convert/X are three components), its folder kept: a mirror of
+ * hf://org/m@C/sub is one of hf://org/m/sub, not of the repository. */
+static void cut_revision(char *o)
+{
+	char *scheme = strstr(o, "://"), *at, *end;
+	int parts = 1;
+
+	if (!scheme || !(at = strchr(scheme + 3, '@')))
+		return;
+	if (!strncmp(at + 1, "refs/pr/", 8) ||
+	    !strncmp(at + 1, "refs/convert/", 13))
+		parts = 3;
+	for (end = at + 1; *end && parts; end++)
+		if (*end == '/' && !--parts)
+			break;
+	memmove(at, end, strlen(end) + 1);
+}
+
 char *stfs_mirror_origin(const struct stfs_location *loc)
 {
-	char *o = stfs_source_shown(loc->arg), *at, *scheme;
+	char *o = stfs_source_shown(loc->arg);
 
-	if (o && loc->revision && (scheme = strstr(o, "://")) &&
-	    (at = strchr(scheme + 3, '@')))
-		*at = '\0';
+	if (o && loc->revision)
+		cut_revision(o);
 	return o;
 }
 
@@ -190,8 +214,8 @@ static int get_blocks(struct stfs_remote *r, struct stfs_mirror *m,
 }
 
 /* A memo hit: [off, off + len) of t's block b, taken (and let go). */
-static int memo_take(struct tfile *t, uint64_t b, uint64_t bs, char *out,
-		     uint64_t off, size_t len)
+static int memo_take(struct stfs_mirror *m, struct tfile *t, uint64_t b,
+		     uint64_t bs, char *out, uint64_t off, size_t len)
 {
 	int hit;
 
@@ -202,18 +226,30 @@ static int memo_take(struct tfile *t, uint64_t b, uint64_t bs, char *out,
 		memcpy(out, t->memo + (off - b * bs), len);
 		free(t->memo);
 		t->memo = NULL;
+		atomic_fetch_sub(&m->memo_bytes, t->memo_len);
 	}
 	pthread_mutex_unlock(&t->mu);
 	return hit;
 }
 
-static void memo_put(struct tfile *t, uint64_t b, char *buf, size_t len)
+/* Keep buf (checked block b of t, len bytes) for a read to come, within
+ * MEMO_MAX in all (else it is let go). */
+static void memo_put(struct stfs_mirror *m, struct tfile *t, uint64_t b,
+		     char *buf, size_t len)
 {
 	pthread_mutex_lock(&t->mu);
+	if (t->memo)
+		atomic_fetch_sub(&m->memo_bytes, t->memo_len);
 	free(t->memo);
-	t->memo = buf;
-	t->memo_block = b;
-	t->memo_len = len;
+	t->memo = NULL;
+	if (atomic_fetch_add(&m->memo_bytes, len) + len > MEMO_MAX) {
+		atomic_fetch_sub(&m->memo_bytes, len);
+		free(buf);
+	} else {
+		t->memo = buf;
+		t->memo_block = b;
+		t->memo_len = len;
+	}
 	pthread_mutex_unlock(&t->mu);
 }
 
@@ -236,7 +272,7 @@ static int tier_fetch(struct stfs_object *o, void *h,
 	start = b0 * bs;
 	n = (size_t)((b1 + 1) * bs > t->f->size ? t->f->size - start :
 		     (b1 - b0 + 1) * bs);
-	if (b0 == b1 && memo_take(t, b0, bs, buf, q->off, q->len)) {
+	if (b0 == b1 && memo_take(m, t, b0, bs, buf, q->off, q->len)) {
 		*got = q->len;
 		return 0;
 	}
@@ -257,7 +293,7 @@ static int tier_fetch(struct stfs_object *o, void *h,
 	/* a block's tail read first (a reader in its middle): its head is
 	 * asked next, from the bytes here */
 	if (b0 == b1 && q->off > start)
-		memo_put(t, b0, tmp, n);
+		memo_put(m, t, b0, tmp, n);
 	else
 		free(tmp);
 	return 0;
@@ -313,6 +349,12 @@ static int tier_open(struct stfs_remote *r, const char *url,
 		*out = (struct stfs_tier_open){ .size = t->f->size,
 			.key = t->key, .version = t->f->etag,
 			.origin_etag = t->f->origin_etag };
+		/* checked whole: kept for the engine's read of block 0, which
+		 * is then not fetched again */
+		if (n) {
+			memo_put(m, t, 0, buf, n);
+			buf = NULL;
+		}
 	}
 	free(buf);
 	return rc ? -ENOENT : 0;
@@ -445,40 +487,22 @@ static int fits(struct stfs_remote *r, struct stfs_mirror *m,
 	return ok;
 }
 
-/* -o mirror_profile=: the mirror read with that profile's keys, not the
- * chain's: 0 or -errno with e. */
-static int own_keys(struct stfs_remote *r, struct stfs_mirror *m,
-		    struct stfs_error *e)
-{
-	struct stfs_auth *au = stfs_s3_profile_auth(r->o.mirror_profile,
-						    m->ml->auth->region, e);
-
-	if (!au)
-		return -EACCES;
-	if (m->ml->auth->ca_file && !(au->ca_file =
-				      strdup(m->ml->auth->ca_file))) {
-		stfs_auth_unref(au);
-		return stfs_nomem(e);
-	}
-	stfs_auth_unref(m->ml->auth);
-	m->ml->auth = au;
-	return 0;
-}
-
 static const struct stfs_service s3_only[] = {
 	{ "s3", STFS_SCHEME_S3, 1, stfs_locate_s3, NULL },
 };
 
-/* Read and check the manifest of m (named m->name) for loc: 0 if it is
- * used, else -errno (said). */
-static int load(struct stfs_remote *r, struct stfs_mirror *m,
-		const struct stfs_location *loc)
+/* Read the manifest of m (named m->name), once: 0, or -errno (said). */
+static int fetch_manifest(struct stfs_remote *r, struct stfs_mirror *m)
 {
 	struct stfs_error e = { 0 };
 	struct stfs_http_resp resp;
-	char *arg = NULL, *url = NULL, *body = NULL, *base = NULL, why[300];
+	char *arg = NULL, *url = NULL, *body = NULL, why[300];
 	size_t len = 0, n = strlen(m->name);
 	int rc;
+
+	if (m->fetched)
+		return m->fetch_rc;
+	m->fetched = 1;
 
 	while (n > 5 && m->name[n - 1] == '/')
 		n--;
@@ -487,16 +511,16 @@ static int load(struct stfs_remote *r, struct stfs_mirror *m,
 		return -ENOMEM;
 	rc = stfs_locate_with(s3_only, 1, arg, r, &m->ml, &e);
 	free(arg);
-	if (!rc && r->o.mirror_profile)
-		rc = own_keys(r, m, &e);
+	if (!rc)
+		rc = stfs_mirror_keys(r, m->ml, &e);
 	/* the trust domain of what its keys fetch (blocks keyed by it) */
 	if (!rc && stfs_http_trust(r, m->ml->auth, 0, &m->tag))
 		rc = stfs_fail(&e, -EACCES, NULL, STFS_NO_OFFSET, "its "
 			       "credentials cannot be keyed in the cache");
-	if (!rc && (asprintf(&url, "%s/manifest.json", m->ml->base) < 0 ||
-		    !(base = strndup(m->ml->base, strlen(m->ml->base) -
-				     strlen(STFS_MIRROR_DIR)))))
+	if (!rc && asprintf(&url, "%s/manifest.json", m->ml->base) < 0) {
+		url = NULL;
 		rc = -ENOMEM;
+	}
 	if (!rc)
 		rc = stfs_http_get(r, url, m->ml->auth, STFS_REQ_ONCE, NULL,
 				   STFS_MANIFEST_MAX, &body, &len, &resp, &e);
@@ -505,21 +529,91 @@ static int load(struct stfs_remote *r, struct stfs_mirror *m,
 		    "%s", m->name, e.msg[0] ? e.msg : strerror(-rc));
 		goto out;
 	}
-	if ((rc = stfs_manifest_parse(body, len, &m->m, why, sizeof(why)))) {
+	if ((rc = stfs_manifest_parse(body, len, &m->m, why, sizeof(why))))
 		say(r, "stfs: mirror %s: not used: its manifest: %s", m->name,
 		    why);
-		goto out;
-	}
-	if (!fits(r, m, loc)) {
-		rc = -ESTALE;
-		goto out;
-	}
-	rc = take_files(r, m, loc, base);
 out:
 	free(url);
 	free(body);
+	return m->fetch_rc = rc;
+}
+
+/* Check the manifest of m for loc: 0 if it is used, else -errno (said). */
+static int load(struct stfs_remote *r, struct stfs_mirror *m,
+		const struct stfs_location *loc)
+{
+	char *base;
+	int rc;
+
+	if ((rc = fetch_manifest(r, m)))
+		return rc;
+	if (!fits(r, m, loc))
+		return -ESTALE;
+	if (!(base = strndup(m->ml->base, strlen(m->ml->base) -
+			     strlen(STFS_MIRROR_DIR))))
+		return -ENOMEM;
+	rc = take_files(r, m, loc, base);
 	free(base);
 	return rc;
+}
+
+/* The listing of loc's origin at commit from the manifest (struct
+ * stfs_remote's mirror_list): 1 given, 0 the manifest does not fit (the
+ * mount says why once located), -ENOMEM. */
+static int tier_list(struct stfs_remote *r, const struct stfs_location *loc,
+		     const char *commit,
+		     int (*file)(void *arg, const char *path, const char *sum,
+				 uint64_t size),
+		     void *arg)
+{
+	struct stfs_mirror *m = r->mirror;
+	char *origin;
+	int ok;
+
+	if (!m || m->attached || fetch_manifest(r, m))
+		return 0;
+	if (!(origin = stfs_source_shown(loc->arg)))
+		return -ENOMEM;
+	cut_revision(origin);
+	ok = m->m.complete && !strcmp(origin, m->m.origin) &&
+	     !strcmp(commit, m->m.revision) && m->m.block == r->o.block;
+	free(origin);
+	if (!ok)
+		return 0;
+	for (size_t i = 0; i < m->m.n; i++) {
+		const char *sum = m->m.f[i].origin_sum, *hex = NULL;
+
+		if (sum && !strncmp(sum, "sha256:", 7))
+			hex = sum + 7;
+		else if (sum && !strncmp(sum, "sha1-blob:", 10))
+			hex = sum + 10;
+		if (file(arg, m->m.f[i].path, hex, m->m.f[i].size))
+			return -ENOMEM;
+	}
+	m->listed = 1;
+	return 1;
+}
+
+static struct stfs_mirror *mirror_new(const char *name)
+{
+	struct stfs_mirror *m = calloc(1, sizeof(*m));
+
+	if (m && !(m->name = strdup(name))) {
+		free(m);
+		m = NULL;
+	}
+	return m;
+}
+
+int stfs_mirror_prepare(struct stfs_remote *r)
+{
+	if (!r || !r->o.mirror || r->mirror || r->o.offline)
+		return 0;
+	if (!(r->mirror = mirror_new(r->o.mirror)))
+		return -ENOMEM;
+	r->mirror_free = tier_free;
+	r->mirror_list = tier_list;
+	return 0;
 }
 
 int stfs_mirror_attach(struct stfs_location *loc)
@@ -528,20 +622,24 @@ int stfs_mirror_attach(struct stfs_location *loc)
 	struct stfs_mirror *m;
 	int rc;
 
-	if (!r || !r->o.mirror || r->mirror || r->o.offline ||
-	    (!loc->http && !loc->remote))
+	if (!r || !r->o.mirror || r->o.offline || (r->mirror &&
+	    r->mirror->attached) || (!loc->http && !loc->remote))
 		return 0;
-	if (!(m = calloc(1, sizeof(*m))) || !(m->name = strdup(r->o.mirror))) {
-		free(m);
+	/* made by stfs_mirror_prepare() (its manifest perhaps read for the
+	 * listing already), else now */
+	if (!(m = r->mirror) && !(m = mirror_new(r->o.mirror)))
 		return -ENOMEM;
-	}
+	r->mirror = NULL;
+	r->mirror_list = NULL;
 	if ((rc = load(r, m, loc))) {
 		tier_free(m);
 		return rc == -ENOMEM ? rc : 0;
 	}
 	say(r, "stfs: mirror %s: reading %s%s%s from it (%zu of its %zu "
-	    "files)", m->name, m->m.origin, *m->m.revision ? "@" : "",
-	    m->m.revision, m->n, m->m.n);
+	    "files%s)", m->name, m->m.origin, *m->m.revision ? "@" : "",
+	    m->m.revision, m->n, m->m.n, m->listed ? "; the listing from its "
+	    "manifest" : "");
+	m->attached = 1;
 	r->mirror = m;
 	r->mirror_open = tier_open;
 	r->mirror_free = tier_free;
