@@ -74,7 +74,8 @@ HEADER_ROOM = {
     "metrics.h": "metrics",
 }
 # Headers below src/lib/source: the format layer, the public header.
-BELOW = {"format.h", "stfs/stfs.h", "stfs/metrics.h"}
+BELOW = {"format.h", "stfs/stfs.h", "stfs/remote.h", "stfs/metrics.h",
+         "stfs/mirror.h"}
 
 
 def room_of(rel):
