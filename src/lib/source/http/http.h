@@ -188,7 +188,7 @@ CURLcode stfs_transfer(struct stfs_transfers *t, CURL *h,
 /* From a callback of h's transfer: have its caller run its hook. */
 void stfs_transfer_wake(struct stfs_transfers *t, CURL *h);
 
-/* ---- the HTTP client (httpc.c) ------------------------------------------- */
+/* ---- the HTTP client (httpc.c: a request; client.c: the object) ---------- */
 
 /* A redirect is an answer (stfs_httpc_fetch() returns STFS_HTTP_REDIRECT,
  * the target in resp->location), not followed by libcurl. */
