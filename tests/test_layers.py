@@ -65,6 +65,7 @@ HELPERS = {
 # is the engine's object, at the engine's level.
 HEADER_ROOM = {
     "source.h": "source",
+    "sourceops.h": "source",
     "scheme.h": "scheme",
     "rlist.h": "rlist",
     "cache.h": "blocks",

@@ -32,6 +32,7 @@
 #include "remote.h"
 #include "metrics.h"
 #include "scheme.h"
+#include "sourceops.h"
 #include "http/http.h"
 #include "httphdr.h"
 
