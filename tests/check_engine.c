@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 #include "blocks/blocks.h"
 
 #define BLOCK (64u << 10)

@@ -61,7 +61,7 @@ HELPERS = {
 }
 
 # The headers outside the rooms' own directories, and the room each is
-# the header of.  remote.h holds no code (its functions are inline): it
+# the header of.  engine.h holds no code (its functions are inline): it
 # is the engine's object, at the engine's level.
 HEADER_ROOM = {
     "source.h": "source",
@@ -69,7 +69,7 @@ HEADER_ROOM = {
     "scheme.h": "scheme",
     "rlist.h": "rlist",
     "cache.h": "blocks",
-    "remote.h": "blocks",
+    "engine.h": "blocks",
     "auth.h": "http",
     "locate.h": "locate",
     "metrics.h": "metrics",

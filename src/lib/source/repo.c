@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 #include "scheme.h"
 #include "locate.h"
 #include "rlist.h"

@@ -3,7 +3,7 @@
  * (never installed): a byte source and its asynchronous read, the remote
  * object's life, the repository's files, and the locator that turns a
  * SOURCE argument into named sources.  What only the rooms of the layer
- * share is in remote.h and in each room's header (sourceops.h: what a kind
+ * share is in engine.h and in each room's header (sourceops.h: what a kind
  * of source implements; rlist.h: the repository list's walk, its small
  * files); what one room keeps to itself, in that room's own header
  * (http/httphdr.h, hub/hub.h, s3/s3.h).
@@ -75,7 +75,7 @@ int stfs_source_slurp(struct stfs_source *s, uint64_t max, char **out,
 
 struct stfs_auth;
 
-/* ---- the remote object of one model (remote.h) ---------------------------- */
+/* ---- the remote object of one model (engine.h, remote.c) ------------------ */
 
 /* The remote object every remote source of a model belongs to, made from
  * opts (NULL: the defaults without a cache): 0, or -errno with err. */

@@ -31,7 +31,7 @@
 #include <string.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 #include "blocks/blocks.h"
 #include "metrics.h"
 

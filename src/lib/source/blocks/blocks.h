@@ -6,7 +6,7 @@
  * fills in) with the requests the engine makes of it (struct
  * stfs_request, which the HTTP client carries out; its last fields are
  * for the client's own calls).  The cache store itself is cache.h.
- * blocks/ knows no HTTP: it uses only source.h, cache.h and remote.h.
+ * blocks/ knows no HTTP: it uses only source.h, cache.h and engine.h.
  */
 #ifndef STFS_BLOCKS_H
 #define STFS_BLOCKS_H

@@ -44,7 +44,7 @@
 #include <unistd.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 
 /* ---- usable: checked before a mount ------------------------------------ */
 

@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 #include "metrics.h"
 #include "blocks/blocks.h"
 

@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 #include "blocks/blocks.h"
 
 /* Blocks one writer takes at once (16 MiB of 4 MiB blocks): several

@@ -7,7 +7,7 @@
  */
 #include <string.h>
 
-#include "remote.h"
+#include "engine.h"
 #include "metrics.h"
 #include "http/http.h"
 

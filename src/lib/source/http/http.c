@@ -1,7 +1,7 @@
 /*
  * http.c: the byte source of one object behind an http:// or https://
  * URL (plain, or one that hub.c or s3.c found), of a model's remote layer
- * (remote.h): what names the object, its size and version, and its reads.
+ * (engine.h): what names the object, its size and version, and its reads.
  *
  * Opening fetches the first 64 KiB (enough for the headers of most shards;
  * a longer header takes a second request), which gives the object's size
@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 #include "metrics.h"
 #include "scheme.h"
 #include "sourceops.h"

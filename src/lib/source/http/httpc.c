@@ -52,7 +52,7 @@
 #include <json-c/json.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 #include "http/http.h"
 #include "httphdr.h"
 
