@@ -4,8 +4,9 @@
  * prefetch policy (pool.c), the write-behind to the cache (writeback.c),
  * and its fetch interface (struct stfs_fetch_ops, which http/fetch.c
  * fills in) with the requests the engine makes of it (struct
- * stfs_request, which the HTTP client carries out; its last fields are
- * for the client's own calls).  The cache store itself is cache.h.
+ * stfs_request, which the HTTP client carries out; what only the client's
+ * own calls carry, a method, header lines and a body, is http/http.h's
+ * struct stfs_http_extra).  The cache store itself is cache.h.
  * blocks/ knows no HTTP: it uses only source.h, cache.h and engine.h.
  */
 #ifndef STFS_BLOCKS_H
@@ -62,12 +63,6 @@ struct stfs_request {
 	unsigned flags;             /* STFS_REQ_* */
 	uint64_t deadline_ms;       /* no backoff past it (monotonic ms:
 				     * its reader's bound), or 0 */
-	/* stfs_http_call(): another method, header lines, a body */
-	const char *method;         /* NULL: GET */
-	const char *const *headers; /* "Name: value" lines, or NULL */
-	size_t nheaders;
-	const char *post;           /* the body of a POST or PUT, or NULL */
-	size_t post_len;
 };
 
 /* The longest backoff before a retry: a Retry-After is capped to it, and

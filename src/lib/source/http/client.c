@@ -129,10 +129,10 @@ int stfs_http_call(struct stfs_http_client *c, const char *method,
 	struct stfs_request q = { .url = url, .len = max,
 				  .want_total = UINT64_MAX, .whole = 1,
 				  .flags = flags | STFS_REQ_NOFOLLOW |
-					   STFS_REQ_NONETRC,
-				  .method = method, .headers = headers,
-				  .nheaders = nheaders, .post = post,
-				  .post_len = post_len };
+					   STFS_REQ_NONETRC };
+	struct stfs_http_extra ex = { .method = method, .headers = headers,
+				      .nheaders = nheaders, .post = post,
+				      .post_len = post_len };
 	struct stfs_http_resp *r = malloc(sizeof(*r));
 	CURL *h;
 	int rc;
@@ -143,7 +143,7 @@ int stfs_http_call(struct stfs_http_client *c, const char *method,
 		free(r);
 		return stfs_nomem(err);
 	}
-	rc = stfs_httpc_fetch(c, h, &q, NULL, body, len, r, err);
+	rc = stfs_httpc_fetch_ex(c, h, &q, &ex, NULL, body, len, r, err);
 	stfs_httpc_release(c, h);
 	if (rc == STFS_HTTP_REDIRECT)
 		rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "HTTP %ld: a "

@@ -66,6 +66,7 @@ struct xfer {
 	CURL *h;
 	struct stfs_transfers *t;
 	const struct stfs_request *q;
+	const struct stfs_http_extra *ex;   /* or NULL */
 	char *buf;
 	size_t len, got;
 	int whole;                  /* a whole body (200), buf grown to len */
@@ -300,6 +301,7 @@ static void trust(CURL *h, const struct stfs_http_client *c,
 static struct curl_slist *request_auth(CURL *h,
 				       const struct stfs_http_client *c,
 				       const struct stfs_request *q,
+				       const struct stfs_http_extra *ex,
 				       char *errbuf, int *fail)
 {
 	const struct stfs_auth *a = q->auth;
@@ -322,8 +324,8 @@ static struct curl_slist *request_auth(CURL *h,
 				 "request");
 		goto fail;
 	}
-	for (size_t i = 0; i < q->nheaders; i++) {
-		struct curl_slist *nl = curl_slist_append(hdrs, q->headers[i]);
+	for (size_t i = 0; ex && i < ex->nheaders; i++) {
+		struct curl_slist *nl = curl_slist_append(hdrs, ex->headers[i]);
 
 		if (!nl) {
 			snprintf(errbuf, CURL_ERROR_SIZE, "out of memory");
@@ -405,16 +407,17 @@ static CURLcode perform(struct stfs_http_client *c, CURL *h, struct xfer *x,
 		curl_easy_setopt(h, CURLOPT_RANGE, range);
 	}
 	errbuf[0] = '\0';
-	hdrs = request_auth(h, c, q, errbuf, &fail);
+	hdrs = request_auth(h, c, q, x->ex, errbuf, &fail);
 	if (fail) {
 		x->unsigned_ = 1;
 		return CURLE_OUT_OF_MEMORY;
 	}
-	if (q->method && strcmp(q->method, "GET"))
-		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, q->method);
-	if (q->post) {
-		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)q->post_len);
-		curl_easy_setopt(h, CURLOPT_POSTFIELDS, q->post);
+	if (x->ex && x->ex->method && strcmp(x->ex->method, "GET"))
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, x->ex->method);
+	if (x->ex && x->ex->post) {
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE,
+				 (long)x->ex->post_len);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, x->ex->post);
 	}
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
@@ -599,13 +602,23 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 		     size_t *got, struct stfs_http_resp *resp,
 		     struct stfs_error *err)
 {
+	return stfs_httpc_fetch_ex(c, h, q, NULL, buf, body, got, resp, err);
+}
+
+int stfs_httpc_fetch_ex(struct stfs_http_client *c, CURL *h,
+			const struct stfs_request *q,
+			const struct stfs_http_extra *ex, char *buf,
+			char **body, size_t *got, struct stfs_http_resp *resp,
+			struct stfs_error *err)
+{
 	char errbuf[ERRBUF_SIZE];
 	unsigned retry_after = 0, wait = 0;
 	uint64_t t0 = 0;
 
 	for (unsigned k = 0;; k++) {
 		struct xfer x = { .c = c, .h = h, .t = &c->transfers, .q = q,
-				  .buf = q->whole ? NULL : buf, .len = q->len,
+				  .ex = ex, .buf = q->whole ? NULL : buf,
+				  .len = q->len,
 				  .whole = q->whole };
 		long status = 0;
 		CURLcode rc;
@@ -621,7 +634,8 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 		c->count->requests++;
 		t0 = q->deadline_ms ? stfs_now_ms() : 0;
 		rc = perform(c, h, &x, &status, errbuf);
-		stfs_httpc_counted(c, h, q, status, x.got, k);
+		stfs_httpc_counted(c, h, q, ex ? ex->method : NULL, status, x.got,
+				   k);
 		retry_after = x.r.retry_after_s ? x.r.retry_after_s :
 			      status == 429 ? x.r.ratelimit_t : 0;
 		if (resp)
