@@ -93,6 +93,18 @@ size_t stfs_block_len(const struct stfs_object *o, uint64_t b)
 	       o->r->o.block;
 }
 
+void stfs_object_init(struct stfs_object *o)
+{
+	stfs_pool_plan_init(o);
+	stfs_lookup_init(o);
+}
+
+void stfs_object_fini(struct stfs_object *o)
+{
+	stfs_pool_plan_fini(o);
+	stfs_lookup_fini(o);
+}
+
 struct stfs_object *stfs_inflight_object(const struct stfs_inflight *me)
 {
 	return me->s;

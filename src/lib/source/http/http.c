@@ -139,8 +139,7 @@ static void http_close(struct stfs_source *src)
 	atomic_store(&s->obj.closing, 1);   /* transfers of s end now */
 	stfs_pool_drain(&s->obj);
 	stfs_blocks_forget(&s->obj.r->blocks, &s->obj);
-	pthread_cond_destroy(&s->obj.idle);
-	stfs_lookup_fini(&s->obj);
+	stfs_object_fini(&s->obj);
 	stfs_resolver_fini(&s->rv);
 	stfs_auth_unref(s->auth);
 	free(s->trust);
@@ -502,8 +501,7 @@ static struct http_src *http_new(struct stfs_remote *r, const char *url,
 		free(s);
 		return NULL;
 	}
-	pthread_cond_init(&s->obj.idle, NULL);
-	stfs_lookup_init(&s->obj);
+	stfs_object_init(&s->obj);
 	s->base.ops = &http_ops;
 	s->auth = stfs_auth_ref(auth);
 	s->obj.r = r;
