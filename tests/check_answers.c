@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "remote.h"
+#include "engine.h"
 #include "httphdr.h"
 #include "suites.h"
 

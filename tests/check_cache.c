@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 #include "suites.h"
 
 #define BLK 4096

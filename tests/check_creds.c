@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "remote.h"
+#include "engine.h"
 #include "s3.h"
 #include "suites.h"
 

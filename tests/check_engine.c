@@ -14,7 +14,11 @@
  *     no byte it did not get, caches nothing, and its failure is answered
  *     at once to the read that follows, with no new request;
  *   - a block read back from the cache is checked before it is served: a
- *     block file changed on the disk is fetched again, never served.
+ *     block file changed on the disk is fetched again, never served;
+ *   - each part of an object the engine keeps does its job: a failure is
+ *     forgotten after a moment (then fetched again), a cached block is
+ *     read through the descriptor kept open (an evicted one still), and
+ *     an object closing waits for every read of it queued or on the wire.
  *
  * Its own program (check-engine, the unit suite), so that it shares no
  * file with the other Check suites.
@@ -33,7 +37,7 @@
 #include <unistd.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 #include "blocks/blocks.h"
 
 #define BLOCK (64u << 10)
@@ -179,8 +183,7 @@ static struct fake *fake_new(int cached)
 	f->r->fetch = &fake_ops;        /* the engine's only way out */
 	pthread_mutex_init(&f->mu, NULL);
 	f->fail_at = UINT64_MAX;
-	pthread_cond_init(&f->o.idle, NULL);
-	stfs_lookup_init(&f->o);
+	stfs_object_init(&f->o);
 	f->o.r = f->r;
 	f->o.url = "mem://engine/model.safetensors";
 	f->o.etag = "\"e1\"";
@@ -210,8 +213,7 @@ static void fake_free(struct fake *f)
 	atomic_store(&f->o.closing, 1);
 	stfs_pool_drain(&f->o);
 	stfs_blocks_forget(&f->r->blocks, &f->o);
-	pthread_cond_destroy(&f->o.idle);
-	stfs_lookup_fini(&f->o);
+	stfs_object_fini(&f->o);
 	stfs_remote_free(f->r);
 	pthread_mutex_destroy(&f->mu);
 	if (f->dir[0])
@@ -483,6 +485,96 @@ START_TEST(t_engine_cache_checked)
 }
 END_TEST
 
+/* The failure of a fetch is remembered a moment only (the object's
+ * failures, lookup.c): once the engine forgets it (waited for, no fixed
+ * time), the server mended answers the next read, with one request. */
+START_TEST(t_engine_failure_forgotten)
+{
+	for (int cached = 0; cached < 2; cached++) {
+		struct fake *f = fake_new(cached);
+		unsigned char buf[4096];
+		unsigned n;
+
+		f->fail_at = 3 * BLOCK + 100;
+		ck_assert_int_eq(rd(f, buf, 4096, 3 * BLOCK), -EIO);
+		ck_assert_int_eq(stfs_blocks_failing(&f->o), -EIO);
+		pthread_mutex_lock(&f->mu);
+		f->fail_at = UINT64_MAX;
+		pthread_mutex_unlock(&f->mu);
+		for (int i = 0; stfs_blocks_failing(&f->o) && i < 1000; i++)
+			nap_ms(10);
+		ck_assert_int_eq(stfs_blocks_failing(&f->o), 0);
+		n = requests(f);
+		ck_assert_int_eq(rd(f, buf, 4096, 3 * BLOCK), 0);
+		assert_bytes(buf, 4096, 3 * BLOCK);
+		ck_assert_uint_eq(requests(f), n + 1);
+		fake_free(f);
+	}
+}
+END_TEST
+
+/* A cached block is read through the descriptor the object keeps open
+ * (its fds, lookup.c): a block file removed from the cache after it was
+ * opened (an eviction) is still read, checked, with no request. */
+START_TEST(t_engine_kept_open)
+{
+	struct fake *f = fake_new(1);
+	unsigned char buf[BLOCK];
+	char path[256];
+
+	ck_assert_int_eq(rd(f, buf, BLOCK, 2 * BLOCK), 0);
+	stfs_writeback_flush(f->r);
+	ck_assert_int_eq(rd(f, buf, 4096, 2 * BLOCK), 0);       /* opened */
+	snprintf(path, sizeof(path), "%s/c/%s/2", f->dir, f->o.cobj.dir);
+	ck_assert_int_eq(unlink(path), 0);
+	memset(buf, 0, sizeof(buf));
+	ck_assert_int_eq(rd(f, buf, BLOCK, 2 * BLOCK), 0);
+	assert_bytes(buf, BLOCK, 2 * BLOCK);
+	ck_assert_uint_eq(requests(f), 1);
+	fake_free(f);
+}
+END_TEST
+
+struct tally {
+	pthread_mutex_t mu;
+	unsigned done;
+};
+
+static void on_tally(void *arg, int rc)
+{
+	struct tally *t = arg;
+
+	(void)rc;
+	pthread_mutex_lock(&t->mu);
+	t->done++;
+	pthread_mutex_unlock(&t->mu);
+}
+
+/* An object closing while its reads are queued and on the wire (its
+ * plan, pool.c): stfs_pool_drain() returns only once every one of them
+ * was answered, so that nothing answers into a source that is gone. */
+START_TEST(t_engine_drain_waits)
+{
+	enum { K = 6 };
+	struct fake *f = fake_new(1);
+	struct tally t = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	static unsigned char buf[K][4096];
+	unsigned done;
+
+	f->latency_ms = 200;
+	for (unsigned i = 0; i < K; i++)
+		stfs_pool_read(&f->o, buf[i], sizeof(buf[i]),
+			       (uint64_t)i * BLOCK, NULL, on_tally, &t);
+	atomic_store(&f->o.closing, 1);
+	stfs_pool_drain(&f->o);
+	pthread_mutex_lock(&t.mu);
+	done = t.done;
+	pthread_mutex_unlock(&t.mu);
+	ck_assert_uint_eq(done, K);
+	fake_free(f);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("engine");
@@ -496,6 +588,9 @@ int main(void)
 	tcase_add_test(tc, t_engine_failure_at);
 	tcase_add_test(tc, t_engine_async_in_order);
 	tcase_add_test(tc, t_engine_cache_checked);
+	tcase_add_test(tc, t_engine_failure_forgotten);
+	tcase_add_test(tc, t_engine_kept_open);
+	tcase_add_test(tc, t_engine_drain_waits);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

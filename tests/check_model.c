@@ -20,6 +20,7 @@
 #include "stfs/stfs.h"
 #include "format.h"
 #include "source.h"
+#include "sourceops.h"
 #include "content.h"
 #include "suites.h"
 

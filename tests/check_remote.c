@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "remote.h"
+#include "engine.h"
 #include "http/http.h"
 #include "hub.h"
 #include "httphdr.h"

@@ -17,6 +17,7 @@
 #include "stfs/stfs.h"
 #include "format.h"
 #include "source.h"
+#include "rlist.h"
 #include "suites.h"
 
 /* stfs_parallel_for: every job run once, whatever the width */

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "remote.h"
+#include "engine.h"
 #include "httphdr.h"
 #include "suites.h"
 

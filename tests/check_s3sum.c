@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 #include "httphdr.h"
 #include "s3.h"
 #include "suites.h"

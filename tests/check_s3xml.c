@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "remote.h"
+#include "engine.h"
 #include "s3.h"
 #include "suites.h"
 

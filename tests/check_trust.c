@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 #include "http/http.h"
 #include "suites.h"
 

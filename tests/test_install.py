@@ -1,8 +1,9 @@
 """test_install.py: what `meson install` and the packages ship.
 
 Run after `meson install`, by `meson test --suite install` (plain `meson
-test` leaves it out; scripts/run-tests.sh does both): the public header
-compiles alone under -pedantic as C99 and C++11; examples/stfs-list.c
+test` leaves it out; scripts/run-tests.sh does both): every public
+header (include/stfs/*.h) is installed and compiles alone under -pedantic
+as C99 and C++11; examples/stfs-list.c
 builds against the installed libstfs through pkg-config, shared and static,
 and lists exactly what `stfs inspect --json` lists; the man page documents
 every option and command that `stfs --help` shows; the documented fstab
@@ -24,6 +25,9 @@ import stfstest as T  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 SAMPLE = os.path.join(ROOT, "examples", "tiny-llama.safetensors")
+# The public headers: every one must be installed and packaged.
+PUBLIC = sorted("/usr/include/stfs/" + os.path.basename(h) for h in
+                glob.glob(os.path.join(ROOT, "include", "stfs", "*.h")))
 
 
 def sh(*args, **kw):
@@ -47,6 +51,20 @@ def inspect_lines(stfs, src):
 
 def test_header_pedantic(d):
     cflags = pkgconf("--cflags", "stfs")
+    assert len(PUBLIC) >= 4, PUBLIC
+    for h in PUBLIC:
+        name = os.path.basename(h)
+        src = os.path.join(d, "h-%s.c" % name[:-2])
+        with open(src, "w") as f:
+            f.write("#include <stfs/%s>\nint main(void) "
+                    "{ return 0; }\n" % name)
+        sh("cc", "-std=c99", "-pedantic-errors", "-Wall", "-Wextra",
+           "-Werror", *cflags, src, "-o", os.path.join(d, "h"),
+           *pkgconf("--libs", "stfs"))
+        cpp = src[:-2] + ".cc"
+        shutil.copy(src, cpp)
+        sh("g++", "-std=c++11", "-pedantic-errors", "-Wall", "-Wextra",
+           "-Werror", "-fsyntax-only", *cflags, cpp)
     src = os.path.join(d, "h.c")
     with open(src, "w") as f:
         f.write("#include <stfs/stfs.h>\nint main(void) "
@@ -146,8 +164,8 @@ def test_debian_packages(d, mnt):
     try:
         assert "stfs 0.2.0" in sh("/usr/bin/stfs", "--version")
         files = sh("dpkg", "-L", "libstfs-dev")
-        assert "/usr/include/stfs/stfs.h" in files
-        assert "/usr/include/stfs/metrics.h" in files
+        for h in PUBLIC:
+            assert h in files, h
         assert re.search(r"/usr/lib/[^/]+/pkgconfig/stfs.pc", files)
         assert "/usr/share/man/man1/stfs.1.gz" in sh("dpkg", "-L", "stfs")
         p = subprocess.Popen(["/usr/bin/stfs", "mount", "-f", SAMPLE, mnt],
@@ -178,9 +196,8 @@ def test_rpm_spec(d):
     rpms = sorted(glob.glob(os.path.join(out, "*.rpm")))
     assert len(rpms) == 3, rpms
     listing = sh("rpm", "-qlp", *rpms)
-    for f in ("/usr/bin/stfs", "/usr/include/stfs/stfs.h",
-              "/usr/include/stfs/metrics.h", "stfs.pc",
-              "libstfs.so.2", "/usr/share/man/man1/stfs.1"):
+    for f in ["/usr/bin/stfs", "stfs.pc", "libstfs.so.2",
+              "/usr/share/man/man1/stfs.1"] + PUBLIC:
         assert f in listing, f
 
 

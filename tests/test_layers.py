@@ -61,20 +61,22 @@ HELPERS = {
 }
 
 # The headers outside the rooms' own directories, and the room each is
-# the header of.  remote.h holds no code (its functions are inline): it
+# the header of.  engine.h holds no code (its functions are inline): it
 # is the engine's object, at the engine's level.
 HEADER_ROOM = {
     "source.h": "source",
+    "sourceops.h": "source",
     "scheme.h": "scheme",
     "rlist.h": "rlist",
     "cache.h": "blocks",
-    "remote.h": "blocks",
+    "engine.h": "blocks",
     "auth.h": "http",
     "locate.h": "locate",
     "metrics.h": "metrics",
 }
 # Headers below src/lib/source: the format layer, the public header.
-BELOW = {"format.h", "stfs/stfs.h", "stfs/metrics.h"}
+BELOW = {"format.h", "stfs/stfs.h", "stfs/remote.h", "stfs/metrics.h",
+         "stfs/mirror.h"}
 
 
 def room_of(rel):

@@ -26,11 +26,14 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "stfs/remote.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* libstfs.so exports exactly the functions declared here. */
+/* libstfs.so exports exactly the functions declared here and in the
+ * other headers of include/stfs/ (remote.h, metrics.h, mirror.h). */
 #if defined(__GNUC__) && __GNUC__ >= 4
 #pragma GCC visibility push(default)
 #endif
@@ -218,63 +221,8 @@ struct stfs_source_info {
 	const char *url;        /* a remote source's URL, or NULL */
 };
 
-/*
- * Remote sources (http(s)://, hf://, s3://, docs/remote-cache.md): the options
- * of one model's remote sources, given as the text of `-o` options.  The
- * model makes its remote layer from them when it is opened (connections,
- * threads, the cache) and frees it with it, so two models of one process
- * may be configured apart.
- */
-struct stfs_remote_opts;
-/* The defaults: 10 s to connect, 30 s stalls, 3 retries, 8 connections,
- * 16K/s, blocks of 4M, the cache in $XDG_CACHE_HOME/stfs (or
- * ~/.cache/stfs), 10G of it; NULL when out of memory. */
-struct stfs_remote_opts *stfs_remote_opts_new(void);
-void stfs_remote_opts_free(struct stfs_remote_opts *o);
-/* Take one option, "KEY=VALUE" or "KEY": connect_timeout=S,
- * stall_timeout=S, retries=N, connections=N, min_speed=SIZE,
- * block_size=SIZE, cache=DIR (relative to the working directory now),
- * cache_size=SIZE, nocache, offline, unvalidated (open objects whose
- * server sends neither a strong ETag nor Last-Modified, uncached),
- * s3_style=path|virtual, public_net (connect to public addresses only),
- * allow_net=CIDR (with public_net, that range too; at most 16).  0; 1 if it
- * is not one of them (o unchanged); or -EINVAL (-ENAMETOOLONG, -ENOMEM)
- * with why saying what is wrong ("retries=x: give 0 to 100"). */
-int stfs_remote_opts_set(struct stfs_remote_opts *o, const char *opt,
-			 char *why, size_t whysz);
-/* The options together (nocache goes with neither cache= nor offline):
- * 0, or -EINVAL with why. */
-int stfs_remote_opts_check(const struct stfs_remote_opts *o, char *why,
-			   size_t whysz);
-/* Can the cache be used: a directory stfs can write (with offline,
- * read), or while it does not exist, the nearest directory above it?  0
- * (also with nocache), or -errno (ENOTDIR for a file, EROFS, EACCES) with
- * why.  A mount of a URL calls it; inspect need not. */
-int stfs_remote_opts_check_cache(const struct stfs_remote_opts *o,
-				 char *why, size_t whysz);
-/* Where the remote layer reports what goes wrong after open (a read that
- * failed, and why): one line each to fn(ctx, line).  Default: nowhere. */
-void stfs_remote_opts_log(struct stfs_remote_opts *o,
-			  void (*fn)(void *ctx, const char *line), void *ctx);
-/* How far the opening of a model with these options has come: the files
- * whose headers were read, of those to read (0 of 0 while the source is
- * still listed), and the bytes received so far. */
-struct stfs_open_progress {
-	size_t files_done, files_total;
-	uint64_t bytes;
-};
-/* Where the opening reports its progress (for a progress line): fn(ctx,
- * p) once the files to open are known and after each header is read,
- * from the library's threads, one call at a time.  Default: nowhere. */
-void stfs_remote_opts_progress(struct stfs_remote_opts *o,
-			       void (*fn)(void *ctx,
-					  const struct stfs_open_progress *p),
-			       void *ctx);
-
-/* s3:// addressing: virtual-hosted (https://BUCKET.HOST/KEY) or path-style
- * (https://HOST/BUCKET/KEY).  AUTO, the default: virtual-hosted on AWS,
- * path-style on an endpoint given by AWS_ENDPOINT_URL(_S3). */
-enum stfs_s3_style { STFS_S3_AUTO, STFS_S3_PATH, STFS_S3_VIRTUAL };
+/* Remote sources (http(s)://, hf://, s3://): their options, progress and
+ * statistics are in stfs/remote.h, included above. */
 
 /* SOURCE as it may be shown (messages, logs, the mount table): a URL
  * without the user, password and query it may carry (the query of a
@@ -284,22 +232,6 @@ char *stfs_source_shown(const char *source);
 /* Is SOURCE read over the network: an http://, https://, hf:// or s3://
  * URL, the scheme in any case?  1 or 0. */
 int stfs_source_is_remote(const char *source);
-
-/* What the remote sources of one model did since it was opened. */
-struct stfs_remote;
-struct stfs_remote_stats {
-	uint64_t requests;      /* HTTP requests, retries included */
-	uint64_t retries;
-	uint64_t bytes;         /* bytes received */
-	uint64_t cache_hits;    /* reads of blocks served by the cache */
-	uint64_t failed;        /* reads that ended in an error */
-	uint64_t resolves;      /* requests to a URL that redirects (the
-				 * Hub's /resolve), among requests */
-	uint64_t rate_limited;  /* of them, answered 429 */
-};
-/* r's statistics (all 0 for NULL). */
-void stfs_remote_stats(const struct stfs_remote *r,
-		       struct stfs_remote_stats *out);
 
 /* Open the local file at path (regular files only; a FIFO or device is
  * refused without blocking on it).  No data is read. */
@@ -722,42 +654,7 @@ void stfs_content_read(const struct stfs_content *c, uint64_t off,
 ssize_t stfs_content_pread(const struct stfs_content *c, void *buf,
 			   size_t size, uint64_t off);
 
-/* ---- a mirror of a pinned source in an S3 bucket: `stfs mirror`
- * (source/mirror/, docs/mirror.md) ------------------------------------ */
-
-/* How far a mirror has come (bytes and files of those selected). */
-struct stfs_mirror_status {
-	size_t files_total, files_done, files_skipped;
-	uint64_t bytes_total, bytes_done, bytes_skipped;
-	uint64_t elapsed_ms;
-};
-
-struct stfs_mirror_req {
-	const char *source;     /* hf://ORG/NAME@COMMIT, s3://BUCKET/PREFIX/,
-				 * https://HOST/FILE */
-	const char *dest;       /* s3://BUCKET/PREFIX */
-	const struct stfs_remote_opts *remote;  /* NULL: the defaults */
-	/* fnmatch(3) globs on the files' paths ('*' matches '/'): a file is
-	 * copied if it matches an include (or there are none) and no
-	 * exclude */
-	const char *const *include;
-	size_t ninclude;
-	const char *const *exclude;
-	size_t nexclude;
-	unsigned jobs;          /* files copied at once; 0: 4 */
-	/* progress after each part, one call at a time, from any thread;
-	 * log: a line for what is skipped or replaced */
-	void (*progress)(void *ctx, const struct stfs_mirror_status *st);
-	void (*log)(void *ctx, const char *line);
-	void *ctx;
-};
-
-/* Copy q->source's files into q->dest, each checked against the origin's
- * checksum, and write the manifest last: 0, or -errno with err (then no
- * manifest of this version is there; a run again goes on where this one
- * stopped).  *st (if given) says how far it came. */
-int stfs_mirror_run(const struct stfs_mirror_req *q,
-		    struct stfs_mirror_status *st, struct stfs_error *err);
+/* `stfs mirror` (a pinned source copied into an S3 bucket): stfs/mirror.h. */
 
 /* ---- small helpers shared by the front ends -------------------------- */
 

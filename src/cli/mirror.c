@@ -17,6 +17,7 @@
 
 #include "cli.h"
 #include "progress.h"
+#include "stfs/mirror.h"
 #include "stfs/stfs.h"
 
 struct mr_args {

@@ -1,7 +1,8 @@
 /*
  * mount.c: `stfs mount` and the mount-helper form `stfs SOURCE MOUNTPOINT
- * -o OPTS` that mount.fuse3 (and so fstab and systemd) calls: the options,
- * and the life of a mount from opening the model to unmounting.
+ * -o OPTS` that mount.fuse3 (and so fstab and systemd) calls: the life of
+ * a mount from opening the model to unmounting (its command line is read by
+ * mountopts.c).
  *
  * A mount validates everything before anything is mounted: the options
  * (libfuse's own included, by creating the session first), the mountpoint,
@@ -38,97 +39,8 @@
 #include "confine.h"
 #include "fs.h"
 #include "mount.h"
+#include "mountopts.h"
 #include "progress.h"
-
-struct stfs_opts {
-	char *source;
-	char *mountpoint;
-	int nonopts;
-	int foreground;
-	int debug;
-	int flat;
-	int npy;
-	int show_virtual;
-	/* -o include=GLOB, exclude=GLOB, each repeatable */
-	char **include, **exclude;
-	size_t ninclude, nexclude;
-	/* -o files=GLOB (repeatable), -o repo: the repository at the root */
-	char **files;
-	size_t nfiles;
-	int repo;
-	char *convert;
-	int help;
-	int version;
-	int single;
-	/* number options, as given; checked by number_opts() */
-	char *uid, *gid, *umask, *threads, *readahead, *max_read, *max_request;
-	/* the options of remote sources, taken by libstfs, and the first
-	 * that it refused (why) */
-	struct stfs_remote_opts *remote;
-	char *remote_bad;
-	char *log;
-	char *prefetch;         /* -o prefetch=: a warm's lines (prefetch.c) */
-	char *metrics;          /* -o metrics=PATH, nometrics (fsmetrics.c) */
-	int nometrics;
-};
-
-enum {
-	KEY_FOREGROUND,
-	KEY_DEBUG,
-	KEY_HELP,
-	KEY_VERSION,
-	KEY_SINGLE,
-	KEY_DISCARD,
-	KEY_MAX_READ,
-	KEY_INCLUDE,
-	KEY_EXCLUDE,
-	KEY_FILES,
-	KEY_PREFETCH,
-};
-
-#define STFS_OPT(t, p, v) { t, offsetof(struct stfs_opts, p), v }
-
-static const struct fuse_opt stfs_opt_spec[] = {
-	STFS_OPT("flat", flat, 1),
-	STFS_OPT("npy", npy, 1),
-	STFS_OPT("show_virtual", show_virtual, 1),
-	FUSE_OPT_KEY("include=", KEY_INCLUDE),
-	FUSE_OPT_KEY("exclude=", KEY_EXCLUDE),
-	FUSE_OPT_KEY("files=", KEY_FILES),
-	STFS_OPT("repo", repo, 1),
-	FUSE_OPT_KEY("prefetch=", KEY_PREFETCH),
-	STFS_OPT("convert=%s", convert, 0),
-	STFS_OPT("uid=%s", uid, 0),
-	STFS_OPT("gid=%s", gid, 0),
-	STFS_OPT("umask=%s", umask, 0),
-	STFS_OPT("threads=%s", threads, 0),
-	STFS_OPT("readahead=%s", readahead, 0),
-	STFS_OPT("max_request=%s", max_request, 0),
-	STFS_OPT("log=%s", log, 0),
-	STFS_OPT("metrics=%s", metrics, 0),
-	STFS_OPT("nometrics", nometrics, 1),
-	FUSE_OPT_KEY("max_read=", KEY_MAX_READ),   /* libfuse's, and ours */
-	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
-	FUSE_OPT_KEY("-d", KEY_DEBUG),
-	FUSE_OPT_KEY("debug", KEY_DEBUG),
-	FUSE_OPT_KEY("-s", KEY_SINGLE),
-	FUSE_OPT_KEY("-h", KEY_HELP),
-	FUSE_OPT_KEY("--help", KEY_HELP),
-	FUSE_OPT_KEY("-V", KEY_VERSION),
-	FUSE_OPT_KEY("--version", KEY_VERSION),
-	/* mount(8) options that mean nothing to a FUSE daemon */
-	FUSE_OPT_KEY("ro", KEY_DISCARD),
-	FUSE_OPT_KEY("rw", KEY_DISCARD),
-	FUSE_OPT_KEY("defaults", KEY_DISCARD),
-	FUSE_OPT_KEY("auto", KEY_DISCARD),
-	FUSE_OPT_KEY("noauto", KEY_DISCARD),
-	FUSE_OPT_KEY("user", KEY_DISCARD),
-	FUSE_OPT_KEY("nouser", KEY_DISCARD),
-	FUSE_OPT_KEY("users", KEY_DISCARD),
-	FUSE_OPT_KEY("nofail", KEY_DISCARD),
-	FUSE_OPT_KEY("_netdev", KEY_DISCARD),
-	FUSE_OPT_END
-};
 
 /* A model warning on stderr; ctx is the SOURCE string. */
 static void warn_stderr(void *ctx, const char *text)
@@ -136,175 +48,9 @@ static void warn_stderr(void *ctx, const char *text)
 	fprintf(stderr, "stfs: %s: warning: %s\n", (const char *)ctx, text);
 }
 
-/* An option of remote sources (URL, hf://, s3://), which libstfs parses:
- * 0, or 1 when it is none (libfuse's, or unknown). */
-static int remote_opt(struct stfs_opts *o, const char *arg)
-{
-	char why[512];
-	int rc = stfs_remote_opts_set(o->remote, arg, why, sizeof(why));
-
-	if (rc < 0 && !o->remote_bad && !(o->remote_bad = strdup(why)))
-		return -1;
-	return rc > 0;
-}
-
-static int opt_proc(void *data, const char *arg, int key,
-		    struct fuse_args *outargs)
-{
-	struct stfs_opts *o = data;
-
-	switch (key) {
-	case FUSE_OPT_KEY_NONOPT:
-		if (o->nonopts == 0)
-			o->source = strdup(arg);
-		else if (o->nonopts == 1)
-			o->mountpoint = strdup(arg);
-		o->nonopts++;
-		return 0;
-	case FUSE_OPT_KEY_OPT:
-		/* x-systemd.*, x-gvfs-* and comment=: hints for others */
-		if (strncmp(arg, "x-", 2) == 0 ||
-		    strncmp(arg, "comment=", 8) == 0)
-			return 0;
-		return remote_opt(o, arg);
-	case KEY_FOREGROUND:
-		o->foreground = 1;
-		return 0;
-	case KEY_DEBUG:
-		o->debug = 1;
-		o->foreground = 1;
-		return 1;
-	case KEY_SINGLE:
-		o->single = 1;
-		return 0;
-	case KEY_INCLUDE:
-	case KEY_EXCLUDE:
-	case KEY_FILES: {
-		char ***list = key == KEY_INCLUDE ? &o->include :
-			       key == KEY_FILES ? &o->files : &o->exclude;
-		size_t *n = key == KEY_INCLUDE ? &o->ninclude :
-			    key == KEY_FILES ? &o->nfiles : &o->nexclude;
-		char **p = realloc(*list, (*n + 1) * sizeof(*p));
-
-		if (!p)
-			return -1;
-		*list = p;
-		if (!(p[*n] = strdup(strchr(arg, '=') + 1)))
-			return -1;
-		(*n)++;
-		return 0;
-	}
-	case KEY_PREFETCH: {    /* all, or a glob: "+GLOB" (repeatable) */
-		const char *g = arg + strlen("prefetch=");
-		char *p = NULL;
-
-		if (asprintf(&p, "%s%s%s\n", o->prefetch ? o->prefetch : "",
-			     strcmp(g, "all") ? "+" : "", g) < 0)
-			return -1;
-		free(o->prefetch);
-		o->prefetch = p;
-		return 0;
-	}
-	case KEY_MAX_READ:      /* keep it for libfuse, which checks it too */
-		free(o->max_read);
-		o->max_read = strdup(arg + strlen("max_read="));
-		return o->max_read ? 1 : -1;
-	case KEY_HELP:
-		o->help = 1;
-		return 0;
-	case KEY_VERSION:
-		o->version = 1;
-		return 0;
-	case KEY_DISCARD:
-		return 0;
-	}
-	return 1;
-}
-
-/*
- * One number option: text (NULL when not given) must be only digits of
- * base, from lo to hi.  libfuse's own %u and %o would take "-1" as
- * 4294967295 and wrap what does not fit, so numbers are checked here.
- * 0 (and *out set if given), or -1 after saying what is wrong.
- */
-static int number_opt(const char *src, const char *name, const char *text,
-		      int base, unsigned long lo, unsigned long hi,
-		      const char *want, unsigned long *out)
-{
-	const char *digits = base == 8 ? "01234567" : "0123456789";
-	unsigned long v;
-	char *end;
-
-	if (!text)
-		return 0;
-	errno = 0;
-	v = strtoul(text, &end, base);
-	if (!*text || strspn(text, digits) != strlen(text) || errno ||
-	    *end || v < lo || v > hi) {
-		fprintf(stderr, "stfs: %s: %s=%s: give %s\n", src, name, text,
-			want);
-		return -1;
-	}
-	*out = v;
-	return 0;
-}
-
-/* The options of remote sources together: 0, or -1 after saying what is
- * wrong. */
-static int remote_opts(const struct stfs_opts *o, const char *src)
-{
-	char why[512];
-
-	if (o->remote_bad) {
-		fprintf(stderr, "stfs: %s: %s\n", src, o->remote_bad);
-		return -1;
-	}
-	if (stfs_remote_opts_check(o->remote, why, sizeof(why)) ||
-	    /* a mount of a URL: a cache it can use (cachedir.c) */
-	    (stfs_source_is_remote(src) &&
-	     stfs_remote_opts_check_cache(o->remote, why, sizeof(why)))) {
-		fprintf(stderr, "stfs: %s: %s\n", src, why);
-		return -1;
-	}
-	return 0;
-}
-
 static void log_line(void *ctx, const char *line)
 {
 	fuse_log(FUSE_LOG_ERR, "%s\n", line);
-}
-
-/* Check the number options into fs and *threads: 0, or -1. */
-static int number_opts(const struct stfs_opts *o, const char *src,
-		       struct stfs_fs *fs, unsigned *threads)
-{
-	unsigned long uid = getuid(), gid = getgid(), umask = 0,
-		      th = STFS_DEFAULT_THREADS, ra = STFS_DEFAULT_READAHEAD,
-		      max_read = 0, max_req = 0;
-
-	if (number_opt(src, "uid", o->uid, 10, 0, 4294967294UL,
-		       "a user id, 0 to 4294967294", &uid) ||
-	    number_opt(src, "gid", o->gid, 10, 0, 4294967294UL,
-		       "a group id, 0 to 4294967294", &gid) ||
-	    number_opt(src, "umask", o->umask, 8, 0, 0777,
-		       "an octal mode up to 777", &umask) ||
-	    number_opt(src, "threads", o->threads, 10, 1, 256, "1 to 256",
-		       &th) ||
-	    number_opt(src, "readahead", o->readahead, 10, 1, 1048576,
-		       "1 to 1048576 (KiB)", &ra) ||
-	    number_opt(src, "max_read", o->max_read, 10, 0, UINT_MAX,
-		       "a size in bytes, 0 to 4294967295", &max_read) ||
-	    number_opt(src, "max_request", o->max_request, 10, 4, 262140,
-		       "4 to 262140 (KiB)", &max_req))
-		return -1;
-	fs->max_pages = (unsigned)(max_req + 3) / 4;
-	fs->uid = (uid_t)uid;
-	fs->gid = (gid_t)gid;
-	fs->umask = (mode_t)umask;
-	fs->readahead_kb = (unsigned)ra;
-	fs->max_read = (unsigned)max_read;
-	*threads = o->single ? 1 : (unsigned)th;
-	return 0;
 }
 
 /*
@@ -432,50 +178,6 @@ static struct fuse_session *session_of_copy(const struct fuse_args *args,
 	return se;
 }
 
-/* Parse the command line into *o: -1 to go on (with *src, the source as
- * messages show it, and *threads), else the exit status. */
-static int parse_args(struct fuse_args *args, struct stfs_opts *o,
-		      struct stfs_fs *fs, char **src, unsigned *threads)
-{
-	if (!(o->remote = stfs_remote_opts_new())) {
-		fprintf(stderr, "stfs: out of memory\n");
-		return 1;
-	}
-	if (fuse_opt_parse(args, o, stfs_opt_spec, opt_proc) == -1) {
-		fprintf(stderr, "stfs: invalid options (see stfs --help)\n");
-		return 2;
-	}
-	if (o->help) {
-		stfs_usage(stdout);
-		return 0;
-	}
-	if (o->version) {
-		printf("stfs %s (libfuse %s)\n", STFS_VERSION,
-		       fuse_pkgversion());
-		return 0;
-	}
-	if (o->nonopts != 2) {
-		fprintf(stderr, "stfs: %s\n", o->nonopts < 2 ?
-			"a SOURCE and a MOUNTPOINT are needed" :
-			"too many arguments");
-		stfs_usage(stderr);
-		return 2;
-	}
-	/* messages and logs name it without a URL's password */
-	if (!(*src = stfs_source_shown(o->source))) {
-		fprintf(stderr, "stfs: out of memory\n");
-		return 1;
-	}
-	if (number_opts(o, *src, fs, threads) || remote_opts(o, *src))
-		return 2;
-	if (o->convert && strcmp(o->convert, "f32") != 0) {
-		fprintf(stderr, "stfs: %s: convert=%s: only convert=f32 is "
-			"supported\n", *src, o->convert);
-		return 2;
-	}
-	return -1;
-}
-
 /* Open the whole source as fs->model, with the tree options: 0, or the
  * exit status (its class: exitclass.c) after saying why. */
 static int open_model(struct stfs_opts *o, const char *src,
@@ -515,6 +217,33 @@ static int open_model(struct stfs_opts *o, const char *src,
 	return 0;
 }
 
+/* The mount's readahead (fs->readahead_kb), set on its backing device;
+ * on /dev/fd/N the mounter's.  Said on stderr when readahead= was given
+ * and cannot be had. */
+static void mount_readahead(const struct stfs_opts *o, const char *src,
+			    const struct stfs_fs *fs)
+{
+	unsigned ra_now = 0;
+	int rc;
+
+	if (fd_mountpoint(o->mountpoint) >= 0) {
+		/* the mounter knows the mount, and sets its readahead */
+		if (o->readahead)
+			fprintf(stderr, "stfs: %s: readahead=%u: on %s the "
+				"mounter sets it (read_ahead_kb of the mount's "
+				"/sys/class/bdi/MAJOR:MINOR)\n", src,
+				fs->readahead_kb, o->mountpoint);
+		rc = 0;
+	} else {
+		rc = stfs_set_readahead(o->mountpoint, fs->readahead_kb,
+					&ra_now);
+	}
+	if (rc < 0 && o->readahead)   /* the default may fall back quietly */
+		fprintf(stderr, "stfs: %s: readahead=%u: cannot set it (%s); "
+			"the mount keeps the kernel's %u KiB\n", src,
+			fs->readahead_kb, strerror(-rc), ra_now);
+}
+
 /* Mount fs->model (open) on o->mountpoint and serve it until unmount: the
  * exit status.  The model is closed and fs destroyed on every path. */
 static int serve_model(struct fuse_args *args, struct stfs_opts *o,
@@ -523,8 +252,7 @@ static int serve_model(struct fuse_args *args, struct stfs_opts *o,
 	struct fuse_session *se = NULL;
 	struct stfs_remote_stats stats;
 	char *fsname = NULL, *mopts = NULL, why[PATH_MAX + 128];
-	unsigned ra_now = 0;
-	int ret = 1, rc;
+	int ret = 1;
 
 	/* The mount shows the source as its device, read-only. */
 	if (asprintf(&fsname, "fsname=%s",
@@ -577,22 +305,7 @@ static int serve_model(struct fuse_args *args, struct stfs_opts *o,
 			"(see above)\n", src);
 		goto out_unmount;
 	}
-	if (fd_mountpoint(o->mountpoint) >= 0) {
-		/* the mounter knows the mount, and sets its readahead */
-		if (o->readahead)
-			fprintf(stderr, "stfs: %s: readahead=%u: on %s the "
-				"mounter sets it (read_ahead_kb of the mount's "
-				"/sys/class/bdi/MAJOR:MINOR)\n", src,
-				fs->readahead_kb, o->mountpoint);
-		rc = 0;
-	} else {
-		rc = stfs_set_readahead(o->mountpoint, fs->readahead_kb,
-					&ra_now);
-	}
-	if (rc < 0 && o->readahead)   /* the default may fall back quietly */
-		fprintf(stderr, "stfs: %s: readahead=%u: cannot set it (%s); "
-			"the mount keeps the kernel's %u KiB\n", src,
-			fs->readahead_kb, strerror(-rc), ra_now);
+	mount_readahead(o, src, fs);
 	if (stfs_daemonize(o->foreground, o->log, src) != 0)
 		goto out_unmount;
 	if (stfs_fsmetrics_start(fs))
@@ -629,34 +342,6 @@ out_model:
 	return ret;
 }
 
-static void opts_free(struct stfs_opts *o)
-{
-	free(o->source);
-	free(o->mountpoint);
-	free(o->log);
-	free(o->prefetch);
-	free(o->metrics);
-	free(o->convert);
-	for (size_t i = 0; i < o->ninclude; i++)
-		free(o->include[i]);
-	for (size_t i = 0; i < o->nexclude; i++)
-		free(o->exclude[i]);
-	for (size_t i = 0; i < o->nfiles; i++)
-		free(o->files[i]);
-	free(o->files);
-	free(o->include);
-	free(o->exclude);
-	free(o->uid);
-	free(o->gid);
-	free(o->umask);
-	free(o->threads);
-	free(o->readahead);
-	free(o->max_request);
-	stfs_remote_opts_free(o->remote);
-	free(o->remote_bad);
-	free(o->max_read);
-}
-
 /* The open-file limit raised to its hard limit: %repo/'s lazy files stay
  * open until unmount, and a directory may hold more of them than the
  * soft limit (often 1024, or less) lets a process open. */
@@ -679,7 +364,7 @@ int stfs_mount_main(int argc, char **argv)
 	struct fuse_session *se;
 	char *src = NULL;
 	unsigned threads = 1;
-	int ret = parse_args(&args, &o, &fs, &src, &threads);
+	int ret = stfs_mount_args(&args, &o, &fs, &src, &threads);
 
 	if (ret >= 0)
 		goto out;
@@ -702,7 +387,7 @@ int stfs_mount_main(int argc, char **argv)
 		ret = serve_model(&args, &o, src, &fs, threads);
 out:
 	free(src);
-	opts_free(&o);
+	stfs_mount_opts_free(&o);
 	fuse_opt_free_args(&args);
 	return ret;
 }

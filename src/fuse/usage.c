@@ -7,7 +7,8 @@
 #include "fs.h"
 #include "mount.h"
 
-void stfs_usage(FILE *out)
+/* The commands, and what SOURCE and MOUNTPOINT may be. */
+static void usage_commands(FILE *out)
 {
 	fprintf(out,
 "usage: stfs mount [-f] [-d] [-s] [-o OPT[,OPT...]] SOURCE MOUNTPOINT\n"
@@ -38,7 +39,13 @@ void stfs_usage(FILE *out)
 "the root, and every file of the source is under %%repo/.\n"
 "MOUNTPOINT may be /dev/fd/N: an open /dev/fuse that a privileged process\n"
 "has mounted (mount(2) with fd=N); stfs serves it unprivileged.\n"
-"\n"
+"\n", STFS_HEADER_FILE);
+}
+
+/* The mount options of every source. */
+static void usage_mount_options(FILE *out)
+{
+	fprintf(out,
 "mount options:\n"
 "  -f                 stay in the foreground\n"
 "  -d, -o debug       FUSE debug output (implies -f)\n"
@@ -66,7 +73,14 @@ void stfs_usage(FILE *out)
 "  -o metrics=PATH    write the daemon's counters to PATH (Prometheus text\n"
 "                     format, every 10 s and at unmount, replaced\n"
 "                     atomically: for node exporter's textfile collector;\n"
-"                     stfs stats shows them); nometrics: count nothing\n"
+"                     stfs stats shows them); nometrics: count nothing\n", STFS_DEFAULT_THREADS,
+		STFS_DEFAULT_READAHEAD, STFS_DEFAULT_MAX_REQUEST);
+}
+
+/* The mount options of URL sources, s3:// credentials, the exit status. */
+static void usage_remote(FILE *out)
+{
+	fprintf(out,
 "  -o prefetch=all|GLOB  for URL sources: warm the cache once the mount is\n"
 "                     live, as stfs prefetch does (GLOB repeatable)\n"
 "  -o mirror=s3://BUCKET/PREFIX  for URL sources: read the files from a\n"
@@ -119,6 +133,12 @@ void stfs_usage(FILE *out)
 "\n"
 "Exit status: 0 ok, 1 failed (stats: not an stfs mount, nometrics, not its\n"
 "owner), 2 usage; a mount's source not opened: 3 not found, 4 credentials\n"
-"refused, 5 origin not reached, 6 refused by public_net/allow_net; stfs(1).\n", STFS_HEADER_FILE, STFS_DEFAULT_THREADS, STFS_DEFAULT_READAHEAD,
-	STFS_DEFAULT_MAX_REQUEST);
+"refused, 5 origin not reached, 6 refused by public_net/allow_net; stfs(1).\n");
+}
+
+void stfs_usage(FILE *out)
+{
+	usage_commands(out);
+	usage_mount_options(out);
+	usage_remote(out);
 }

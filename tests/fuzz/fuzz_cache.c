@@ -37,7 +37,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "remote.h"
+#include "engine.h"
 #include "httphdr.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

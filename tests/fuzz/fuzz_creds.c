@@ -24,7 +24,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "remote.h"
+#include "engine.h"
 #include "s3.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

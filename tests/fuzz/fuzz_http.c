@@ -23,7 +23,7 @@
 #include <time.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 #include "httphdr.h"
 #include "s3.h"
 

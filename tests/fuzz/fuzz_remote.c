@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 #include "hub.h"
 #include "s3.h"
 

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "remote.h"
+#include "engine.h"
 #include "s3.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -2,7 +2,7 @@
  * remote.c: the remote layer of one model as one object: its options,
  * parsed from the `-o KEY=VALUE` text that `stfs mount` and `stfs
  * inspect` pass on, and the object made from them (struct stfs_remote,
- * remote.h) that owns the transfer threads, the workers, the blocks in
+ * engine.h) that owns the transfer threads, the workers, the blocks in
  * flight, the cache writer, the cache store and the statistics.
  *
  * The object starts no thread: its threads start on first use, so that
@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 #include "http/http.h"
 #include "s3/service.h"
 #include "metrics.h"

@@ -25,11 +25,22 @@
 #include <unistd.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 #include "scheme.h"
 #include "locate.h"
 #include "rlist.h"
 #include "http/http.h"
+
+/* What a mount fetches whole and keeps at most: past this many small files
+ * or bytes of them (path order), the rest are read lazily like large ones,
+ * unverified (stfs inspect --files says "lazy"). */
+#define STFS_REPO_SMALL_FILES 4096
+#define STFS_REPO_SMALL_BYTES (64u << 20)
+/* Small files are fetched this many at a time, each its own request (one
+ * connection each, as HTTP/1.1 has it): 200 of them take a connection's
+ * round trip and two of requests, not one round trip per file
+ * (docs/performance.md). */
+#define STFS_REPO_FETCHERS 128
 
 /* ---- opening a file by its path ------------------------------------------- */
 

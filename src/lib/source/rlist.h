@@ -1,12 +1,25 @@
 /*
- * rlist.h: what rlist.c offers the rooms besides the repository list's
- * own functions (which source.h declares, for the model layer too): the
- * fault of a small file that could not be fetched.
+ * rlist.h: what rlist.c offers the rooms of the source layer besides what
+ * source.h declares for the model layer too (the list, a file added, a
+ * path's check): which files are small, a directory walked into a list, a
+ * list freed, and the fault of a small file that could not be fetched.
  */
 #ifndef STFS_RLIST_H
 #define STFS_RLIST_H
 
 #include "source.h"
+
+/* Files of at most this many bytes that are not weights are fetched whole
+ * at mount and verified (docs/remote.md). */
+#define STFS_REPO_SMALL_MAX (1u << 20)
+/* Is a file called path (of size bytes) small: fetched whole at mount? */
+int stfs_repo_is_small(const char *path, uint64_t size);
+/* Every regular file under dir (symlinks followed only while they stay
+ * under root, which may be wider than dir: the Hugging Face cache's
+ * blobs): 0 or -errno. */
+int stfs_rlist_walk(struct stfs_rlist *l, const char *dir, const char *root,
+		    struct stfs_error *err);
+void stfs_rlist_free(struct stfs_rlist *l);
 
 /* f could not be fetched (rc, e: why): its fault says so (rlist.c). */
 void stfs_rfile_unfetched(struct stfs_rfile *f, int rc,

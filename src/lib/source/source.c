@@ -8,6 +8,7 @@
 
 #include "format.h"
 #include "source.h"
+#include "sourceops.h"
 
 void stfs_source_close(struct stfs_source *s)
 {

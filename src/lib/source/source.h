@@ -1,10 +1,12 @@
 /*
  * source.h: the door of the byte-source layer, for the layers above it
- * (never installed): the operations a kind of source implements, the
- * asynchronous read, the remote object's life, and the locator that turns
- * a SOURCE argument into named sources.  What only the rooms of the layer
- * share is in remote.h; what one room keeps to itself, in that room's
- * header (http/httphdr.h, hub/hub.h, s3/s3.h).
+ * (never installed): a byte source and its asynchronous read, the remote
+ * object's life, the repository's files, and the locator that turns a
+ * SOURCE argument into named sources.  What only the rooms of the layer
+ * share is in engine.h and in each room's header (sourceops.h: what a kind
+ * of source implements; rlist.h: the repository list's walk, its small
+ * files); what one room keeps to itself, in that room's own header
+ * (http/httphdr.h, hub/hub.h, s3/s3.h).
  */
 #ifndef STFS_SOURCE_H
 #define STFS_SOURCE_H
@@ -31,40 +33,10 @@ struct stfs_warm_info {
 	const void *remote;         /* its remote object (one per model) */
 };
 
-struct stfs_source_ops {
-	void (*close)(struct stfs_source *s);
-	/* Read exactly len bytes at off (within the size): 0 or -errno. */
-	int (*read)(struct stfs_source *s, void *buf, size_t len,
-		    uint64_t off);
-	/* Start such a read and call done exactly once, now or later, from
-	 * any thread.  NULL: read() then done(), before returning.  The read
-	 * is part of the extent *ext (a tensor's bytes), a hint for what
-	 * may be read next, or NULL. */
-	void (*read_async)(struct stfs_source *s, void *buf, size_t len,
-			   uint64_t off, const struct stfs_extent *ext,
-			   stfs_source_done done, void *arg);
-	/* The bytes [off, off + len) were served (copied to a reader or
-	 * handed to the kernel): leave none of their pages in the page
-	 * cache, where the mount's own file pages hold them now.  NULL:
-	 * nothing to drop. */
-	void (*drop)(struct stfs_source *s, uint64_t off, uint64_t len);
-	/* A warm (`stfs prefetch`): what it needs to know, and block b
-	 * brought into the cache (done called once).  NULL: a local file,
-	 * nothing to warm. */
-	int (*warm_info)(const struct stfs_source *s,
-			 struct stfs_warm_info *wi);
-	void (*warm)(struct stfs_source *s, uint64_t b,
-		     stfs_source_done done, void *arg);
-	/* wait until the blocks warmed are written; drop those queued */
-	void (*warm_flush)(struct stfs_source *s);
-	void (*warm_cancel)(struct stfs_source *s);
-	/* next is read after s, from its start (a model's next shard): a
-	 * reader going on to s's end may have next's first blocks fetched
-	 * ahead of it; next NULL: no more.  NULL: nothing to do. */
-	void (*follow)(struct stfs_source *s, struct stfs_source *next);
-};
+/* What every kind of source shares; kinds embed it first.  What a kind
+ * implements (struct stfs_source_ops) is sourceops.h. */
+struct stfs_source_ops;
 
-/* What every kind of source shares; kinds embed it first. */
 struct stfs_source {
 	const struct stfs_source_ops *ops;
 	char *name;
@@ -103,7 +75,7 @@ int stfs_source_slurp(struct stfs_source *s, uint64_t max, char **out,
 
 struct stfs_auth;
 
-/* ---- the remote object of one model (remote.h) ---------------------------- */
+/* ---- the remote object of one model (engine.h, remote.c) ------------------ */
 
 /* The remote object every remote source of a model belongs to, made from
  * opts (NULL: the defaults without a cache): 0, or -errno with err. */
@@ -121,22 +93,10 @@ void stfs_remote_progress(struct stfs_remote *r, size_t done, size_t total);
 void stfs_remote_progress_end(struct stfs_remote *r);
 /* Its bytes per block (-o block_size=), 0 for NULL (remote.c). */
 size_t stfs_remote_block_size(const struct stfs_remote *r);
-/* ---- the repository: every file of the source (repo.c) ----------------- */
+/* ---- the repository: every file of the source (repo.c, rlist.c; the
+ * rooms' side of the list: rlist.h) ---------------------------------------- */
 
-/* Files of at most this many bytes that are not weights are fetched whole
- * at mount and verified (docs/remote.md). */
-#define STFS_REPO_SMALL_MAX (1u << 20)
-/* What a mount fetches whole and keeps at most: past this many small files
- * or bytes of them (path order), the rest are read lazily like large ones,
- * unverified (stfs inspect --files says "lazy"). */
-#define STFS_REPO_SMALL_FILES 4096
-#define STFS_REPO_SMALL_BYTES (64u << 20)
 #define STFS_REPO_PATH_MAX 4096
-/* Small files are fetched this many at a time, each its own request (one
- * connection each, as HTTP/1.1 has it): 200 of them take a connection's
- * round trip and two of requests, not one round trip per file
- * (docs/performance.md). */
-#define STFS_REPO_FETCHERS 128
 
 /* One file of the source's repository, as its listing gives it. */
 struct stfs_rfile {
@@ -165,16 +125,8 @@ struct stfs_rlist {
 /* Add a file: 0 or -ENOMEM. */
 int stfs_rlist_push(struct stfs_rlist *l, const char *path, uint64_t size,
 		    const char *sum, const char *left_out);
-void stfs_rlist_free(struct stfs_rlist *l);
 /* Why a path may not be shown (a static text), or NULL if it may. */
 const char *stfs_repo_path_bad(const char *path);
-/* Every regular file under dir (symlinks followed only while they stay
- * under root, which may be wider than dir: the Hugging Face cache's
- * blobs): 0 or -errno. */
-int stfs_rlist_walk(struct stfs_rlist *l, const char *dir, const char *root,
-		    struct stfs_error *err);
-/* Is a file called path (of size bytes) small: fetched whole at mount? */
-int stfs_repo_is_small(const char *path, uint64_t size);
 
 /* ---- the locator ------------------------------------------------------ */
 

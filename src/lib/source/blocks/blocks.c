@@ -31,7 +31,7 @@
 #include <string.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 #include "blocks/blocks.h"
 #include "metrics.h"
 
@@ -91,6 +91,18 @@ size_t stfs_block_len(const struct stfs_object *o, uint64_t b)
 
 	return o->size - start < o->r->o.block ? (size_t)(o->size - start) :
 	       o->r->o.block;
+}
+
+void stfs_object_init(struct stfs_object *o)
+{
+	stfs_pool_plan_init(o);
+	stfs_lookup_init(o);
+}
+
+void stfs_object_fini(struct stfs_object *o)
+{
+	stfs_pool_plan_fini(o);
+	stfs_lookup_fini(o);
 }
 
 struct stfs_object *stfs_inflight_object(const struct stfs_inflight *me)

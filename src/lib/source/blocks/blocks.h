@@ -4,9 +4,10 @@
  * prefetch policy (pool.c), the write-behind to the cache (writeback.c),
  * and its fetch interface (struct stfs_fetch_ops, which http/fetch.c
  * fills in) with the requests the engine makes of it (struct
- * stfs_request, which the HTTP client carries out; its last fields are
- * for the client's own calls).  The cache store itself is cache.h.
- * blocks/ knows no HTTP: it uses only source.h, cache.h and remote.h.
+ * stfs_request, which the HTTP client carries out; what only the client's
+ * own calls carry, a method, header lines and a body, is http/http.h's
+ * struct stfs_http_extra).  The cache store itself is cache.h.
+ * blocks/ knows no HTTP: it uses only source.h, cache.h and engine.h.
  */
 #ifndef STFS_BLOCKS_H
 #define STFS_BLOCKS_H
@@ -62,12 +63,6 @@ struct stfs_request {
 	unsigned flags;             /* STFS_REQ_* */
 	uint64_t deadline_ms;       /* no backoff past it (monotonic ms:
 				     * its reader's bound), or 0 */
-	/* stfs_http_call(): another method, header lines, a body */
-	const char *method;         /* NULL: GET */
-	const char *const *headers; /* "Name: value" lines, or NULL */
-	size_t nheaders;
-	const char *post;           /* the body of a POST or PUT, or NULL */
-	size_t post_len;
 };
 
 /* The longest backoff before a retry: a Retry-After is capped to it, and
@@ -126,7 +121,41 @@ struct stfs_stream {
 	uint64_t pf_low;            /* going down: the lowest block queued */
 };
 
-/* One remote object as the block engine sees it (embedded in a source). */
+/* ---- one remote object: each part its owner's, under its owner's lock -- */
+
+/* An object's reads as the pool plans them (pool.c; writeback.c counts
+ * a block queued for the writers): all under the pool's mu. */
+struct stfs_obj_plan {
+	unsigned inflight;          /* asynchronous reads not done */
+	pthread_cond_t idle;        /* inflight went to 0 */
+	struct stfs_stream streams[STFS_STREAMS];  /* its readers in order */
+	uint64_t tick;              /* reads planned, to age the streams */
+	uint64_t pf_fed;            /* blocks below it a prefetch of a
+				     * read's brought from the network */
+	struct stfs_object *next;   /* read after this one, or NULL */
+};
+
+/* The fetches of an object that failed last (lookup.c): a ring, since a
+ * reader's block and the prefetches beside it fail together.  Under the
+ * blocks' mu (struct stfs_blocks), which the fetches that fail hold. */
+struct stfs_obj_failures {
+	struct stfs_failure ring[STFS_FAIL_SLOTS];
+	unsigned next;              /* the next slot to use */
+};
+
+/* An object's cached blocks kept open for reading, their headers checked
+ * (lookup.c): block b in slot b % STFS_FD_SLOTS (fd -1: none); lock is
+ * held to read with one, and to change one. */
+struct stfs_obj_fds {
+	pthread_rwlock_t lock;
+	struct stfs_cache_blk slot[STFS_FD_SLOTS];
+};
+
+/* One remote object as the block engine sees it (embedded in a source).
+ * What it is, its opener sets (http/http.c; mirror/tier.c its tier)
+ * before the engine sees it, and nothing changes after; its cache entry
+ * is the cache's (cache.h); the rest is the engine's, made by
+ * stfs_object_init() and each part kept by its owner. */
 struct stfs_object {
 	struct stfs_remote *r;
 	const char *url;
@@ -137,25 +166,25 @@ struct stfs_object {
 	const void *tier;           /* its copy in the mirror, or NULL */
 	uint64_t size;
 	struct stfs_cache_obj cobj; /* its blocks on disk, if cached */
-	atomic_int closing;         /* abort its transfers and retries */
-	/* under the pool's mu: */
-	unsigned inflight;          /* asynchronous reads not done */
-	pthread_cond_t idle;
-	struct stfs_stream streams[STFS_STREAMS];  /* its readers in order */
-	uint64_t tick;              /* reads planned, to age the streams */
-	uint64_t pf_fed;            /* blocks below it a prefetch of a
-				     * read's brought from the network */
-	struct stfs_object *next;   /* read after this one, or NULL */
-	/* under the blocks' mu: the fetches that failed last (a ring: a
-	 * reader's block and the prefetches beside it fail together) */
-	struct stfs_failure failed[STFS_FAIL_SLOTS];
-	unsigned nfailed;           /* the next slot to use */
-	/* cached blocks kept open for reading, their headers checked
-	 * (lookup.c): block b in slot b % STFS_FD_SLOTS (fd -1: none);
-	 * fd_lock is held to read with one, and to change */
-	pthread_rwlock_t fd_lock;
-	struct stfs_cache_blk slot[STFS_FD_SLOTS];
+	atomic_int closing;         /* set by its opener at close: abort
+				     * its transfers and retries */
+	struct stfs_obj_plan plan;          /* pool.c's, the pool's mu */
+	struct stfs_obj_failures failures;  /* lookup.c's, the blocks' mu */
+	struct stfs_obj_fds fds;            /* lookup.c's, fds.lock */
 };
+
+/* The engine's parts of o (plan, failures, fds), empty, before o is
+ * read; and their end, once o is closing and drained (stfs_pool_drain())
+ * (blocks.c: each by its owner, below). */
+void stfs_object_init(struct stfs_object *o);
+void stfs_object_fini(struct stfs_object *o);
+/* o's failures and descriptors of cached blocks: none yet; all closed
+ * (lookup.c). */
+void stfs_lookup_init(struct stfs_object *o);
+void stfs_lookup_fini(struct stfs_object *o);
+/* o's plan: no read, no reader yet; its end (pool.c). */
+void stfs_pool_plan_init(struct stfs_object *o);
+void stfs_pool_plan_fini(struct stfs_object *o);
 
 struct stfs_inflight;
 
@@ -271,9 +300,6 @@ int stfs_blocks_failing(struct stfs_object *o);
 /* The fetch of [off, end) of o failed with rc (under the blocks' mu). */
 void stfs_blocks_failed(struct stfs_object *o, uint64_t off, uint64_t end,
 			int rc);
-/* o's descriptors of cached blocks: none open yet; all closed. */
-void stfs_lookup_init(struct stfs_object *o);
-void stfs_lookup_fini(struct stfs_object *o);
 /* Bring block b of o into the cache (or memory), for a reader to come. */
 void stfs_blocks_prefetch(struct stfs_fetcher *f, struct stfs_object *o,
 			  uint64_t b);

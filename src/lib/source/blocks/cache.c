@@ -32,7 +32,7 @@
  * The cache is trusted only when it is private, and nothing under it is
  * reached through a symbolic link (cachedir.c): every path here is
  * relative to the cache's directory descriptor, opened once.  The cache
- * is an object of the remote layer (struct stfs_cache, remote.h), made
+ * is an object of the remote layer (struct stfs_cache, engine.h), made
  * from its options.
  */
 #define _GNU_SOURCE

@@ -44,7 +44,7 @@
 #include <unistd.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 
 /* ---- usable: checked before a mount ------------------------------------ */
 
@@ -262,7 +262,7 @@ int stfs_cachedir_opendir(int root, const char *shown, const char *rel,
 int stfs_cachedir_open_file(int dir, const char *name, uint64_t size)
 {
 	struct stat st;
-	char why[8];
+	char why[256];           /* (not shown: a miss) */
 	int fd;
 
 	if (!plain(name, strlen(name)))
@@ -307,7 +307,7 @@ int stfs_cachedir_stage(int dir, const char *name, const void *hdr,
 	t->dir = dir;
 	if (!plain(name, strlen(name)) || strlen(name) >= sizeof(t->name))
 		return -EINVAL;
-	snprintf(t->name, sizeof(t->name), "%s", name);
+	memcpy(t->name, name, strlen(name) + 1);
 	snprintf(t->tmp, sizeof(t->tmp), "%s.tmp.%d.%lx", name, (int)getpid(),
 		 (unsigned long)pthread_self());
 	(void)unlinkat(dir, t->tmp, 0);  /* ours, left by a failed write */

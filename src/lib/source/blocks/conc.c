@@ -25,7 +25,7 @@
 #include <stdatomic.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 #include "blocks/blocks.h"
 
 void stfs_conc_init(struct stfs_remote *r, int on)

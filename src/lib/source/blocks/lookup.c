@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 #include "metrics.h"
 #include "blocks/blocks.h"
 
@@ -39,16 +39,17 @@
 
 void stfs_lookup_init(struct stfs_object *o)
 {
-	pthread_rwlock_init(&o->fd_lock, NULL);
+	o->failures = (struct stfs_obj_failures){ .next = 0 };
+	pthread_rwlock_init(&o->fds.lock, NULL);
 	for (unsigned k = 0; k < STFS_FD_SLOTS; k++)
-		o->slot[k] = (struct stfs_cache_blk){ .fd = -1 };
+		o->fds.slot[k] = (struct stfs_cache_blk){ .fd = -1 };
 }
 
 void stfs_lookup_fini(struct stfs_object *o)
 {
 	for (unsigned k = 0; k < STFS_FD_SLOTS; k++)
-		stfs_blockfile_close(&o->slot[k]);
-	pthread_rwlock_destroy(&o->fd_lock);
+		stfs_blockfile_close(&o->fds.slot[k]);
+	pthread_rwlock_destroy(&o->fds.lock);
 }
 
 /* Block b of o failed its check (why): logged, and dropped from its slot
@@ -68,13 +69,13 @@ static void failed_check(struct stfs_object *o, uint64_t b,
 		 "not served (offline: EIO)" : "removed, and fetched again");
 	stfs_remote_log(o->r, line);
 	stfs_m_verify(o->r->o.metrics, STFS_VERIFY_CACHE_BLOCK);
-	pthread_rwlock_wrlock(&o->fd_lock);
-	if (o->slot[k].fd >= 0 && o->slot[k].ino == bad->ino &&
-	    o->slot[k].dev == bad->dev) {
-		old = o->slot[k];
-		o->slot[k] = (struct stfs_cache_blk){ .fd = -1 };
+	pthread_rwlock_wrlock(&o->fds.lock);
+	if (o->fds.slot[k].fd >= 0 && o->fds.slot[k].ino == bad->ino &&
+	    o->fds.slot[k].dev == bad->dev) {
+		old = o->fds.slot[k];
+		o->fds.slot[k] = (struct stfs_cache_blk){ .fd = -1 };
 	}
-	pthread_rwlock_unlock(&o->fd_lock);
+	pthread_rwlock_unlock(&o->fds.lock);
 	stfs_blockfile_close(&old);
 	stfs_cache_drop_block(&o->cobj, bad, b);
 }
@@ -94,13 +95,13 @@ static int cached_block(struct stfs_object *o, uint64_t b, size_t in,
 
 	if (in > blen || n > blen - in)
 		return -ENOENT;
-	pthread_rwlock_rdlock(&o->fd_lock);
-	if (o->slot[k].fd >= 0 && o->slot[k].block == b) {
-		rc = stfs_blockfile_pread(&o->slot[k], buf, n, in, why,
+	pthread_rwlock_rdlock(&o->fds.lock);
+	if (o->fds.slot[k].fd >= 0 && o->fds.slot[k].block == b) {
+		rc = stfs_blockfile_pread(&o->fds.slot[k], buf, n, in, why,
 					  sizeof(why));
-		blk = o->slot[k];       /* its identity, if it failed */
+		blk = o->fds.slot[k];   /* its identity, if it failed */
 	}
-	pthread_rwlock_unlock(&o->fd_lock);
+	pthread_rwlock_unlock(&o->fds.lock);
 	if (rc == -EBADMSG) {
 		failed_check(o, b, &blk, why);
 		return rc;
@@ -119,10 +120,10 @@ static int cached_block(struct stfs_object *o, uint64_t b, size_t in,
 		stfs_blockfile_close(&blk);
 		return rc == -EBADMSG ? rc : -ENOENT;
 	}
-	pthread_rwlock_wrlock(&o->fd_lock);
-	old = o->slot[k];
-	o->slot[k] = blk;
-	pthread_rwlock_unlock(&o->fd_lock);
+	pthread_rwlock_wrlock(&o->fds.lock);
+	old = o->fds.slot[k];
+	o->fds.slot[k] = blk;
+	pthread_rwlock_unlock(&o->fds.lock);
 	stfs_blockfile_close(&old);
 	return 0;
 }
@@ -161,8 +162,8 @@ void stfs_blocks_failed(struct stfs_object *s, uint64_t off, uint64_t end,
 
 	if (rc == -ENOMEM || atomic_load(&s->closing))
 		return;
-	k = s->nfailed++ % STFS_FAIL_SLOTS;
-	s->failed[k] = (struct stfs_failure){ off, end,
+	k = s->failures.next++ % STFS_FAIL_SLOTS;
+	s->failures.ring[k] = (struct stfs_failure){ off, end,
 					      stfs_now_ms() + FAIL_MEMORY_MS, rc };
 }
 
@@ -176,9 +177,9 @@ static int recent_failure(struct stfs_object *o, uint64_t off, size_t len)
 
 	pthread_mutex_lock(&bl->mu);
 	for (unsigned k = 0; k < STFS_FAIL_SLOTS && !rc; k++)
-		if (now < o->failed[k].until_ms && off < o->failed[k].end &&
-		    off + len > o->failed[k].off)
-			rc = o->failed[k].rc;
+		if (now < o->failures.ring[k].until_ms && off < o->failures.ring[k].end &&
+		    off + len > o->failures.ring[k].off)
+			rc = o->failures.ring[k].rc;
 	pthread_mutex_unlock(&bl->mu);
 	return rc;
 }

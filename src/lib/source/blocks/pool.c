@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 #include "blocks/blocks.h"
 #include "metrics.h"
 
@@ -70,8 +70,8 @@ void stfs_pool_fini(struct stfs_pool *p)
 
 void stfs_pool_job_over(struct stfs_object *s)
 {
-	if (--s->inflight == 0)
-		pthread_cond_broadcast(&s->idle);
+	if (--s->plan.inflight == 0)
+		pthread_cond_broadcast(&s->plan.idle);
 }
 
 /* A read job's bytes have come, before the rest of their block. */
@@ -135,8 +135,8 @@ static void run_job(struct stfs_fetcher *f, struct stfs_job *j)
 		 * cache): a reader hitting it is fed by the network */
 		if (f->to_write) {
 			pthread_mutex_lock(&r->pool.mu);
-			if (j->s->pf_fed <= j->off)
-				j->s->pf_fed = j->off + 1;
+			if (j->s->plan.pf_fed <= j->off)
+				j->s->plan.pf_fed = j->off + 1;
 			pthread_mutex_unlock(&r->pool.mu);
 		}
 		return;
@@ -289,7 +289,7 @@ static void prefetch(struct stfs_object *s, struct stfs_stream *st,
 	uint64_t block = r->o.block, ahead = stfs_prefetch_blocks(r);
 	uint64_t nblocks = (s->size + block - 1) / block;
 	uint64_t b0 = from / block, b1, b;
-	struct stfs_object *n = s->next;
+	struct stfs_object *n = s->plan.next;
 
 	if (r->o.offline || from >= to)
 		return;
@@ -310,7 +310,7 @@ static void prefetch(struct stfs_object *s, struct stfs_stream *st,
 			break;
 		}
 		*j = (struct stfs_job){ .s = s, .off = b };
-		s->inflight++;
+		s->plan.inflight++;
 		*p->pf_tail = j;
 		p->pf_tail = &j->next;
 		p->n_pf_queued++;
@@ -323,12 +323,12 @@ static void prefetch(struct stfs_object *s, struct stfs_stream *st,
 	 * readers' windows are theirs): into its first stream, which the
 	 * first reader there takes over */
 	if (!cross || b != nblocks || to <= s->size || !n || !s->size ||
-	    n->streams[0].pf_next > ahead)
+	    n->plan.streams[0].pf_next > ahead)
 		return;
 	for (unsigned i = 0; i < STFS_STREAMS; i++)
-		if (n->streams[i].next_off)
+		if (n->plan.streams[i].next_off)
 			return;
-	prefetch(n, &n->streams[0], 0, to - s->size, 0);
+	prefetch(n, &n->plan.streams[0], 0, to - s->size, 0);
 }
 
 /* Queue prefetches of the blocks of [from, to) not queued yet for stream
@@ -357,7 +357,7 @@ static void prefetch_back(struct stfs_object *s, struct stfs_stream *st,
 			break;
 		}
 		*j = (struct stfs_job){ .s = s, .off = b - 1 };
-		s->inflight++;
+		s->plan.inflight++;
 		*p->pf_tail = j;
 		p->pf_tail = &j->next;
 		p->n_pf_queued++;
@@ -377,21 +377,21 @@ static struct stfs_stream *stream_of(struct stfs_object *s, uint64_t off,
 	struct stfs_stream *st = NULL, *loose = NULL, *old = NULL;
 
 	for (unsigned i = 0; i < STFS_STREAMS; i++) {
-		struct stfs_stream *t = &s->streams[i];
+		struct stfs_stream *t = &s->plan.streams[i];
 
 		/* the kernel's readahead may send its requests (1 MiB
 		 * each) a little out of order */
 		if (t->next_off && !t->back && off + slack >= t->next_off &&
 		    off <= t->next_off + slack) {
 			*seq = 1;
-			t->used = ++s->tick;
+			t->used = ++s->plan.tick;
 			return t;
 		}
 		/* going down: this read ends where that one began */
 		if (t->next_off && off < t->last_off &&
 		    end + slack >= t->last_off && end <= t->last_off + slack) {
 			*seq = t->back ? 1 : 2;
-			t->used = ++s->tick;
+			t->used = ++s->plan.tick;
 			return t;
 		}
 		if (!t->next_off && !st)
@@ -409,7 +409,7 @@ static struct stfs_stream *stream_of(struct stfs_object *s, uint64_t off,
 	st->streak = 0;
 	st->back = 0;
 	st->pf_low = 0;
-	st->used = ++s->tick;
+	st->used = ++s->plan.tick;
 	return st;
 }
 
@@ -459,7 +459,7 @@ static void plan_prefetch(struct stfs_object *s, uint64_t off, size_t len,
 	 * of order started a second): one, with the window of both, so that
 	 * the blocks ahead are not queued twice */
 	for (unsigned i = 0; i < STFS_STREAMS; i++) {
-		struct stfs_stream *t = &s->streams[i];
+		struct stfs_stream *t = &s->plan.streams[i];
 
 		if (t == st || !t->next_off || t->back ||
 		    t->next_off + slack < st->next_off ||
@@ -481,7 +481,7 @@ static void plan_prefetch(struct stfs_object *s, uint64_t off, size_t len,
 void stfs_pool_follow(struct stfs_object *s, struct stfs_object *next)
 {
 	pthread_mutex_lock(&s->r->pool.mu);
-	s->next = next;
+	s->plan.next = next;
 	pthread_mutex_unlock(&s->r->pool.mu);
 }
 
@@ -489,7 +489,7 @@ static void hit(struct stfs_object *s, uint64_t off, size_t len,
 		const struct stfs_extent *ext, int cold)
 {
 	pthread_mutex_lock(&s->r->pool.mu);
-	if (off / s->r->o.block < s->pf_fed)
+	if (off / s->r->o.block < s->plan.pf_fed)
 		cold = 1;
 	plan_prefetch(s, off, len, ext, cold);
 	pthread_mutex_unlock(&s->r->pool.mu);
@@ -523,7 +523,7 @@ static void enqueue(struct stfs_object *s, const struct stfs_job *t,
 		t->done(t->arg, rc);
 		return;
 	}
-	s->inflight++;
+	s->plan.inflight++;
 	if (j->warm) {
 		*p->warm_tail = j;
 		p->warm_tail = &j->next;
@@ -553,6 +553,17 @@ void stfs_pool_read(struct stfs_object *s, void *buf, size_t len,
 	enqueue(s, &t, ext);
 }
 
+void stfs_pool_plan_init(struct stfs_object *s)
+{
+	s->plan = (struct stfs_obj_plan){ .inflight = 0 };
+	pthread_cond_init(&s->plan.idle, NULL);
+}
+
+void stfs_pool_plan_fini(struct stfs_object *s)
+{
+	pthread_cond_destroy(&s->plan.idle);
+}
+
 void stfs_pool_drain(struct stfs_object *s)
 {
 	struct stfs_pool *p = &s->r->pool;
@@ -566,7 +577,7 @@ void stfs_pool_drain(struct stfs_object *s)
 			continue;
 		}
 		*q = j->next;
-		s->inflight--;
+		s->plan.inflight--;
 		p->n_pf_queued--;
 		free(j);
 	}
@@ -574,8 +585,8 @@ void stfs_pool_drain(struct stfs_object *s)
 	while (*p->pf_tail)
 		p->pf_tail = &(*p->pf_tail)->next;
 	drop_warms(p, s);
-	while (s->inflight)             /* reads still on the wire */
-		pthread_cond_wait(&s->idle, &p->mu);
+	while (s->plan.inflight)        /* reads still on the wire */
+		pthread_cond_wait(&s->plan.idle, &p->mu);
 	pthread_mutex_unlock(&p->mu);
 }
 

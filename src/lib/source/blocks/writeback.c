@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 #include "blocks/blocks.h"
 
 /* Blocks one writer takes at once (16 MiB of 4 MiB blocks): several
@@ -169,7 +169,7 @@ static int give(struct stfs_remote *r, struct stfs_inflight *me)
 		pthread_mutex_unlock(&p->mu);
 		return -1;
 	}
-	stfs_inflight_object(me)->inflight++;
+	stfs_inflight_object(me)->plan.inflight++;
 	*stfs_inflight_later(me) = NULL;
 	*p->wq_tail = me;
 	p->wq_tail = stfs_inflight_later(me);

@@ -7,15 +7,15 @@
  */
 #include <string.h>
 
-#include "remote.h"
+#include "engine.h"
 #include "metrics.h"
 #include "http/http.h"
 
 /* One attempt of q, answered status with got bytes, into the owner's
  * counters (metrics.h), by what it was for. */
 void stfs_httpc_counted(struct stfs_http_client *c, CURL *h,
-			const struct stfs_request *q, long status, size_t got,
-			unsigned attempt)
+			const struct stfs_request *q, const char *method,
+			long status, size_t got, unsigned attempt)
 {
 	curl_off_t first_us = 0;
 	enum stfs_m_kind kind =
@@ -24,7 +24,7 @@ void stfs_httpc_counted(struct stfs_http_client *c, CURL *h,
 		 * the range it asked for */
 		(q->flags & STFS_REQ_RESOLVE) && status >= 300 &&
 		status < 400 ? STFS_KIND_RESOLVE :
-		q->method && !strcmp(q->method, "HEAD") ? STFS_KIND_HEAD :
+		method && !strcmp(method, "HEAD") ? STFS_KIND_HEAD :
 		q->whole ? STFS_KIND_LIST : STFS_KIND_RANGE;
 
 	if (!c->o->metrics)

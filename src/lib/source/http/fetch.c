@@ -8,7 +8,7 @@
 #include <curl/curl.h>
 #include <stddef.h>
 
-#include "remote.h"
+#include "engine.h"
 #include "http/http.h"
 
 static void *handle_new(void)

@@ -1,7 +1,7 @@
 /*
  * http.c: the byte source of one object behind an http:// or https://
  * URL (plain, or one that hub.c or s3.c found), of a model's remote layer
- * (remote.h): what names the object, its size and version, and its reads.
+ * (engine.h): what names the object, its size and version, and its reads.
  *
  * Opening fetches the first 64 KiB (enough for the headers of most shards;
  * a longer header takes a second request), which gives the object's size
@@ -29,9 +29,10 @@
 #include <unistd.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 #include "metrics.h"
 #include "scheme.h"
+#include "sourceops.h"
 #include "http/http.h"
 #include "httphdr.h"
 
@@ -138,8 +139,7 @@ static void http_close(struct stfs_source *src)
 	atomic_store(&s->obj.closing, 1);   /* transfers of s end now */
 	stfs_pool_drain(&s->obj);
 	stfs_blocks_forget(&s->obj.r->blocks, &s->obj);
-	pthread_cond_destroy(&s->obj.idle);
-	stfs_lookup_fini(&s->obj);
+	stfs_object_fini(&s->obj);
 	stfs_resolver_fini(&s->rv);
 	stfs_auth_unref(s->auth);
 	free(s->trust);
@@ -501,8 +501,7 @@ static struct http_src *http_new(struct stfs_remote *r, const char *url,
 		free(s);
 		return NULL;
 	}
-	pthread_cond_init(&s->obj.idle, NULL);
-	stfs_lookup_init(&s->obj);
+	stfs_object_init(&s->obj);
 	s->base.ops = &http_ops;
 	s->auth = stfs_auth_ref(auth);
 	s->obj.r = r;

@@ -188,7 +188,7 @@ CURLcode stfs_transfer(struct stfs_transfers *t, CURL *h,
 /* From a callback of h's transfer: have its caller run its hook. */
 void stfs_transfer_wake(struct stfs_transfers *t, CURL *h);
 
-/* ---- the HTTP client (httpc.c) ------------------------------------------- */
+/* ---- the HTTP client (httpc.c: a request; client.c: the object) ---------- */
 
 /* A redirect is an answer (stfs_httpc_fetch() returns STFS_HTTP_REDIRECT,
  * the target in resp->location), not followed by libcurl. */
@@ -255,13 +255,29 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 		     const struct stfs_request *q, char *buf, char **body,
 		     size_t *got, struct stfs_http_resp *resp,
 		     struct stfs_error *err);
+/* What a request of the client's own carries beyond the engine's struct
+ * stfs_request (stfs_http_call(): another method, header lines, a
+ * body). */
+struct stfs_http_extra {
+	const char *method;         /* NULL: GET */
+	const char *const *headers; /* "Name: value" lines, or NULL */
+	size_t nheaders;
+	const char *post;           /* the body of a POST or PUT, or NULL */
+	size_t post_len;
+};
+/* stfs_httpc_fetch() of q carrying ex too (NULL: nothing more). */
+int stfs_httpc_fetch_ex(struct stfs_http_client *c, CURL *h,
+			const struct stfs_request *q,
+			const struct stfs_http_extra *ex, char *buf,
+			char **body, size_t *got, struct stfs_http_resp *resp,
+			struct stfs_error *err);
 
-/* One attempt of q with h, answered status (0: none) with got body
- * bytes (attempt 0: the first), counted into the client's owner's
- * counters, if any (counted.c). */
+/* One attempt of q (with method, or NULL: GET) with h, answered status
+ * (0: none) with got body bytes (attempt 0: the first), counted into the
+ * client's owner's counters, if any (counted.c). */
 void stfs_httpc_counted(struct stfs_http_client *c, CURL *h,
-			const struct stfs_request *q, long status, size_t got,
-			unsigned attempt);
+			const struct stfs_request *q, const char *method,
+			long status, size_t got, unsigned attempt);
 
 /* One call of a credential service (s3/: STS, IMDS, the container
  * endpoint): method ("GET", "PUT" or "POST") on url with header lines and

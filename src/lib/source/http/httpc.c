@@ -34,7 +34,9 @@
  * stfs_http_call() is the one other kind of request: a call of a
  * credential service (STS, IMDS, the container endpoint) with its method,
  * header lines and body, its answer bounded, a redirect refused and no
- * credential of netrc sent.
+ * credential of netrc sent.  The client object, its idle handles and
+ * those synchronous requests (stfs_http_get(), stfs_http_call()) are
+ * client.c's.
  */
 #define _GNU_SOURCE
 #include <curl/curl.h>
@@ -50,7 +52,7 @@
 #include <json-c/json.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 #include "http/http.h"
 #include "httphdr.h"
 
@@ -64,6 +66,7 @@ struct xfer {
 	CURL *h;
 	struct stfs_transfers *t;
 	const struct stfs_request *q;
+	const struct stfs_http_extra *ex;   /* or NULL */
 	char *buf;
 	size_t len, got;
 	int whole;                  /* a whole body (200), buf grown to len */
@@ -298,6 +301,7 @@ static void trust(CURL *h, const struct stfs_http_client *c,
 static struct curl_slist *request_auth(CURL *h,
 				       const struct stfs_http_client *c,
 				       const struct stfs_request *q,
+				       const struct stfs_http_extra *ex,
 				       char *errbuf, int *fail)
 {
 	const struct stfs_auth *a = q->auth;
@@ -320,8 +324,8 @@ static struct curl_slist *request_auth(CURL *h,
 				 "request");
 		goto fail;
 	}
-	for (size_t i = 0; i < q->nheaders; i++) {
-		struct curl_slist *nl = curl_slist_append(hdrs, q->headers[i]);
+	for (size_t i = 0; ex && i < ex->nheaders; i++) {
+		struct curl_slist *nl = curl_slist_append(hdrs, ex->headers[i]);
 
 		if (!nl) {
 			snprintf(errbuf, CURL_ERROR_SIZE, "out of memory");
@@ -403,16 +407,17 @@ static CURLcode perform(struct stfs_http_client *c, CURL *h, struct xfer *x,
 		curl_easy_setopt(h, CURLOPT_RANGE, range);
 	}
 	errbuf[0] = '\0';
-	hdrs = request_auth(h, c, q, errbuf, &fail);
+	hdrs = request_auth(h, c, q, x->ex, errbuf, &fail);
 	if (fail) {
 		x->unsigned_ = 1;
 		return CURLE_OUT_OF_MEMORY;
 	}
-	if (q->method && strcmp(q->method, "GET"))
-		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, q->method);
-	if (q->post) {
-		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)q->post_len);
-		curl_easy_setopt(h, CURLOPT_POSTFIELDS, q->post);
+	if (x->ex && x->ex->method && strcmp(x->ex->method, "GET"))
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, x->ex->method);
+	if (x->ex && x->ex->post) {
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE,
+				 (long)x->ex->post_len);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, x->ex->post);
 	}
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
@@ -597,13 +602,23 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 		     size_t *got, struct stfs_http_resp *resp,
 		     struct stfs_error *err)
 {
+	return stfs_httpc_fetch_ex(c, h, q, NULL, buf, body, got, resp, err);
+}
+
+int stfs_httpc_fetch_ex(struct stfs_http_client *c, CURL *h,
+			const struct stfs_request *q,
+			const struct stfs_http_extra *ex, char *buf,
+			char **body, size_t *got, struct stfs_http_resp *resp,
+			struct stfs_error *err)
+{
 	char errbuf[ERRBUF_SIZE];
 	unsigned retry_after = 0, wait = 0;
 	uint64_t t0 = 0;
 
 	for (unsigned k = 0;; k++) {
 		struct xfer x = { .c = c, .h = h, .t = &c->transfers, .q = q,
-				  .buf = q->whole ? NULL : buf, .len = q->len,
+				  .ex = ex, .buf = q->whole ? NULL : buf,
+				  .len = q->len,
 				  .whole = q->whole };
 		long status = 0;
 		CURLcode rc;
@@ -619,7 +634,8 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 		c->count->requests++;
 		t0 = q->deadline_ms ? stfs_now_ms() : 0;
 		rc = perform(c, h, &x, &status, errbuf);
-		stfs_httpc_counted(c, h, q, status, x.got, k);
+		stfs_httpc_counted(c, h, q, ex ? ex->method : NULL, status, x.got,
+				   k);
 		retry_after = x.r.retry_after_s ? x.r.retry_after_s :
 			      status == 429 ? x.r.ratelimit_t : 0;
 		if (resp)
@@ -667,138 +683,4 @@ int stfs_httpc_fetch(struct stfs_http_client *c, CURL *h,
 			return code;
 		}
 	}
-}
-
-/* ---- the client ---------------------------------------------------------- */
-
-/* A copy of the environment variable name, NULL when unset or empty: 0,
- * or -ENOMEM. */
-static int env_copy(const char *name, char **out)
-{
-	const char *v = stfs_env(name);
-
-	*out = v ? strdup(v) : NULL;
-	return v && !*out ? -ENOMEM : 0;
-}
-
-int stfs_httpc_init(struct stfs_http_client *c,
-		    const struct stfs_remote_opts *o,
-		    struct stfs_remote_counters *count)
-{
-	c->ca_file = c->ca_dir = c->netrc = NULL;
-	if (env_copy(stfs_env("CURL_CA_BUNDLE") ? "CURL_CA_BUNDLE" :
-		     "SSL_CERT_FILE", &c->ca_file) ||
-	    env_copy("SSL_CERT_DIR", &c->ca_dir) ||
-	    env_copy("NETRC", &c->netrc)) {
-		free(c->ca_file);
-		free(c->ca_dir);
-		return -ENOMEM;
-	}
-	c->o = o;
-	c->count = count;
-	c->nidle = 0;
-	pthread_mutex_init(&c->idle_mu, NULL);
-	atomic_init(&c->jitter, (unsigned)time(NULL) ^ (unsigned)getpid() ^
-		    (unsigned)(uintptr_t)c);
-	stfs_transfers_init(&c->transfers);
-	return 0;
-}
-
-CURL *stfs_httpc_handle(struct stfs_http_client *c)
-{
-	CURL *h = NULL;
-
-	pthread_mutex_lock(&c->idle_mu);
-	if (c->nidle)
-		h = c->idle[--c->nidle];
-	pthread_mutex_unlock(&c->idle_mu);
-	return h ? h : curl_easy_init();
-}
-
-void stfs_httpc_release(struct stfs_http_client *c, CURL *h)
-{
-	pthread_mutex_lock(&c->idle_mu);
-	if (h && c->nidle < STFS_IDLE_MAX) {
-		c->idle[c->nidle++] = h;
-		h = NULL;
-	}
-	pthread_mutex_unlock(&c->idle_mu);
-	curl_easy_cleanup(h);
-}
-
-void stfs_httpc_fini(struct stfs_http_client *c)
-{
-	stfs_transfers_fini(&c->transfers);
-	while (c->nidle)
-		curl_easy_cleanup(c->idle[--c->nidle]);
-	pthread_mutex_destroy(&c->idle_mu);
-	free(c->ca_file);
-	free(c->ca_dir);
-	free(c->netrc);
-}
-
-int stfs_http_get(struct stfs_remote *r, const char *url,
-		  const struct stfs_auth *auth, unsigned flags,
-		  const char *etag, size_t max, char **body, size_t *len,
-		  struct stfs_http_resp *resp, struct stfs_error *err)
-{
-	struct stfs_request q = { .url = url, .etag = etag, .auth = auth,
-				  .len = max, .want_total = UINT64_MAX,
-				  .whole = 1, .flags = flags };
-	CURL *h;
-	int rc;
-
-	struct stfs_http_resp mine;
-
-	*body = NULL;
-	*len = 0;
-	/* offline: not one request; what was kept, if it was */
-	if (r->o.offline)
-		return flags & STFS_REQ_KEEP ?
-		       stfs_http_kept_get(r, url, auth, flags, etag, max,
-					  body, len, resp, err) :
-		       stfs_fail(err, -ENOENT, NULL, STFS_NO_OFFSET, "offline");
-	if (!(h = stfs_httpc_handle(r->http)))
-		return stfs_fail(err, -ENOMEM, NULL, STFS_NO_OFFSET,
-				 "out of memory");
-	if (!resp)
-		resp = &mine;
-	rc = stfs_httpc_fetch(r->http, h, &q, NULL, body, len, resp, err);
-	stfs_httpc_release(r->http, h);
-	if (!rc && (flags & STFS_REQ_KEEP) && resp->status == 200)
-		stfs_http_kept_put(r, url, auth, flags, resp, *body, *len);
-	return rc;
-}
-
-int stfs_http_call(struct stfs_http_client *c, const char *method,
-		   const char *url, const char *const *headers,
-		   size_t nheaders, const char *post, size_t post_len,
-		   unsigned flags, size_t max, char **body, size_t *len,
-		   struct stfs_error *err)
-{
-	struct stfs_request q = { .url = url, .len = max,
-				  .want_total = UINT64_MAX, .whole = 1,
-				  .flags = flags | STFS_REQ_NOFOLLOW |
-					   STFS_REQ_NONETRC,
-				  .method = method, .headers = headers,
-				  .nheaders = nheaders, .post = post,
-				  .post_len = post_len };
-	struct stfs_http_resp *r = malloc(sizeof(*r));
-	CURL *h;
-	int rc;
-
-	*body = NULL;
-	*len = 0;
-	if (!r || !(h = stfs_httpc_handle(c))) {
-		free(r);
-		return stfs_nomem(err);
-	}
-	rc = stfs_httpc_fetch(c, h, &q, NULL, body, len, r, err);
-	stfs_httpc_release(c, h);
-	if (rc == STFS_HTTP_REDIRECT)
-		rc = stfs_fail(err, -EIO, NULL, STFS_NO_OFFSET, "HTTP %ld: a "
-			       "redirect, refused (a credential service is "
-			       "asked at its own address only)", r->status);
-	free(r);
-	return rc;
 }

@@ -1,8 +1,9 @@
 /*
  * httphdr.h: the HTTP room's own parsing and checking of answers
- * (httphdr.c), for the client (httpc.c) and the HTTP source (http.c):
- * header lines into a struct stfs_http_resp, the one check of an answer
- * to a range request, and the condition a range request carries.
+ * (httphdr.c), for the client (httpc.c, client.c) and the HTTP source
+ * (http.c): header lines into a struct stfs_http_resp, the one check of
+ * an answer to a range request, and the condition a range request
+ * carries.
  */
 #ifndef STFS_HTTPHDR_H
 #define STFS_HTTPHDR_H

@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 #include "metrics.h"
 #include "httphdr.h"
 

@@ -23,7 +23,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "remote.h"
+#include "engine.h"
 #include "http/http.h"
 
 /* The ranges that are not the public internet, as IPv6 (IPv4 as

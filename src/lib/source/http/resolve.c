@@ -39,7 +39,7 @@
 #include <time.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 #include "http/http.h"
 
 enum { RV_UNKNOWN, RV_DIRECT, RV_TARGET, RV_CHANGED };

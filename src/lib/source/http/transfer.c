@@ -12,7 +12,7 @@
  * its own connection (no HTTP/2 multiplexing), so `connections=` means
  * connections.
  *
- * The threads belong to one remote object (remote.h) and start on first
+ * The threads belong to one remote object (engine.h) and start on first
  * use.  Once a model is open they are stopped (stfs_remote_park()): the
  * daemon goes to the background after the headers were read, and forks
  * as a process with one thread.  A child forked while they run (a helper

@@ -33,7 +33,7 @@
 #include <openssl/crypto.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 #include "http/http.h"
 
 #define NETRC_MAX (1u << 20)    /* a netrc larger is read as far as this */

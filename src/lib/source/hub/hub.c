@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "format.h"
+#include "rlist.h"
 #include "hub.h"
 
 #define HUB_DEFAULT "https://huggingface.co"

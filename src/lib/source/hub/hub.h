@@ -10,7 +10,7 @@
 
 #include <stdlib.h>
 
-#include "remote.h"
+#include "engine.h"
 #include "scheme.h"
 #include "auth.h"
 #include "locate.h"

@@ -30,6 +30,7 @@
 
 #include "format.h"
 #include "source.h"
+#include "sourceops.h"
 
 struct local_src {
 	struct stfs_source s;       /* first: the source is the object */

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "format.h"
+#include "sourceops.h"
 #include "mirror/mirror.h"
 #include "mcopy/mcopy.h"
 

@@ -8,6 +8,8 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "stfs/mirror.h"
+
 #include "source.h"
 #include "mirror/mirror.h"
 

@@ -21,6 +21,7 @@
 
 #include "format.h"
 #include "scheme.h"
+#include "rlist.h"
 #include "mirror/mirror.h"
 #include "mcopy/mcopy.h"
 

@@ -24,7 +24,7 @@
 #include <time.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 #include "scheme.h"
 #include "locate.h"
 #include "http/http.h"

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "remote.h"
+#include "engine.h"
 #include "scheme.h"
 #include "auth.h"
 #include "locate.h"

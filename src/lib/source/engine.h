@@ -1,9 +1,10 @@
 /*
- * remote.h: the remote object that ties the rooms of the source layer
- * together (never installed, and for src/lib/source alone): the options
- * (remote.c), the counters, and struct stfs_remote, which holds the
- * cache, the block engine and its pool, the HTTP client and the engine's
- * fetch interface.  Each room declares what it offers in its own header:
+ * engine.h: the engine's object, struct stfs_remote (made and freed by
+ * remote.c), that ties the rooms of the source layer together (never
+ * installed, and for src/lib/source alone): the options (parsed by
+ * remote.c), the counters, and struct stfs_remote, which holds the cache,
+ * the block engine and its pool, the HTTP client and the engine's fetch
+ * interface.  Each room declares what it offers in its own header:
  *
  *   scheme.h           URLs and schemes (scheme.c)
  *   rlist.h            a repository's file list (rlist.c; most in source.h)
@@ -22,8 +23,8 @@
  * is opened and freed with it: two models in one process can have two
  * configurations, and nothing is shared but libcurl's own global state.
  */
-#ifndef STFS_REMOTE_H
-#define STFS_REMOTE_H
+#ifndef STFS_ENGINE_H
+#define STFS_ENGINE_H
 
 #include <pthread.h>
 #include <stdatomic.h>
