@@ -462,7 +462,7 @@ static int list_online(struct hf *h, struct stfs_auth *auth, int recursive,
 }
 
 /* -o mirror= on a commit: the listing from the mirror's manifest, if it
- * names this origin and commit (the mirror room's hook, remote.h), and
+ * names this origin and commit (the mirror room's hook, engine.h), and
  * no request to the Hub's API.  A folder (SUBDIR) is listed by the API:
  * a manifest lists a whole repository.  1 listed, 0 not, -ENOMEM. */
 static int list_mirrored(struct stfs_location *loc, struct hf *h)

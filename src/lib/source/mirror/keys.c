@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "format.h"
-#include "remote.h"
+#include "engine.h"
 #include "auth.h"
 #include "s3/service.h"
 #include "mirror/mirror.h"
