@@ -86,7 +86,7 @@ def sh(*argv, **kw):
 
 def binaries():
     """The Kubernetes binaries (built once into the cache) and the
-    sidecars' and images' folders."""
+    images' folder."""
     t = time.time()
     r = sh("bash", os.path.join(HERE, "cluster", "build.sh"),
            "kube-apiserver", "kube-controller-manager", "kube-scheduler",
@@ -249,7 +249,7 @@ class Cluster:
         self.step("containerd", t)
         t = time.time()
         for img in [os.path.join(self.images, n + ".oci.tar") for n in (
-                "pause", "workload", "registrar", "livenessprobe")] + images:
+                "pause", "workload")] + images:
             r = self.ctr("images", "import", "--snapshotter", "native",
                          img, capture_output=True, text=True, check=False)
             assert r.returncode == 0, "import %s: %s" % (img, r.stderr)

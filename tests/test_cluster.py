@@ -7,27 +7,31 @@ of its own.  The manifests are applied as users apply them: `kubectl apply
 -k` of an overlay whose base is deploy/kubernetes, setting what a user
 sets (the image tag, the origins on the daemons' container, a short grace
 time) and the host network (the node has no pod network: CNI loopback
-only).  The images (the driver's from scripts/build-csi-image.sh, the
-sidecars, pause, a Python + numpy + safetensors workload) are built here
-and imported into containerd; no registry is reached.
+only).  The images (the driver's from scripts/build-csi-image.sh, pause,
+a Python + numpy + safetensors workload) are built here and imported into
+containerd; no registry is reached.  The DaemonSet has no sidecar.
 
-- the DaemonSet becomes ready; the registrar registers csi.stfs.io with
-  kubelet (`kubectl get csinode` lists it);
+- the DaemonSet becomes ready; the plugin itself answers kubelet's plugin
+  registration (its socket in plugins_registry; `kubectl get csinode`
+  lists csi.stfs.io) and its own /healthz, which kubelet's liveness probe
+  asks;
 - a pod with an inline hf:// volume of the Hub emulator (a gated repo, the
   token from a Secret) reads every tensor equal to the source through the
   safetensors reference; a pod with an s3:// PersistentVolume (ReadOnlyMany,
   bound by the controller-manager) of the tests' Swift, the keys from a
   Secret, the same; a second pod of the hf:// volume starts no second
   daemon; deleting the pods unpublishes (no mount left under kubelet's
-  pods), and the daemon goes after its grace time;
+  pods), and the daemon goes after its grace time (not before);
 - the inline example's init container, `stfs prefetch --wait` from the
   driver's image, returns once the model is cached; the reader then reads;
 - faults: the daemon killed with kill -9 (the pod's next read succeeds
   within 5 s); the plugin's pod deleted and made again by the DaemonSet
   (the running pod's mount adopted, still read); kubelet restarted (the
-  pod still reads, a new pod mounts); a refused source and a tenant
-  without the gated token (the pod's FailedMount event names stfs's reason,
-  no daemon starts).
+  pod reads through its mount while kubelet is down, kubelet registers
+  the plugin again, a new pod mounts); refusals (a tenant with a wrong
+  token and one with none for the gated repo, a repo that does not exist, a
+  host --allow-hosts refuses): each pod's FailedMount event names the
+  reason, no daemon starts.
 
 Each step's time is printed.  Root, /dev/fuse and the binaries' build
 (tests/cluster/build.sh: a clean machine builds them once) are needed.
@@ -265,6 +269,49 @@ def ds_ready():
         st.get("updatedNumberScheduled") == 1
 
 
+def registrations():
+    """How often the plugin's log says kubelet registered it, per plugin
+    pod: {pod: n}."""
+    out = {}
+    for p in plugin_pod():
+        n = p["metadata"]["name"]
+        r = kc().kubectl("logs", "-n", "stfs-csi", n, "-c", "plugin",
+                         check=False)
+        out[n] = r.stdout.count("kubelet registered csi.stfs.io at "
+                                "/var/lib/kubelet/plugins/csi.stfs.io/"
+                                "csi.sock")
+    return out
+
+
+def healthz():
+    """The plugin's /healthz (host network: this namespace's 9808)."""
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:9808/healthz",
+                                    timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except OSError as e:
+        return None, str(e)
+
+
+def probes(container):
+    """kubelet's prober_probe_total of a container's liveness probe, by
+    result (kubelet's /metrics/probes through the API server's proxy)."""
+    r = kc().kubectl("get", "--raw", "/api/v1/nodes/%s/proxy/metrics/probes"
+                     % clusterfix.NODE, check=False)
+    out = {}
+    for line in r.stdout.splitlines():
+        if line.startswith("prober_probe_total{") and \
+                'container="%s"' % container in line and \
+                'probe_type="Liveness"' in line:
+            res = line.split('result="')[1].split('"')[0]
+            out[res] = out.get(res, 0) + float(line.split()[-1])
+    return out
+
+
 def registered():
     r = kc().kubectl("get", "csinode", clusterfix.NODE, "-o", "json",
                      check=False)
@@ -309,6 +356,16 @@ def test_driver_ready(d):
     step("csi.stfs.io registered", t)
     drv = kc().get("csidriver", "csi.stfs.io")
     assert drv["spec"]["attachRequired"] is False, drv
+    # no sidecar: the plugin answered kubelet's registration itself, on
+    # its socket in kubelet's plugins_registry
+    (pod,) = plugin_pod()
+    names = sorted(c["name"] for c in pod["spec"]["containers"])
+    assert names == ["daemons", "plugin"], names
+    assert os.listdir("/var/lib/kubelet/plugins_registry") == [
+        "csi.stfs.io-reg.sock"], os.listdir("/var/lib/kubelet/plugins_registry")
+    assert list(registrations().values()) == [1], (registrations(),
+                                                   plugin_log())
+    assert healthz() == (200, "ok\n"), healthz()
 
 
 def test_hf_inline(d):
@@ -328,7 +385,7 @@ def test_hf_inline(d):
     step("pod hf-b read, same daemon", t)
     assert hf_daemons() == [pid], stfs_daemons()
     assert len(pod_mounts()) == 2, pod_mounts()
-    t = time.time()
+    t = t_del = time.time()
     delete_pods("hf-a", "hf-b")
     wait_for("the targets unmounted", lambda: not pod_mounts(),
              why=plugin_log)
@@ -336,6 +393,9 @@ def test_hf_inline(d):
     t = time.time()
     wait_for("the daemon gone after its grace time",
              lambda: pid not in stfs_daemons(), timeout=60)
+    # the last unpublish came after t_del: the daemon may not end sooner
+    # than the overlay's --grace=3s after it
+    assert time.time() - t_del >= 3.0, time.time() - t_del
     step("daemon gone after its grace", t)
 
 
@@ -373,6 +433,23 @@ def test_s3_pv(d):
              why=plugin_log)
     kc().kubectl("delete", "pvc", "-n", NS, "s3-model")
     kc().kubectl("delete", "pv", "s3-model")
+
+
+def test_liveness(d):
+    """The plugin's own /healthz, asked by kubelet's liveness probe (the
+    manifest's, no livenessprobe sidecar): kubelet counts successful
+    probes of the plugin's container, no failed one, no restart."""
+    t = time.time()
+    wait_for("kubelet's liveness probe of the plugin succeeded",
+             lambda: probes("plugin").get("successful", 0) >= 1,
+             timeout=90, why=lambda: str(probes("plugin")))
+    got = probes("plugin")
+    assert not got.get("failed") and not got.get("unknown"), got
+    (pod,) = plugin_pod()
+    for c in pod["status"]["containerStatuses"]:
+        assert c["restartCount"] == 0, c
+    assert healthz() == (200, "ok\n"), healthz()
+    step("kubelet's liveness probe ok", t)
 
 
 def test_prefetch_init(d):
@@ -438,6 +515,10 @@ def test_plugin_pod_recreated(d):
         p for p in plugin_pod() if p["metadata"]["name"] != old])
     wait_for("the DaemonSet ready again", ds_ready, timeout=180, why=diag)
     wait_for("registered again", registered, timeout=60)
+    # the new plugin's own socket: kubelet registered it
+    wait_for("kubelet registered the new plugin",
+             lambda: list(registrations().values()) == [1], timeout=60,
+             why=lambda: str(registrations()) + plugin_log())
     step("plugin pod made again, ready", t)
     # its daemon went with the old pod: the new plugin mounts it again
     # when kubelet publishes again with the token (requiresRepublish)
@@ -461,12 +542,24 @@ def test_kubelet_restart(d):
     deleting both unpublishes."""
     apply(reader_pod("kr", hf_volume(K["hf_src"])))
     assert wait_read("kr") == K["hf_want"]
+    before = registrations()
     t = time.time()
     kc().stop_kubelet()
-    assert exec_read is not None
+    # kubelet down: the pod's mount (its published target) still reads
+    (target,) = pod_mounts()
+    got = {}
+    for n in K["hf_want"]:
+        with open(os.path.join(target, "%tensors", *n.split(".")),
+                  "rb") as f:
+            got[n] = hashlib.sha256(f.read()).hexdigest()
+    assert got == K["hf_want"], got
     kc().start_kubelet()
     wait_for("the DaemonSet ready again", ds_ready, timeout=180, why=diag)
     step("kubelet restarted, node Ready", t)
+    # the new kubelet found the plugin's socket and registered it again
+    wait_for("kubelet registered the plugin again", lambda: {
+        k: v - 1 for k, v in registrations().items()} == before,
+        timeout=60, why=lambda: str((before, registrations())))
     got = exec_read("kr")
     assert got == K["hf_want"], got
     apply(reader_pod("kr2", hf_volume(K["hf_src"])))
@@ -489,30 +582,44 @@ def failed_mount(name, says, timeout=120):
 
 
 def test_refused(d):
-    """A tenant without the gated repo's token (a wrong one) and a source
-    that does not exist: FailedMount events with stfs's reason, the pod
-    never runs, no daemon starts; the token in no event."""
+    """Refusals: a tenant with a wrong token for the gated repo, one with
+    no token, a repo that does not exist, a host the plugin's
+    --allow-hosts refuses (a private address): each pod's FailedMount
+    event names the reason, the pod never runs, no daemon starts; the
+    token in no event."""
     apply({"apiVersion": "v1", "kind": "Secret",
            "metadata": {"name": "other-token", "namespace": NS},
            "stringData": {"HF_TOKEN": "hf_other_tenant_never_shown"}})
     before = set(stfs_daemons())
-    apply(reader_pod("no-token", hf_volume(K["hf_src"], "other-token")))
-    apply(reader_pod("missing", hf_volume(
-        "hf://org/none@" + "0" * 40)))
+    anon = hf_volume(K["hf_src"])
+    del anon["csi"]["nodePublishSecretRef"]
+    pods = {"no-token": (hf_volume(K["hf_src"], "other-token"),
+                         "restricted"),
+            "anon": (anon, "restricted"),
+            "missing": (hf_volume("hf://org/none@" + "0" * 40),
+                        "not found"),
+            "private-host": ({"csi": {
+                "driver": "csi.stfs.io", "readOnly": True,
+                "volumeAttributes": {
+                    "source": "https://10.11.12.13/m.safetensors"}}},
+                "refused by this node (the plugin's --allow-hosts)")}
+    for n, (vol, _) in pods.items():
+        apply(reader_pod(n, vol))
     t = time.time()
-    msg = failed_mount("no-token", "restricted")
-    assert "hf_other_tenant_never_shown" not in msg, msg
-    failed_mount("missing", "stfs:")
+    for n, (_, says) in pods.items():
+        msg = failed_mount(n, says)
+        assert "hf_other_tenant_never_shown" not in msg, msg
     step("refusals as FailedMount events", t)
-    for n in ("no-token", "missing"):
+    for n in pods:
         assert pod_phase(n) == "Pending", pod_phase(n)
     started = set(stfs_daemons()) - before    # (one in its grace may end)
     assert not started, {p: status_of(p) for p in started}
     assert not pod_mounts(), pod_mounts()
-    delete_pods("no-token", "missing")
+    delete_pods(*pods)
 
 
-TESTS = [test_driver_ready, test_hf_inline, test_s3_pv, test_prefetch_init,
+TESTS = [test_driver_ready, test_hf_inline, test_s3_pv, test_liveness,
+         test_prefetch_init,
          test_daemon_kill9,
          test_plugin_pod_recreated, test_kubelet_restart, test_refused]
 
