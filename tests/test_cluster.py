@@ -596,8 +596,10 @@ def test_refused(d):
     pods = {"no-token": (hf_volume(K["hf_src"], "other-token"),
                          "restricted"),
             "anon": (anon, "restricted"),
+            # (the Hub answers 401 for a repo it does not have, as
+            # huggingface.co does; stfs passes its words on)
             "missing": (hf_volume("hf://org/none@" + "0" * 40),
-                        "not found"),
+                        "Repository Not Found"),
             "private-host": ({"csi": {
                 "driver": "csi.stfs.io", "readOnly": True,
                 "volumeAttributes": {

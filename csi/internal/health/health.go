@@ -3,7 +3,7 @@
 // request dials the plugin's CSI socket afresh, as kubelet does, and calls
 // Identity.Probe (the plugin answers ready when its launcher answers), and
 // asks the plugin's other checks (kubelet's word on the registration).
-// docs/kubernetes.md, "Liveness".
+// docs/kubernetes.md, "Registration and liveness".
 package health
 
 import (

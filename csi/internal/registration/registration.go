@@ -5,7 +5,8 @@
 // Kubelet watches that folder: a new socket there makes it call GetInfo,
 // check the versions, call NodeGetInfo on the CSI endpoint the answer
 // names, write the driver into the node's CSINode, and say how it went
-// with NotifyRegistrationStatus.  docs/kubernetes.md, "Registration".
+// with NotifyRegistrationStatus.  docs/kubernetes.md, "Registration and
+// liveness".
 package registration
 
 import (
