@@ -25,7 +25,8 @@ containerd; no registry is reached.  The DaemonSet has no sidecar.
 - the inline example's init container, `stfs prefetch --wait` from the
   driver's image, returns once the model is cached; the reader then reads;
 - faults: the daemon killed with kill -9 (the pod's next read succeeds
-  within 5 s); the plugin's pod deleted and made again by the DaemonSet
+  within 5 s); the plugin's container killed (kubelet starts it again, it
+  adopts the running daemon, the pod reads on through it); the plugin's pod deleted and made again by the DaemonSet
   (the running pod's mount adopted, still read); kubelet restarted (the
   pod reads through its mount while kubelet is down, kubelet registers
   the plugin again, a new pod mounts); refusals (a tenant with a wrong
@@ -500,6 +501,60 @@ def test_daemon_kill9(d):
              why=plugin_log)
 
 
+def plugin_pids():
+    """The plugin's processes (stfs-csi, not its launcher)."""
+    out = []
+    for p in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/cmdline" % p, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv[0].endswith(b"/stfs-csi") and b"daemon" not in argv[1:2]:
+            out.append(int(p))
+    return out
+
+
+def plugin_restarts():
+    (pod,) = plugin_pod()
+    return {c["name"]: c["restartCount"]
+            for c in pod["status"].get("containerStatuses", [])}
+
+
+def test_plugin_restart_adopts(d):
+    """The plugin's container killed (kill -9, as a crash or a failed
+    liveness probe ends it): kubelet starts it again in the same pod; the
+    daemons' container lives on, so the new plugin adopts the running
+    daemon (its log says so), kubelet registers it again, the pod reads on
+    through the same daemon, and a new pod of the volume shares it."""
+    apply(reader_pod("ad", hf_volume(K["hf_src"])))
+    assert wait_read("ad") == K["hf_want"]
+    (pid,) = hf_daemons()
+    (plug,) = plugin_pids()
+    t = time.time()
+    os.kill(plug, 9)
+    wait_for("the plugin's container started again", lambda:
+             plugin_restarts().get("plugin") == 1 and ds_ready(),
+             timeout=120, why=diag)
+    wait_for("kubelet registered the new plugin",
+             lambda: list(registrations().values()) == [1], timeout=60,
+             why=lambda: str(registrations()) + plugin_log())
+    step("plugin container restarted", t)
+    full = kc().kubectl("logs", "-n", "stfs-csi", "-c", "plugin",
+                        "daemonset/stfs-csi-node").stdout
+    assert "adopted 1 daemons of a previous run" in full, full[-5000:]
+    assert plugin_restarts().get("daemons") == 0, plugin_restarts()
+    assert hf_daemons() == [pid], stfs_daemons()
+    assert exec_read("ad") == K["hf_want"]
+    apply(reader_pod("ad2", hf_volume(K["hf_src"])))
+    assert wait_read("ad2") == K["hf_want"]
+    assert hf_daemons() == [pid], stfs_daemons()
+    step("adopted daemon read by both pods", t)
+    delete_pods("ad", "ad2")
+    wait_for("the targets unmounted", lambda: not pod_mounts(),
+             why=plugin_log)
+
+
 def test_plugin_pod_recreated(d):
     """The plugin's pod deleted (its daemons go with it): the DaemonSet
     makes a new one, which mounts the running pod's volume again when
@@ -622,7 +677,7 @@ def test_refused(d):
 
 TESTS = [test_driver_ready, test_hf_inline, test_s3_pv, test_liveness,
          test_prefetch_init,
-         test_daemon_kill9,
+         test_daemon_kill9, test_plugin_restart_adopts,
          test_plugin_pod_recreated, test_kubelet_restart, test_refused]
 
 
