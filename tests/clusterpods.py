@@ -299,15 +299,3 @@ def plugin_restarts():
     (pod,) = plugin_pod()
     return {c["name"]: c["restartCount"]
             for c in pod["status"].get("containerStatuses", [])}
-
-
-def failed_mount(name, says, timeout=120):
-    """The pod's FailedMount event with says in its message."""
-    end = time.time() + timeout
-    while time.time() < end:
-        for reason, msg in events(name):
-            if reason == "FailedMount" and says in msg:
-                return msg
-        time.sleep(0.5)
-    raise AssertionError("%s: no FailedMount naming %r: %s" % (
-        name, says, events(name)))
