@@ -9,9 +9,9 @@
 #  4. the cluster suite (tests/test_cluster.py: the CSI driver under a real
 #     kubelet) where the machine allows it (root, /dev/fuse, namespaces,
 #     Go, containerd, runc, etcd): its Kubernetes binaries, built once per
-#     machine (tests/cluster/build.sh: 26 min measured on a fresh one under
-#     load), are
-#     built in the background from the start, and the suite waits for them.
+#     machine (tests/cluster/build.sh: 26 min measured on a fresh one
+#     under load), are built in the background from the start, and the
+#     suite waits for them.
 # Says how long each stage took (and each test, in meson's lines and as
 # "time:" lines), then the stages' times together; ends with one line
 # "N passed, N failed" over everything.
