@@ -5,7 +5,13 @@
 #     library, man page, fstab line, Debian and RPM packages;
 #  2. the same tests in an AddressSanitizer + UndefinedBehaviorSanitizer
 #     build, the daemon's leak check included (LeakSanitizer at exit);
-#  3. a short libFuzzer run of each harness.
+#  3. a short libFuzzer run of each harness;
+#  4. the cluster suite (tests/test_cluster.py: the CSI driver under a real
+#     kubelet) where the machine allows it (root, /dev/fuse, namespaces,
+#     Go, containerd, runc, etcd): its Kubernetes binaries, built once per
+#     machine (tests/cluster/build.sh: 26 min measured on a fresh one
+#     under load), are built in the background from the start, and the
+#     suite waits for them.
 # Says how long each stage took (and each test, in meson's lines and as
 # "time:" lines), then the stages' times together; ends with one line
 # "N passed, N failed" over everything.
@@ -35,7 +41,37 @@ stage() {
 # Each failed case is also remembered (its FAIL line and the error under
 # it) and printed again at the end, where a truncated log still shows it.
 failures=$(mktemp)
-trap 'rm -f "$failures"' EXIT
+cluster_bg=
+cluster_log=$(mktemp)
+csi_image=
+trap 'rm -f "$failures" "$cluster_log"; rm -rf "$csi_image"
+	[ -z "$cluster_bg" ] || kill -- -"$cluster_bg" 2>/dev/null' EXIT
+
+# cluster_why: empty when this machine can run the cluster suite, else why
+cluster_why() {
+	local c
+	[ "$(id -u)" = 0 ] || { echo "not root"; return; }
+	[ -c /dev/fuse ] || { echo "no /dev/fuse"; return; }
+	for c in go containerd runc ctr etcd etcdctl openssl ip; do
+		command -v "$c" >/dev/null || [ -x "/usr/local/go/bin/$c" ] ||
+			{ echo "no $c"; return; }
+	done
+	[ -x /usr/lib/cni/bridge ] || { echo "no CNI plugins"; return; }
+	unshare --mount --net --pid --fork --mount-proc true 2>/dev/null ||
+		echo "no new mount, network and PID namespaces"
+}
+why=$(cluster_why)
+if [ -z "$why" ]; then
+	# the Kubernetes binaries and the images, niced, beside the stages
+	# below (in a process group of its own, killed if this script ends
+	# first); the cluster stage waits for it
+	echo "=== cluster suite: its binaries and images built in the background"
+	PATH=$PATH:/usr/local/go/bin setsid -w bash -c \
+		'bash tests/cluster/build.sh >/dev/null &&
+		 bash tests/cluster/images.sh >/dev/null' \
+		>"$cluster_log" 2>&1 </dev/null &
+	cluster_bg=$!
+fi
 count() {   # meson's testlog.json
 	local p f
 	read -r p f < <(/usr/bin/python3 - "$1" "$failures" <<'PY' || echo "0 1"
@@ -107,6 +143,18 @@ if run_build build -Dwerror=true; then
 	# not in the run above (its setup leaves the suite out): installed
 	# files and packages (tests/test_install.py), each case counted once
 	stage "install tests"
+	# the driver's image, built once for its own test (install suite)
+	# and the cluster suite (STFS_CSI_IMAGE): minutes each otherwise
+	csi_image=$(mktemp -d "${TMPDIR:-/tmp}/stfs-csi-image.XXXXXX")
+	if bash scripts/build-csi-image.sh "$csi_image" >"$csi_image.log" 2>&1
+	then
+		export STFS_CSI_IMAGE=$csi_image
+	else
+		echo "=== the driver's image did not build (its tests build it" \
+			"again):"
+		tail -20 "$csi_image.log"
+	fi
+	rm -f "$csi_image.log"
 	echo "=== installed files and packages (meson test --suite install)"
 	meson test -C build --suite install --print-errorlogs \
 		--num-processes 1 --logbase install ||
@@ -122,9 +170,11 @@ if run_build build-asan -Db_sanitize=address,undefined -Db_lundef=false \
 	stage "asan tests"
 	# all but the creds suite, which waits 3 minutes for 60-s keys to
 	# expire: its parsers run under ASan in check_creds and fuzz_creds,
-	# its threads under ThreadSanitizer below
+	# its threads under ThreadSanitizer below; and but the go suite
+	# (gofmt, vet and go test of csi/: no C in it, run in the release
+	# build above)
 	meson test -C build-asan --print-errorlogs --num-processes 1 \
-		--no-suite creds ||
+		--no-suite creds --no-suite go ||
 		tail -80 build-asan/meson-logs/testlog.txt
 	count build-asan/meson-logs/testlog.json
 fi
@@ -161,6 +211,32 @@ if [ -x tests/fuzz/run-fuzz.sh ]; then   # one case per harness
 	[ $((p + f)) -gt 0 ] || f=1     # it did not even build
 	passed=$((passed + p))
 	failed=$((failed + f))
+fi
+
+# The cluster suite, last: its background build has had every stage above
+# to finish.  Run from the release build (the driver's image is the
+# installed tree's .deb, the same for every build type), once.
+if [ -n "$cluster_bg" ] && [ -d build ]; then
+	stage "cluster tests"
+	t0=$SECONDS
+	wait "$cluster_bg"
+	rc=$?
+	cluster_bg=
+	echo "=== cluster binaries and images: waited $((SECONDS - t0)) s" \
+		"(exit $rc); their build says:"
+	grep -E '^(build|images)\.sh: ' "$cluster_log" || tail -20 "$cluster_log"
+	PATH=$PATH:/usr/local/go/bin \
+	meson test -C build --suite cluster --print-errorlogs \
+		--num-processes 1 --logbase cluster ||
+		tail -80 build/meson-logs/cluster.txt
+	count build/meson-logs/cluster.json
+elif [ -n "$why" ]; then
+	echo "=== cluster suite not run: $why"
+	# CI's machine is one that allows it: there this is a failure
+	if [ "${CI:-}" = true ]; then
+		echo "cluster (CI): not run: $why" >>"$failures"
+		failed=$((failed + 1))
+	fi
 fi
 
 stage ""

@@ -7,30 +7,38 @@ of its own.  The manifests are applied as users apply them: `kubectl apply
 -k` of an overlay whose base is deploy/kubernetes, setting what a user
 sets (the image tag, the origins on the daemons' container, a short grace
 time) and the host network (the node has no pod network: CNI loopback
-only).  The images (the driver's from scripts/build-csi-image.sh, the
-sidecars, pause, a Python + numpy + safetensors workload) are built here
-and imported into containerd; no registry is reached.
+only).  The images (the driver's from scripts/build-csi-image.sh, pause,
+a Python + numpy + safetensors workload) are built here and imported into
+containerd; no registry is reached.  The DaemonSet has no sidecar.
 
-- the DaemonSet becomes ready; the registrar registers csi.stfs.io with
-  kubelet (`kubectl get csinode` lists it);
+- the DaemonSet becomes ready; the plugin itself answers kubelet's plugin
+  registration (its socket in plugins_registry; `kubectl get csinode`
+  lists csi.stfs.io) and its own /healthz, which kubelet's liveness probe
+  asks;
 - a pod with an inline hf:// volume of the Hub emulator (a gated repo, the
   token from a Secret) reads every tensor equal to the source through the
   safetensors reference; a pod with an s3:// PersistentVolume (ReadOnlyMany,
   bound by the controller-manager) of the tests' Swift, the keys from a
   Secret, the same; a second pod of the hf:// volume starts no second
   daemon; deleting the pods unpublishes (no mount left under kubelet's
-  pods), and the daemon goes after its grace time;
+  pods), and the daemon goes after its grace time (not before);
 - the inline example's init container, `stfs prefetch --wait` from the
   driver's image, returns once the model is cached; the reader then reads;
 - faults: the daemon killed with kill -9 (the pod's next read succeeds
-  within 5 s); the plugin's pod deleted and made again by the DaemonSet
+  within 5 s); the plugin's container killed (kubelet starts it again, it
+  adopts the running daemon, the pod reads on through it); the plugin's pod deleted and made again by the DaemonSet
   (the running pod's mount adopted, still read); kubelet restarted (the
-  pod still reads, a new pod mounts); a refused source and a tenant
-  without the gated token (the pod's FailedMount event names stfs's reason,
-  no daemon starts).
+  pod reads through its mount while kubelet is down, kubelet registers
+  the plugin again, a new pod mounts); refusals (a tenant with a wrong
+  token and one with none for the gated repo, a repo that does not exist, a
+  host --allow-hosts refuses): each pod's FailedMount event names the
+  reason, no daemon stays (the refused host starts none; each of kubelet's
+  attempts at the others starts one to ask the origin, which exits).
 
-Each step's time is printed.  Root, /dev/fuse and the binaries' build
-(tests/cluster/build.sh: a clean machine builds them once) are needed.
+The helpers (pods, kubectl, the node's processes and mounts, the waits)
+are in tests/clusterpods.py.  Each step's time is printed.  Root,
+/dev/fuse and the binaries' build (tests/cluster/build.sh: a clean machine
+builds them once) are needed.
 STFS_CSI_IMAGE=OUTDIR: the driver's image of an earlier
 scripts/build-csi-image.sh OUTDIR (else built now, minutes).
 """
@@ -46,230 +54,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import stfstest as T  # noqa: E402
 import clusterfix  # noqa: E402
-
-ROOT = os.path.join(HERE, "..")
-NS = "default"
-K = {}          # the cluster, the world, the sources: set up by main()
-
-READER = r'''
-import hashlib, json, os, sys, time
-from safetensors.numpy import load_file
-root, name = sys.argv[1], sys.argv[2]
-ref = load_file(os.path.join(root, name))
-out = {}
-for t, arr in sorted(ref.items()):
-    with open(os.path.join(root, "%tensors", *t.split(".")), "rb") as f:
-        got = f.read()
-    if got != arr.tobytes():
-        sys.exit("tensor %s differs from the safetensors reference" % t)
-    out[t] = hashlib.sha256(got).hexdigest()
-print("READ " + json.dumps(out, sort_keys=True), flush=True)
-while "--stay" in sys.argv:
-    time.sleep(3600)
-'''
-
-
-def version():
-    with open(os.path.join(ROOT, "meson.build")) as f:
-        for line in f:
-            if line.strip().startswith("version:"):
-                return line.split("'")[1]
-    raise AssertionError("no version in meson.build")
-
-
-def tensors(seed):
-    """A small model: a few F32 tensors, their bytes by name."""
-    import random
-    rnd = random.Random(seed)
-    return [("model.layers.%d.w" % i, "F32", [64, 32],
-             bytes(rnd.getrandbits(8) for _ in range(64 * 32 * 4)))
-            for i in range(3)]
-
-
-def model_bytes(seed, d):
-    path = os.path.join(d, "m%d.safetensors" % seed)
-    ts = tensors(seed)
-    T.write_st(path, ts)
-    with open(path, "rb") as f:
-        data = f.read()
-    return data, {n: hashlib.sha256(b).hexdigest() for n, _, _, b in ts}
-
-
-def step(name, t0):
-    print("  step %-40s %6.1f s" % (name, time.time() - t0), flush=True)
-
-
-def kc():
-    return K["cluster"]
-
-
-def apply(doc):
-    kc().kubectl("apply", "-f", "-", input=json.dumps(doc))
-
-
-def reader_pod(name, volume, stay=True, mname="model.safetensors"):
-    argv = ["python3", "-c", READER, "/models/m", mname]
-    if stay:
-        argv.append("--stay")
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": NS},
-            "spec": {"restartPolicy": "Never",
-                     "terminationGracePeriodSeconds": 1,
-                     "containers": [{
-                         "name": "reader", "image": "stfs.test/workload:1",
-                         "imagePullPolicy": "Never", "command": argv,
-                         "volumeMounts": [{
-                             "name": "model", "mountPath": "/models/m",
-                             "readOnly": True,
-                             "mountPropagation": "HostToContainer"}]}],
-                     "volumes": [dict(volume, name="model")]}}
-
-
-def hf_volume(source, secret="hf-token"):
-    return {"csi": {"driver": "csi.stfs.io", "readOnly": True,
-                    "volumeAttributes": {"source": source,
-                                         "options": "repo"},
-                    "nodePublishSecretRef": {"name": secret}}}
-
-
-def pod_phase(name):
-    r = kc().kubectl("get", "pod", name, "-n", NS, "-o", "json",
-                     check=False)
-    return json.loads(r.stdout)["status"].get("phase") if not r.returncode \
-        else None
-
-
-def wait_read(name, timeout=180):
-    """The READ line of the pod's log: {tensor: sha256}."""
-    end = time.time() + timeout
-    while time.time() < end:
-        r = kc().kubectl("logs", name, "-n", NS, check=False)
-        for line in r.stdout.splitlines():
-            if line.startswith("READ "):
-                return json.loads(line[5:])
-        if pod_phase(name) == "Failed":
-            raise AssertionError("pod %s failed: %s" % (name, r.stdout))
-        time.sleep(0.5)
-    raise AssertionError("pod %s: no read within %d s: %s\nevents: %s" % (
-        name, timeout, r.stdout + r.stderr, events(name)))
-
-
-def exec_read(name, mname="model.safetensors"):
-    """The reader run again in the pod (kubectl exec): {tensor: sha256},
-    else what it said."""
-    end = time.time() + 30
-    while True:
-        r = kc().kubectl("exec", name, "-n", NS, "--", "python3", "-c",
-                         READER, "/models/m", mname, check=False, timeout=60)
-        for line in r.stdout.splitlines():
-            if line.startswith("READ "):
-                return json.loads(line[5:])
-        # kubectl's own errors (a kubelet that does not serve yet, or has
-        # not seen the pod yet) are waited out; the reader's are answers
-        if "command terminated" in r.stderr or time.time() > end:
-            return r.stdout + r.stderr
-        time.sleep(0.5)
-
-
-def events(name):
-    r = kc().kubectl("get", "events", "-n", NS, "--field-selector",
-                     "involvedObject.name=" + name, "-o", "json",
-                     check=False)
-    if r.returncode:
-        return []
-    return [(e.get("reason"), e.get("message", ""))
-            for e in json.loads(r.stdout)["items"]]
-
-
-def delete_pods(*names):
-    kc().kubectl("delete", "pod", "-n", NS, "--wait=true", "--timeout=120s",
-                 *names, timeout=180)
-
-
-def stfs_daemons():
-    """The stfs daemons of the node (this PID namespace's): pid: argv."""
-    out = {}
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % p, "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if argv[0].endswith(b"/stfs") and b"mount" in argv[1:2]:
-            out[int(p)] = argv
-    return out
-
-
-def status_of(pid):
-    """A process's argv, parent and state: for a failure message."""
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            st = dict(ln.split(":", 1) for ln in f if ":" in ln)
-        with open("/proc/%d/cmdline" % pid, "rb") as f:
-            argv = f.read().split(b"\0")
-        return argv, st["PPid"].strip(), st["State"].strip()
-    except OSError as e:
-        return str(e)
-
-
-def hf_daemons():
-    """The daemons of the hf:// source (one, else the assertion says)."""
-    out = [p for p, a in stfs_daemons().items()
-           if K["hf_src"].encode() in a]
-    assert len(out) == 1, {p: status_of(p) for p in out}
-    return out
-
-
-def pod_mounts():
-    """The fuse mounts under kubelet's pods (the published targets)."""
-    with open("/proc/self/mountinfo") as f:
-        return [ln.split()[4] for ln in f
-                if ln.split()[4].startswith("/var/lib/kubelet/pods/")
-                and " - fuse" in ln]
-
-
-def diag():
-    """What the cluster says of the driver's pods: for a failure message."""
-    r = kc().kubectl("describe", "pods", "-n", "stfs-csi", check=False)
-    return r.stdout[-6000:] + r.stderr[-1000:] + plugin_log()
-
-
-def plugin_log():
-    r = kc().kubectl("logs", "-n", "stfs-csi", "-c", "plugin",
-                     "daemonset/stfs-csi-node", "--tail=40", check=False)
-    return "\nthe plugin's log:\n" + r.stdout[-5000:] + r.stderr[-500:]
-
-
-def wait_for(what, cond, timeout=60, why=None):
-    end = time.time() + timeout
-    while not cond():
-        if time.time() > end:
-            raise AssertionError(what + ": not within %d s%s" % (
-                timeout, ("\n" + why()) if why else ""))
-        time.sleep(0.2)
-
-
-def plugin_pod():
-    pods = kc().get("pods", "-n", "stfs-csi", "-l",
-                    "app.kubernetes.io/name=stfs-csi-node")["items"]
-    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
-
-
-def ds_ready():
-    ds = kc().get("daemonset", "-n", "stfs-csi", "stfs-csi-node")
-    st = ds["status"]
-    return st.get("desiredNumberScheduled") == 1 and \
-        st.get("numberReady") == 1 and \
-        st.get("updatedNumberScheduled") == 1
-
-
-def registered():
-    r = kc().kubectl("get", "csinode", clusterfix.NODE, "-o", "json",
-                     check=False)
-    return not r.returncode and "csi.stfs.io" in [
-        d["name"] for d in json.loads(r.stdout)["spec"].get("drivers") or []]
+from clusterpods import (  # noqa: E402
+    apply, delete_pods, diag, ds_ready, events, exec_read, healthz,
+    hf_daemons, hf_volume, kc, model_bytes, plugin_log, plugin_pids,
+    plugin_pod, plugin_restarts, pod_mounts, pod_phase, probes, reader_pod,
+    registered, registrations, status_of, step, stfs_daemons, version,
+    wait_for, wait_read, K, NS, ROOT)
 
 
 # -- the tests, in order: each leaves the cluster as it found it ----------
@@ -309,6 +99,16 @@ def test_driver_ready(d):
     step("csi.stfs.io registered", t)
     drv = kc().get("csidriver", "csi.stfs.io")
     assert drv["spec"]["attachRequired"] is False, drv
+    # no sidecar: the plugin answered kubelet's registration itself, on
+    # its socket in kubelet's plugins_registry
+    (pod,) = plugin_pod()
+    names = sorted(c["name"] for c in pod["spec"]["containers"])
+    assert names == ["daemons", "plugin"], names
+    assert os.listdir("/var/lib/kubelet/plugins_registry") == [
+        "csi.stfs.io-reg.sock"], os.listdir("/var/lib/kubelet/plugins_registry")
+    assert list(registrations().values()) == [1], (registrations(),
+                                                   plugin_log())
+    assert healthz() == (200, "ok\n"), healthz()
 
 
 def test_hf_inline(d):
@@ -328,7 +128,7 @@ def test_hf_inline(d):
     step("pod hf-b read, same daemon", t)
     assert hf_daemons() == [pid], stfs_daemons()
     assert len(pod_mounts()) == 2, pod_mounts()
-    t = time.time()
+    t = t_del = time.time()
     delete_pods("hf-a", "hf-b")
     wait_for("the targets unmounted", lambda: not pod_mounts(),
              why=plugin_log)
@@ -336,6 +136,9 @@ def test_hf_inline(d):
     t = time.time()
     wait_for("the daemon gone after its grace time",
              lambda: pid not in stfs_daemons(), timeout=60)
+    # the last unpublish came after t_del: the daemon may not end sooner
+    # than the overlay's --grace=3s after it
+    assert time.time() - t_del >= 3.0, time.time() - t_del
     step("daemon gone after its grace", t)
 
 
@@ -373,6 +176,23 @@ def test_s3_pv(d):
              why=plugin_log)
     kc().kubectl("delete", "pvc", "-n", NS, "s3-model")
     kc().kubectl("delete", "pv", "s3-model")
+
+
+def test_liveness(d):
+    """The plugin's own /healthz, asked by kubelet's liveness probe (the
+    manifest's, no livenessprobe sidecar): kubelet counts successful
+    probes of the plugin's container, no failed one, no restart."""
+    t = time.time()
+    wait_for("kubelet's liveness probe of the plugin succeeded",
+             lambda: probes("plugin").get("successful", 0) >= 1,
+             timeout=90, why=lambda: str(probes("plugin")))
+    got = probes("plugin")
+    assert not got.get("failed") and not got.get("unknown"), got
+    (pod,) = plugin_pod()
+    for c in pod["status"]["containerStatuses"]:
+        assert c["restartCount"] == 0, c
+    assert healthz() == (200, "ok\n"), healthz()
+    step("kubelet's liveness probe ok", t)
 
 
 def test_prefetch_init(d):
@@ -423,6 +243,40 @@ def test_daemon_kill9(d):
              why=plugin_log)
 
 
+def test_plugin_restart_adopts(d):
+    """The plugin's container killed (kill -9, as a crash or a failed
+    liveness probe ends it): kubelet starts it again in the same pod; the
+    daemons' container lives on, so the new plugin adopts the running
+    daemon (its log says so), kubelet registers it again, the pod reads on
+    through the same daemon, and a new pod of the volume shares it."""
+    apply(reader_pod("ad", hf_volume(K["hf_src"])))
+    assert wait_read("ad") == K["hf_want"]
+    (pid,) = hf_daemons()
+    (plug,) = plugin_pids()
+    t = time.time()
+    os.kill(plug, 9)
+    wait_for("the plugin's container started again", lambda:
+             plugin_restarts().get("plugin") == 1 and ds_ready(),
+             timeout=120, why=diag)
+    wait_for("kubelet registered the new plugin",
+             lambda: list(registrations().values()) == [1], timeout=60,
+             why=lambda: str(registrations()) + plugin_log())
+    step("plugin container restarted", t)
+    full = kc().kubectl("logs", "-n", "stfs-csi", "-c", "plugin",
+                        "daemonset/stfs-csi-node").stdout
+    assert "adopted 1 daemons of a previous run" in full, full[-5000:]
+    assert plugin_restarts().get("daemons") == 0, plugin_restarts()
+    assert hf_daemons() == [pid], stfs_daemons()
+    assert exec_read("ad") == K["hf_want"]
+    apply(reader_pod("ad2", hf_volume(K["hf_src"])))
+    assert wait_read("ad2") == K["hf_want"]
+    assert hf_daemons() == [pid], stfs_daemons()
+    step("adopted daemon read by both pods", t)
+    delete_pods("ad", "ad2")
+    wait_for("the targets unmounted", lambda: not pod_mounts(),
+             why=plugin_log)
+
+
 def test_plugin_pod_recreated(d):
     """The plugin's pod deleted (its daemons go with it): the DaemonSet
     makes a new one, which mounts the running pod's volume again when
@@ -438,6 +292,10 @@ def test_plugin_pod_recreated(d):
         p for p in plugin_pod() if p["metadata"]["name"] != old])
     wait_for("the DaemonSet ready again", ds_ready, timeout=180, why=diag)
     wait_for("registered again", registered, timeout=60)
+    # the new plugin's own socket: kubelet registered it
+    wait_for("kubelet registered the new plugin",
+             lambda: list(registrations().values()) == [1], timeout=60,
+             why=lambda: str(registrations()) + plugin_log())
     step("plugin pod made again, ready", t)
     # its daemon went with the old pod: the new plugin mounts it again
     # when kubelet publishes again with the token (requiresRepublish)
@@ -461,12 +319,24 @@ def test_kubelet_restart(d):
     deleting both unpublishes."""
     apply(reader_pod("kr", hf_volume(K["hf_src"])))
     assert wait_read("kr") == K["hf_want"]
+    before = registrations()
     t = time.time()
     kc().stop_kubelet()
-    assert exec_read is not None
+    # kubelet down: the pod's mount (its published target) still reads
+    (target,) = pod_mounts()
+    got = {}
+    for n in K["hf_want"]:
+        with open(os.path.join(target, "%tensors", *n.split(".")),
+                  "rb") as f:
+            got[n] = hashlib.sha256(f.read()).hexdigest()
+    assert got == K["hf_want"], got
     kc().start_kubelet()
     wait_for("the DaemonSet ready again", ds_ready, timeout=180, why=diag)
     step("kubelet restarted, node Ready", t)
+    # the new kubelet found the plugin's socket and registered it again
+    wait_for("kubelet registered the plugin again", lambda: {
+        k: v - 1 for k, v in registrations().items()} == before,
+        timeout=60, why=lambda: str((before, registrations())))
     got = exec_read("kr")
     assert got == K["hf_want"], got
     apply(reader_pod("kr2", hf_volume(K["hf_src"])))
@@ -476,44 +346,66 @@ def test_kubelet_restart(d):
              why=plugin_log)
 
 
-def failed_mount(name, says, timeout=120):
-    """The pod's FailedMount event with says in its message."""
-    end = time.time() + timeout
-    while time.time() < end:
-        for reason, msg in events(name):
-            if reason == "FailedMount" and says in msg:
-                return msg
-        time.sleep(0.5)
-    raise AssertionError("%s: no FailedMount naming %r: %s" % (
-        name, says, events(name)))
-
-
 def test_refused(d):
-    """A tenant without the gated repo's token (a wrong one) and a source
-    that does not exist: FailedMount events with stfs's reason, the pod
-    never runs, no daemon starts; the token in no event."""
+    """Refusals: a tenant with a wrong token for the gated repo, one with
+    no token, a repo that does not exist, a host the plugin's
+    --allow-hosts refuses (a private address): each pod's FailedMount
+    event names the reason, the pod never runs, the token is in no event.
+    No daemon stays: the refused host starts none; for the others each of
+    kubelet's attempts starts one to ask the origin, which exits with the
+    origin's refusal."""
     apply({"apiVersion": "v1", "kind": "Secret",
            "metadata": {"name": "other-token", "namespace": NS},
            "stringData": {"HF_TOKEN": "hf_other_tenant_never_shown"}})
     before = set(stfs_daemons())
-    apply(reader_pod("no-token", hf_volume(K["hf_src"], "other-token")))
-    apply(reader_pod("missing", hf_volume(
-        "hf://org/none@" + "0" * 40)))
+    anon = hf_volume(K["hf_src"])
+    del anon["csi"]["nodePublishSecretRef"]
+    pods = {"no-token": (hf_volume(K["hf_src"], "other-token"),
+                         "restricted"),
+            "anon": (anon, "restricted"),
+            # (the Hub answers 401 for a repo it does not have, as
+            # huggingface.co does; stfs passes its words on)
+            "missing": (hf_volume("hf://org/none@" + "0" * 40),
+                        "Repository Not Found"),
+            "private-host": ({"csi": {
+                "driver": "csi.stfs.io", "readOnly": True,
+                "volumeAttributes": {
+                    "source": "https://10.11.12.13/m.safetensors"}}},
+                "refused by this node (the plugin's --allow-hosts)")}
+    for n, (vol, _) in pods.items():
+        apply(reader_pod(n, vol))
     t = time.time()
-    msg = failed_mount("no-token", "restricted")
-    assert "hf_other_tenant_never_shown" not in msg, msg
-    failed_mount("missing", "stfs:")
+    got, seen = {}, {}  # the events; the daemons seen meanwhile
+    end = time.time() + 120
+    while len(got) < len(pods):
+        assert time.time() < end, "no FailedMount naming why: %s" % {
+            n: events(n) for n in pods if n not in got}
+        seen.update((p, a) for p, a in stfs_daemons().items()
+                    if p not in before)
+        for n, (_, says) in pods.items():
+            for reason, msg in events(n) if n not in got else ():
+                if reason == "FailedMount" and says in msg:
+                    got[n] = msg
+        time.sleep(0.2)
+    for msg in got.values():
+        assert "hf_other_tenant_never_shown" not in msg, msg
     step("refusals as FailedMount events", t)
-    for n in ("no-token", "missing"):
+    for n in pods:
         assert pod_phase(n) == "Pending", pod_phase(n)
-    started = set(stfs_daemons()) - before    # (one in its grace may end)
-    assert not started, {p: status_of(p) for p in started}
+    assert not [a for a in seen.values() if b"10.11.12.13" in b" ".join(a)], \
+        seen
+    # (one of before, in its grace time, may end meanwhile)
+    wait_for("no daemon of a refused volume left",
+             lambda: not set(stfs_daemons()) - before, timeout=60,
+             why=lambda: str({p: status_of(p)
+                              for p in set(stfs_daemons()) - before}))
     assert not pod_mounts(), pod_mounts()
-    delete_pods("no-token", "missing")
+    delete_pods(*pods)
 
 
-TESTS = [test_driver_ready, test_hf_inline, test_s3_pv, test_prefetch_init,
-         test_daemon_kill9,
+TESTS = [test_driver_ready, test_hf_inline, test_s3_pv, test_liveness,
+         test_prefetch_init,
+         test_daemon_kill9, test_plugin_restart_adopts,
          test_plugin_pod_recreated, test_kubelet_restart, test_refused]
 
 

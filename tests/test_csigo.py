@@ -3,7 +3,8 @@
 gofmt has nothing to say, go vet passes, go test passes (the volume
 attributes' checks, the manifests under deploy/kubernetes/ decoded
 strictly into Kubernetes' types, the metrics' checks of a daemon's file),
-and so does go test -race on the driver and the metrics, all offline: the modules come from the
+and so does go test -race on the driver, the metrics, kubelet's
+registration and /healthz, all offline: the modules come from the
 cache scripts/deps.sh fills (`go mod download` in csi/), pinned by
 csi/go.sum."""
 import os
@@ -32,7 +33,8 @@ def main():
              # the packages with goroutines of their own under the race
              # detector (cgo: the C compiler is there for stfs anyway)
              ("race", [GO, "test", "-race", "-count=1",
-                       "./internal/metrics/", "./internal/driver/"]))
+                       "./internal/metrics/", "./internal/driver/",
+                       "./internal/registration/", "./internal/health/"]))
     for name, argv in steps:
         t = time.time()
         e = dict(env, CGO_ENABLED="1") if name == "race" else env

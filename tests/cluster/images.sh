@@ -8,10 +8,9 @@
 # - workload.oci.tar: stfs.test/workload:1, Debian's python3 and
 #   python3-numpy (their Depends, recursively, unpacked as
 #   scripts/build-csi-image.sh unpacks the driver's) and safetensors, the
-#   wheel tests/py-loaders/requirements.txt pins (hash-checked);
-# - registrar.oci.tar, livenessprobe.oci.tar: the two sidecars of
-#   deploy/kubernetes/node.yaml under the names it gives them, from the
-#   binaries tests/cluster/build-sidecars.sh built.
+#   wheel tests/py-loaders/requirements.txt pins (hash-checked).
+# (deploy/kubernetes/node.yaml has no sidecar: the driver's image is the
+# only other one, from scripts/build-csi-image.sh.)
 # Prints the images folder; each image's time on stderr.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -77,18 +76,6 @@ workload_root() {
 		"$1/root/usr/share/locale"
 }
 
-sidecar_root() {    # the binary named by $bin
-	[ -x "$bin" ] || { echo "images.sh: no $bin: build the sidecars" \
-		"first (tests/cluster/build-sidecars.sh)" >&2; exit 1; }
-	install -m 0755 "$bin" "$1/root/$(basename "$bin" | sed 's/-v[0-9.]*$//')"
-}
-
 image pause stfs.test/pause:1 '["/pause"]' pause_root
 image workload stfs.test/workload:1 '["/usr/bin/python3"]' workload_root
-bin=$cache/sidecars/csi-node-driver-registrar-v2.13.0
-image registrar registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.13.0 \
-	'["/csi-node-driver-registrar"]' sidecar_root
-bin=$cache/sidecars/livenessprobe-v2.15.0
-image livenessprobe registry.k8s.io/sig-storage/livenessprobe:v2.15.0 \
-	'["/livenessprobe"]' sidecar_root
 echo "$out"

@@ -107,6 +107,7 @@ func main() {
 	flag.IntVar(&cfg.Limits.Threads, "max-threads", 16, "the most threads= a volume may ask (0: stfs's 256)")
 	flag.IntVar(&cfg.Limits.Connections, "max-connections", 16, "the most connections= a volume may ask (0: stfs's 256)")
 	metricsAddr := flag.String("metrics-address", "", "serve Prometheus metrics (the plugin's and its daemons') on HOST:PORT/metrics (default: off; docs/kubernetes.md suggests :9818)")
+	kf := addKubeletFlags()
 	metricsDir := flag.String("metrics-dir", "", "where the daemons write their metrics files (default: the --launcher socket's folder's metrics/, which the daemons see at the same path)")
 	flag.Parse()
 	if *showVersion {
@@ -152,6 +153,7 @@ func main() {
 	if err != nil {
 		log.Fatalf("stfs-csi: %v", err)
 	}
+	stopKubelet := kf.start(l.Addr().String())
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	go func() {
@@ -164,5 +166,6 @@ func main() {
 	if err := drv.Serve(l); err != nil {
 		log.Fatalf("stfs-csi: %v", err)
 	}
+	stopKubelet()
 	log.Printf("stfs-csi: stopped")
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -327,10 +329,20 @@ func checkNode(t *testing.T, where string, p *corev1.PodSpec) {
 	for i := range p.Containers {
 		names[p.Containers[i].Name] = &p.Containers[i]
 	}
-	for _, n := range []string{"plugin", "daemons", "node-driver-registrar", "liveness-probe"} {
+	for _, n := range []string{"plugin", "daemons"} {
 		if names[n] == nil {
 			t.Errorf("%s: no %s container", where, n)
 		}
+	}
+	// no sidecar: the plugin registers with kubelet and serves its own
+	// liveness (every container runs the driver's image)
+	for _, c := range p.Containers {
+		if c.Image != "stfs-csi" && !strings.HasPrefix(c.Image, "stfs-csi:") {
+			t.Errorf("%s: container %s runs %s: a sidecar the plugin does without", where, c.Name, c.Image)
+		}
+	}
+	if pl := names["plugin"]; pl != nil {
+		checkKubelet(t, where, p, pl)
 	}
 	if d := names["daemons"]; d != nil {
 		s := d.SecurityContext
@@ -358,6 +370,53 @@ func checkNode(t *testing.T, where string, p *corev1.PodSpec) {
 		if !bidi {
 			t.Errorf("%s: the plugin's mounts would not reach the pods (Bidirectional on /var/lib/kubelet/pods)", where)
 		}
+	}
+}
+
+// checkKubelet: the plugin's registration socket is in kubelet's
+// plugins_registry, the path it tells kubelet is its CSI socket on the
+// node, and the liveness probe asks its own --health-address.
+func checkKubelet(t *testing.T, where string, p *corev1.PodSpec, pl *corev1.Container) {
+	arg := map[string]string{}
+	for _, a := range pl.Args {
+		if k, v, ok := strings.Cut(a, "="); ok {
+			arg[k] = v
+		}
+	}
+	hostOf := func(mountPath string) string { // the hostPath mounted there
+		for _, m := range pl.VolumeMounts {
+			if m.MountPath != mountPath {
+				continue
+			}
+			for _, v := range p.Volumes {
+				if v.Name == m.Name && v.HostPath != nil {
+					return v.HostPath.Path
+				}
+			}
+		}
+		return ""
+	}
+	if h := hostOf(arg["--registration-dir"]); h != "/var/lib/kubelet/plugins_registry" {
+		t.Errorf("%s: --registration-dir=%q is not kubelet's plugins_registry (%q)", where, arg["--registration-dir"], h)
+	}
+	ep := strings.TrimPrefix(arg["--endpoint"], "unix://")
+	if h := hostOf(path.Dir(ep)); h == "" || path.Join(h, path.Base(ep)) != arg["--kubelet-registration-path"] {
+		t.Errorf("%s: --kubelet-registration-path=%q is not the endpoint %s on the node (%s)", where, arg["--kubelet-registration-path"], ep, h)
+	}
+	_, port, _ := strings.Cut(arg["--health-address"], ":")
+	lp := pl.LivenessProbe
+	if lp == nil || lp.HTTPGet == nil || lp.HTTPGet.Path != "/healthz" {
+		t.Errorf("%s: the plugin has no liveness probe on /healthz", where)
+		return
+	}
+	want := lp.HTTPGet.Port.String()
+	for _, cp := range pl.Ports {
+		if cp.Name == want {
+			want = strconv.Itoa(int(cp.ContainerPort))
+		}
+	}
+	if port == "" || port != want {
+		t.Errorf("%s: the liveness probe asks port %s, --health-address is %q", where, want, arg["--health-address"])
 	}
 }
 
