@@ -409,8 +409,41 @@ static struct stfs_stream *stream_of(struct stfs_object *s, uint64_t off,
 	st->streak = 0;
 	st->back = 0;
 	st->pf_low = 0;
+	st->across = 0;
+	st->home_off = st->home_end = 0;
+	st->first_off = off;
 	st->used = ++s->tick;
 	return st;
+}
+
+/* Where the window of stream st of s, whose read ends at end, may go to
+ * (under mu): end + window, or, for a reader not yet seen going on past
+ * the tensor it began in (its home extent, when that is not the whole
+ * object), that tensor's end and an eighth of what it read in order (so
+ * that a reader of a whole tensor has the next one's start on the way,
+ * a block for 32 MiB).  The kernel's readahead runs a MiB or two past a
+ * reader, into the next tensor: one block past the home's end is the
+ * evidence of a reader going on. */
+static uint64_t window_end(struct stfs_object *s, struct stfs_stream *st,
+			   const struct stfs_extent *ext, uint64_t end,
+			   uint64_t window)
+{
+	uint64_t limit;
+
+	if (ext && !st->home_end) {
+		st->home_off = ext->off;
+		st->home_end = ext->end;
+	}
+	if (!st->across && st->home_end &&
+	    end >= st->home_end + s->r->o.block)
+		st->across = 1;
+	limit = st->home_end + (end > st->first_off ?
+				 (end - st->first_off) / 8 : 0);
+	if (st->across || !st->home_end ||
+	    (!st->home_off && st->home_end >= s->size) ||
+	    limit >= end + window)
+		return end + window;
+	return limit > end ? limit : end;
 }
 
 /*
@@ -426,13 +459,17 @@ static struct stfs_stream *stream_of(struct stfs_object *s, uint64_t off,
  * the object's end has the next object's start fetched too (the next
  * shard: loaders read them in order); one fed from a cache filled before
  * (a warm, an earlier mount)
- * may be reading its share alone, and is fast enough without.
+ * may be reading its share alone, and is fast enough without.  Until a
+ * reader goes on a block past the end of the tensor it began in (cat, a
+ * loader copying every tensor), its window stops at that tensor's end
+ * (window_end()): a reader of one tensor is not charged for its
+ * neighbours.
  */
 static void plan_prefetch(struct stfs_object *s, uint64_t off, size_t len,
 			  const struct stfs_extent *ext, int cold)
 {
 	uint64_t end = off + len, window = (uint64_t)stfs_prefetch_blocks(s->r) *
-					   s->r->o.block, slack = 1u << 20;
+					   s->r->o.block, slack = 1u << 20, to;
 	int seq;
 	struct stfs_stream *st = stream_of(s, off, end, slack, &seq);
 
@@ -469,13 +506,14 @@ static void plan_prefetch(struct stfs_object *s, uint64_t off, size_t len,
 			st->pf_next = t->pf_next;
 		if (t->streak > st->streak)
 			st->streak = t->streak;
+		st->across |= t->across;
 		*t = (struct stfs_stream){ .used = 0 };
 	}
+	to = window_end(s, st, ext, end, window);
 	if (ext && off == ext->off && ext->end > end)
-		prefetch(s, st, end, ext->end < end + window ? ext->end :
-			 end + window, cold);
+		prefetch(s, st, end, ext->end < to ? ext->end : to, cold);
 	else if (seq && st->streak >= 2)
-		prefetch(s, st, end, end + window, cold);
+		prefetch(s, st, end, to, cold);
 }
 
 void stfs_pool_follow(struct stfs_object *s, struct stfs_object *next)
