@@ -1,7 +1,7 @@
 /*
  * conc.c: how many of the engine's workers fetch at once, when
- * connections=0: as many as raise the throughput (issue 52; not the
- * default yet, see docs/remote.md).
+ * connections=0 (the default since issue 52): as many as raise the
+ * throughput (docs/remote-cache.md).
  *
  * The pool starts STFS_CONC_CAP workers and lets STFS_CONC_START of them
  * fetch.  Every period (STFS_CONC_PERIOD_MS at least, and as long as it
