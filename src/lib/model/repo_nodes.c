@@ -201,11 +201,11 @@ static int add_pieces(struct stfs_content *c, struct stfs_source *src,
 			at[n++] = f->data_start + h->tensors[i].begin;
 	qsort(at, n, sizeof(*at), cmp_u64);
 	at[n++] = size;
-	rc = stfs_content_add_range(c, src, 0, last);
+	rc = stfs_content_add_piece(c, src, 0, last);
 	for (size_t i = 0; i < n && !rc; i++)
 		if (at[i] == size || at[i] - last >= PIECE_MIN) {
 			if (at[i] > last)
-				rc = stfs_content_add_range(c, src, last,
+				rc = stfs_content_add_piece(c, src, last,
 							    at[i] - last);
 			last = at[i];
 		}

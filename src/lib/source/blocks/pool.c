@@ -418,8 +418,8 @@ static struct stfs_stream *stream_of(struct stfs_object *s, uint64_t off,
 
 /* Where the window of stream st of s, whose read ends at end, may go to
  * (under mu): end + window, or, for a reader not yet seen going on past
- * the tensor it began in (its home extent, when that is not the whole
- * object), that tensor's end and an eighth of what it read in order (so
+ * the tensor it began in (its home extent, a piece of a file read whole:
+ * %repo/'s shard), that tensor's end and an eighth of what it read in order (so
  * that a reader of a whole tensor has the next one's start on the way,
  * a block for 32 MiB).  The kernel's readahead runs a MiB or two past a
  * reader, into the next tensor: one block past the home's end is the
@@ -430,7 +430,7 @@ static uint64_t window_end(struct stfs_object *s, struct stfs_stream *st,
 {
 	uint64_t limit;
 
-	if (ext && !st->home_end) {
+	if (ext && ext->piece && !st->home_end) {
 		st->home_off = ext->off;
 		st->home_end = ext->end;
 	}
@@ -460,10 +460,12 @@ static uint64_t window_end(struct stfs_object *s, struct stfs_stream *st,
  * shard: loaders read them in order); one fed from a cache filled before
  * (a warm, an earlier mount)
  * may be reading its share alone, and is fast enough without.  Until a
- * reader goes on a block past the end of the tensor it began in (cat, a
- * loader copying every tensor), its window stops at that tensor's end
- * (window_end()): a reader of one tensor is not charged for its
- * neighbours.
+ * reader of a file read whole (%repo/'s shard, whose extents are its
+ * tensors: the kernel's readahead crosses their ends) goes on a block
+ * past the end of the tensor it began in (cat, a loader copying every
+ * tensor), its window stops at that tensor's end (window_end()): a reader
+ * of one tensor is not charged for its neighbours.  A tensor's own file
+ * ends where it does: a read at its start is its reader's.
  */
 static void plan_prefetch(struct stfs_object *s, uint64_t off, size_t len,
 			  const struct stfs_extent *ext, int cold)
