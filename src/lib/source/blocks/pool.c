@@ -446,6 +446,27 @@ static uint64_t window_end(struct stfs_object *s, struct stfs_stream *st,
 	return limit > end ? limit : end;
 }
 
+/* Stream st of s goes down tensor ext and its window has reached the
+ * tensor's start (lo): if a stream went down the tensor just before this
+ * one (a loader copying every tensor out of a mapping, each from its end
+ * down, in file order), the tensors after this one are fetched ahead, as
+ * a reader in order would have them, so that the next copy finds its
+ * blocks on the way; a copy of one tensor alone is no evidence (under
+ * mu). */
+static void back_on(struct stfs_object *s, struct stfs_stream *st,
+		    const struct stfs_extent *ext, uint64_t lo,
+		    uint64_t window, int cold)
+{
+	if (!ext || lo > ext->off || ext->end >= s->size)
+		return;
+	for (unsigned i = 0; i < STFS_STREAMS && !st->across; i++)
+		if (&s->streams[i] != st && s->streams[i].back &&
+		    s->streams[i].home_end == ext->off)
+			st->across = 1;
+	if (st->across)
+		prefetch(s, st, ext->end, ext->end + window, cold);
+}
+
 /*
  * What a read says of the reads to come (under mu): the start of a tensor
  * will most likely be followed by the rest of it, so the blocks ahead
@@ -485,11 +506,17 @@ static void plan_prefetch(struct stfs_object *s, uint64_t off, size_t len,
 	if (st->back) {                 /* the window below it */
 		uint64_t lo = ext && ext->off < off ? ext->off : 0;
 
+		if (ext) {
+			st->home_off = ext->off;
+			st->home_end = ext->end;
+		}
 		if (off - lo > window)
 			lo = off - window;
 		st->next_off = end;
-		if (st->streak >= 2)
+		if (st->streak >= 2) {
 			prefetch_back(s, st, lo, off);
+			back_on(s, st, ext, lo, window, cold);
+		}
 		return;
 	}
 	if (end > st->next_off || !seq)
