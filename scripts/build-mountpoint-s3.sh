@@ -14,9 +14,12 @@
 # https://github.com/awslabs/mountpoint-s3 (a git directory, read at REV,
 # HEAD by default, or a plain folder), and builds it alone against the
 # versions of those crates its workspace names, from crates.io, with its
-# other dependencies: no git submodule is needed.  1.24.0 (HEAD in
-# November 2026) builds against mountpoint-s3-fs 0.11 and
-# mountpoint-s3-client 0.22.
+# other dependencies: no git submodule is needed.  Build a release tag:
+# REV=v1.23.0 (the newest tag in November 2026) builds against
+# mountpoint-s3-fs 0.10 and mountpoint-s3-client 0.21.  The workspace's
+# release profile (LTO, one codegen unit) is not carried over: a plain
+# `--release` build, much quicker on a shared machine; the CRT's C, where
+# the bytes move, is built by cmake in its release mode either way.
 #
 # The build compiles the CRT's C and a few hundred crates: minutes of
 # both cores.  It runs under `nice -n 19`, and refuses to start while the
@@ -32,6 +35,19 @@ command -v cargo >/dev/null || {
 	echo "build-mountpoint-s3: cargo is not on PATH (rustup, or Debian's cargo)" >&2
 	exit 1
 }
+# the AWS CRT's C is built by cmake with a C compiler (its bindings with
+# clang's libclang), the FUSE binding links libfuse3 found by pkg-config:
+# Debian's cmake clang libclang-dev pkg-config libfuse3-dev.  Not in
+# scripts/deps.sh: only this benchmark's peer needs them.
+missing=
+for tool in cmake clang pkg-config; do
+	command -v "$tool" >/dev/null || missing="$missing $tool"
+done
+pkg-config --exists fuse3 2>/dev/null || missing="$missing libfuse3-dev"
+if [ -n "$missing" ]; then
+	echo "build-mountpoint-s3: missing build dependencies:$missing (apt-get install cmake clang libclang-dev pkg-config libfuse3-dev)" >&2
+	exit 1
+fi
 cores=$(nproc)
 load=$(cut -d' ' -f1 /proc/loadavg)
 if [ "${FORCE:-0}" != 1 ] && awk -v l="$load" -v c="$cores" 'BEGIN{exit !(l > c)}'; then

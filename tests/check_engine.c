@@ -437,7 +437,7 @@ static int rd_async(struct fake *f, void *buf, size_t len, uint64_t off,
 START_TEST(t_engine_async_in_order)
 {
 	struct fake *f = fake_new(1);
-	struct stfs_extent ext = { 0, SIZE };
+	struct stfs_extent ext = { 0, SIZE, 0 };
 	unsigned char *buf = malloc(SIZE);
 
 	ck_assert_ptr_nonnull(buf);

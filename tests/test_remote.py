@@ -330,9 +330,14 @@ def test_changed_and_down(d, mnt):
     log = os.path.join(d, "log")
     url = ngx.url("big.safetensors")
     try:
+        # connections=8: a window of 32 MiB, so the reader of layers.0
+        # leaves layers.1's last blocks (40 MiB) to be fetched after the
+        # change (with connections=0 the window grows with the link, and
+        # may cache all of layers.1 first: served, as the version seen)
         r = subprocess.run([T.STFS, "mount", "-o", "log=" + log +
-                            ",connect_timeout=2,stall_timeout=2,retries=1",
-                            url, mnt], capture_output=True, timeout=60)
+                            ",connect_timeout=2,stall_timeout=2,retries=1"
+                            ",connections=8", url, mnt],
+                           capture_output=True, timeout=60)
         assert r.returncode == 0, r.stderr
         T._mounts.append(mnt)
         w0 = os.path.join(mnt, "layers/0/w")

@@ -9,9 +9,13 @@ and their bytes), through real mounts:
   began, as glibc's copy of a mapping from its end does) gets the blocks
   below it fetched ahead;
 - with connections=0, the requests at once grow past 8 on a paced
-  server, and not when it answers 503 Slow Down; connections=8 caps them.
+  server, and not when it answers 503 Slow Down; connections=8 caps them;
+- a reader of one tensor of %repo/'s shard is not charged a window into
+  its neighbours; one that goes on into the next tensor gets it.
 """
+import mmap
 import os
+import struct
 import sys
 import time
 
@@ -28,7 +32,6 @@ def test_two_readers(d, mnt):
     window), not only the 32 MiB fetched at its tensor's start; every
     block is fetched once (issue 52: one streak per object, which the
     other reader reset at each read, fetched nothing ahead)."""
-    import struct
     srv = os.path.join(d, "srv")
     os.mkdir(srv)
     MiB = 1 << 20
@@ -87,7 +90,6 @@ def test_backward_reader(d, mnt):
     it reads there; the bytes right, each block fetched once (issue 52: a
     copy out of a mapping read at half cat's speed; nothing was fetched
     ahead of a reader going down)."""
-    import struct
     srv = os.path.join(d, "srv")
     os.mkdir(srv)
     MiB = 1 << 20
@@ -185,6 +187,135 @@ def test_connections_follow(d, mnt):
     assert most["503s"] <= 9, most
 
 
+def settled(mnt):
+    """Wait until every block asked ahead of the readers has come (the
+    mount's counters): (asked, came) bytes."""
+    from test_metrics import stats_json, total
+    for _ in range(600):
+        s = stats_json(mnt)
+        asked = total(s, "stfs_prefetch_asked_bytes_total", by="readahead")
+        came = total(s, "stfs_prefetch_cached_bytes_total", by="readahead")
+        if came >= asked:
+            return asked, came
+        time.sleep(0.1)
+    raise AssertionError("readahead asked %d, came %d" % (asked, came))
+
+
+def test_one_tensor(d, mnt):
+    """With connections=32 (a window of 128 MiB), a reader of the first
+    32 MiB tensor of %repo/m.safetensors, in order, 1 MiB at a time, has
+    no more than that tensor and three blocks fetched (an eighth of it on
+    into the next, past the kernel's readahead: 42 MB; issue 52: 134 MB
+    for 32 MiB, the window ran 128 MiB into the next tensors); a reader that
+    goes on into the second tensor then has the blocks of the third and
+    fourth fetched ahead of it (its window crosses tensors)."""
+    srv = os.path.join(d, "srv")
+    os.mkdir(srv)
+    MiB = 1 << 20
+    chunk = [os.urandom(MiB) for _ in range(6)]
+    src = T.write_st(os.path.join(srv, "m.safetensors"),
+                     [("t.%d" % i, "U8", [32 * MiB], chunk[i] * 32)
+                      for i in range(6)])
+    with open(src, "rb") as f:
+        start = 8 + struct.unpack("<Q", f.read(8))[0]
+    ngx = Nginx(os.path.join(d, "ngx"), srv)
+
+    def fetched():
+        return sum(b - a + 1 for u, a, b in requests(ngx)
+                   if u.endswith("/m.safetensors"))
+    try:
+        p = T.mount_fg(ngx.url("m.safetensors"), mnt, "-o",
+                       "cache=%s/cache,connections=32" % d)
+        try:
+            path = os.path.join(mnt, "%repo", "m.safetensors")
+            with open(path, "rb") as f:
+                f.seek(start)
+                for k in range(32):
+                    assert f.read(MiB) == chunk[0], k
+                asked, _ = settled(mnt)
+                one = fetched()
+                print("     one tensor (32 MiB): %.1f MB fetched, %.1f MB "
+                      "asked ahead" % (one / 1e6, asked / 1e6))
+                assert one <= 32 * MiB + 3 * (4 * MiB), one
+                # on into the next: the window crosses tensors
+                for k in range(8):
+                    assert f.read(MiB) == chunk[1], k
+                want = {(start + 64 * MiB + k * MiB) >> 22
+                        for k in range(64)}
+                for _ in range(300):
+                    got = {a >> 22 for u, a, _ in requests(ngx)
+                           if u.endswith("/m.safetensors")}
+                    if want <= got:
+                        break
+                    time.sleep(0.1)
+                else:
+                    raise AssertionError("not fetched ahead into the "
+                                         "next tensors: blocks %s" %
+                                         sorted(want - got))
+        finally:
+            T.stop_fg(p, mnt)
+    finally:
+        ngx.stop()
+
+
+def test_loader_copies(d, mnt):
+    """A loader copying each tensor out of a mapping of %repo/'s file, in
+    file order, each from its end down (512 KiB O_DIRECT preads, as
+    glibc's copy of a mapping faults): after the copies of the first two
+    16 MiB tensors, the third and fourth tensors' blocks are asked for
+    before the loader reads there, as `cat` would have them (issue 52:
+    the next tensor was fetched only when its copy faulted at its end, a
+    stall of a block's time per tensor); the bytes right."""
+    srv = os.path.join(d, "srv")
+    os.mkdir(srv)
+    MiB = 1 << 20
+    chunk = [os.urandom(MiB) for _ in range(4)]
+    src = T.write_st(os.path.join(srv, "m.safetensors"),
+                     [("t.%d" % i, "U8", [16 * MiB], chunk[i] * 16)
+                      for i in range(4)])
+    with open(src, "rb") as f:
+        start = 8 + struct.unpack("<Q", f.read(8))[0]
+    ngx = Nginx(os.path.join(d, "ngx"), srv)
+    half = MiB // 2
+    try:
+        p = T.mount_fg(ngx.url("m.safetensors"), mnt, "-o",
+                       "cache=%s/cache" % d)
+        fd = os.open(os.path.join(mnt, "%repo", "m.safetensors"),
+                     os.O_RDONLY | os.O_DIRECT)
+        buf = mmap.mmap(-1, half)
+        try:
+            for i in range(2):
+                at = 16 * MiB
+                while at:
+                    at -= half
+                    off = start + i * 16 * MiB + at
+                    # (O_DIRECT: an aligned buffer, the read from the
+                    # 4 KiB boundary below the tensor's byte)
+                    a = off & ~4095
+                    n = os.preadv(fd, [buf], a)
+                    assert n == half
+                    k = at % MiB
+                    want = (chunk[i] * 2)[k:k + half - (off - a)]
+                    assert buf[off - a:] == want, (i, at)
+            want = {(start + 32 * MiB + k * MiB) >> 22 for k in range(32)}
+            for _ in range(200):
+                got = {a >> 22 for u, a, _ in requests(ngx)
+                       if u.endswith("/m.safetensors")}
+                if want <= got:
+                    break
+                time.sleep(0.1)
+            else:
+                raise AssertionError("the next tensors were not fetched "
+                                     "ahead of the copies: blocks %s" %
+                                     sorted(want - got))
+        finally:
+            os.close(fd)
+            T.stop_fg(p, mnt)
+    finally:
+        ngx.stop()
+
+
 if __name__ == "__main__":
     sys.exit(T.run_tests([test_two_readers, test_backward_reader,
-                          test_connections_follow]))
+                          test_connections_follow, test_one_tensor,
+                          test_loader_copies]))

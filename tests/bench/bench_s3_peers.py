@@ -17,7 +17,8 @@ is there (missing ones are named and skipped):
   copied out of a mapping of the file, in order (safetensors' safe_open,
   from tests/py-bench/.venv when it is there, else the same by hand:
   numpy's copy of each tensor out of an mmap, which is what safe_open
-  does): stfs (defaults; and connections=32), Mountpoint for Amazon S3
+  does): stfs (defaults; and connections=N for each N of STFS_CONNS,
+  "32" unless set, as case "stfs-N"), Mountpoint for Amazon S3
   (`mount-s3`: MOUNT_S3=, else build-mount-s3/mount-s3, which
   scripts/build-mountpoint-s3.sh builds from its source), s3fs and rclone
   (Debian; scripts/deps.sh bench);
@@ -31,8 +32,10 @@ is there (missing ones are named and skipped):
   get_object.
 
 Prints the medians (MB/s, spread over the rounds), the load average, the
-most connections each case had open at once, and the ratios of stfs to
-each peer.
+most connections each case had open at once, for stfs the bytes it had
+fetched and the range requests it had made when the reader was done
+(`stfs stats --json`, before the unmount), and the ratios of stfs to each
+peer.  BENCH_ONLY=A,B keeps the cases whose names hold A or B.
 """
 import json
 import os
@@ -233,6 +236,27 @@ def boto(endpoint, dest, first=0):
     return float(r.stdout.split()[-1])
 
 
+FETCHED = {}       # case: [(MB fetched, range requests)] of each round
+
+
+def stfs_fetched(mnt):
+    """What an stfs mount has fetched so far: (MB, range requests)."""
+    r = subprocess.run([T.STFS, "stats", "--json", mnt],
+                       capture_output=True, text=True)
+    if r.returncode:
+        return None
+    nb = nr = 0
+    for m in json.loads(r.stdout)["metrics"]:
+        lab = m.get("labels", {})
+        if m["name"] == "stfs_fetched_bytes_total" and \
+                lab.get("tier") == "origin":
+            nb += m["value"]
+        if m["name"] == "stfs_http_requests_total" and \
+                lab.get("kind") == "range":
+            nr += m["value"]
+    return nb / 1e6, int(nr)
+
+
 def run_rounds(cases, rounds, world, dl, ports):
     """Every case once a round, the order reversed every other round:
     {case: [seconds]}, and the most connections each had open at once
@@ -272,13 +296,18 @@ def report(res, nbytes, peak, mib, rounds):
     peer."""
     print("\n%d MiB, %d rounds, load average at the end %s" % (
         mib, rounds, " ".join("%.1f" % x for x in os.getloadavg())))
-    print("| case | MB/s (median) | spread | s (median) | connections |")
-    print("|---|---|---|---|---|")
+    print("| case | MB/s (median) | spread | s (median) | connections "
+          "| MB fetched, range requests (median) |")
+    print("|---|---|---|---|---|---|")
     for k, v in res.items():
         rate = sorted(nbytes[k] / 1e6 / x for x in v)
-        print("| %s | %.0f | %.0f-%.0f | %.2f | %s |" % (
+        got = FETCHED.get(k)
+        print("| %s | %.0f | %.0f-%.0f | %.2f | %s | %s |" % (
             k, statistics.median(rate), rate[0], rate[-1],
-            statistics.median(v), peak.get(k, "")))
+            statistics.median(v), peak.get(k, ""),
+            "%.0f MB, %d" % (statistics.median(g[0] for g in got),
+                             statistics.median(g[1] for g in got))
+            if got else ""))
     print("\nstfs against each peer (speed ratio, median of the rounds'):")
     for where in ("paced", "uncapped"):
         for what in ("cat", "safe_open", "first tensor"):
@@ -328,21 +357,29 @@ def main():
         ", ".join(missing + ([] if boto_ok else ["boto3 (deps.sh bench)"]))
         or "none"), flush=True)
 
-    def mounted(tool, where, read, opts=()):
+    def fetched(tool, name):
+        if tool == "stfs":
+            got = stfs_fetched(mnt)
+            if got:
+                FETCHED.setdefault(name, []).append(got)
+
+    def mounted(tool, where, read, opts=(), name=""):
         def run():
             path = m.mount(tool, ends[where], mnt, opts)
             try:
                 t = time.time()
                 read(path)
-                return time.time() - t
+                el = time.time() - t
+                fetched(tool, name)
+                return el
             finally:
                 T.unmount(mnt)
         return run
 
-    def first_tensor(tool, where):
+    def first_tensor(tool, where, opts=(), name=""):
         def run():
             t = time.time()
-            path = m.mount(tool, ends[where], mnt)
+            path = m.mount(tool, ends[where], mnt, opts)
             try:
                 with open(path, "rb") as f:
                     f.seek(first_end - each)
@@ -351,7 +388,9 @@ def main():
                         b = f.read(min(left, MiB))
                         assert b
                         left -= len(b)
-                return time.time() - t
+                el = time.time() - t
+                fetched(tool, name)
+                return el
             finally:
                 T.unmount(mnt)
         return run
@@ -369,18 +408,29 @@ def main():
         for tool in tools:
             if tool in missing:
                 continue
-            cases += [("%s %s cat" % (where, tool),
-                       mounted(tool, where, cat), size),
-                      ("%s %s safe_open" % (where, tool),
-                       mounted(tool, where, safe_open_read), size),
-                      ("%s %s first tensor" % (where, tool),
-                       first_tensor(tool, where), each)]
-        cases += [("%s stfs-32 cat" % where,
-                   mounted("stfs", where, cat, ["-o", "connections=32"]),
-                   size),
-                  ("%s stfs-32 safe_open" % where,
-                   mounted("stfs", where, safe_open_read,
-                           ["-o", "connections=32"]), size)]
+            for what, fn, n in (("cat", mounted, size),
+                                ("safe_open", mounted, size),
+                                ("first tensor", first_tensor, each)):
+                name = "%s %s %s" % (where, tool, what)
+                if fn is mounted:
+                    run = mounted(tool, where, cat if what == "cat" else
+                                  safe_open_read, name=name)
+                else:
+                    run = first_tensor(tool, where, name=name)
+                cases.append((name, run, n))
+        for c in os.environ.get("STFS_CONNS", "32").split(","):
+            if not c:
+                continue
+            o = ["-o", "connections=" + c]
+            for what in ("cat", "safe_open", "first tensor"):
+                name = "%s stfs-%s %s" % (where, c, what)
+                if what == "first tensor":
+                    cases.append((name, first_tensor("stfs", where, o,
+                                                     name), each))
+                else:
+                    cases.append((name, mounted(
+                        "stfs", where, cat if what == "cat" else
+                        safe_open_read, o, name), size))
         for n in (8, 32):
             cases.append(("%s curl x%d" % (where, n), timed(
                 lambda w=where, k=n: curl_ranges(ends[w], size, k)), size))

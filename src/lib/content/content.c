@@ -146,6 +146,16 @@ int stfs_content_add_range(struct stfs_content *c, struct stfs_source *src,
 	return 0;
 }
 
+int stfs_content_add_piece(struct stfs_content *c, struct stfs_source *src,
+			   uint64_t off, uint64_t len)
+{
+	int rc = stfs_content_add_range(c, src, off, len);
+
+	if (!rc)
+		c->seg[c->nseg - 1].u.r.piece = 1;
+	return rc;
+}
+
 int stfs_content_add_f32(struct stfs_content *c, struct stfs_source *src,
 			 uint64_t off, enum stfs_dtype dtype, uint64_t nel)
 {
@@ -440,7 +450,7 @@ static void read_conv(struct rd *r, const struct stfs_seg *s, uint64_t lo,
 	float *out = (float *)(void *)(r->buf + *at);
 	char *raw = r->buf + *at + ((nu * s->uout * 4 + 7) & ~(size_t)7);
 	struct stfs_extent ext = { s->u.r.off, s->u.r.off +
-				   s->len / 4 / s->uout * s->uin };
+				   s->len / 4 / s->uout * s->uin, 0 };
 
 	*v = (struct iovec){ (char *)out + (lo - u0 * s->uout * 4), n };
 	*at += buf_need(s, lo, n);
@@ -487,7 +497,7 @@ static size_t gather(struct rd *r, const struct stfs_seg *s, uint64_t lo,
 					     .out = (float *)(void *)out };
 	atomic_fetch_add(&r->pending, 1);
 	ext = (struct stfs_extent){ s->u.r.off + g.smin * es,
-				    s->u.r.off + g.smin * es + span };
+				    s->u.r.off + g.smin * es + span, 0 };
 	stfs_source_read_async(s->u.r.src, out + outn, (size_t)span,
 			       s->u.r.off + g.smin * es, &ext, one_done, r);
 	return need;
@@ -570,7 +580,8 @@ void stfs_content_read(const struct stfs_content *c, uint64_t off,
 			at += buf_need(s, lo, n);
 			atomic_fetch_add(&r->pending, 1);
 			ext = (struct stfs_extent){ s->u.r.off,
-						    s->u.r.off + s->len };
+						    s->u.r.off + s->len,
+						    s->u.r.piece };
 			stfs_source_read_async(s->u.r.src, v->iov_base, n,
 					       s->u.r.off + lo, &ext, one_done,
 					       r);

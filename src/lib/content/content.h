@@ -35,6 +35,8 @@ struct stfs_seg {
 		struct {             /* RANGE, F32 */
 			struct stfs_source *src;
 			uint64_t off;        /* first source byte */
+			int piece;           /* RANGE: a tensor of a file
+					      * (stfs_extent's piece) */
 		} r;
 	} u;
 };
@@ -56,6 +58,10 @@ int stfs_content_add_inline(struct stfs_content *c, const char *bytes,
 int stfs_content_add_shared(struct stfs_content *c, const char *bytes,
 			    size_t len, void (*release)(void *), void *arg);
 int stfs_content_add_range(struct stfs_content *c, struct stfs_source *src,
+			   uint64_t off, uint64_t len);
+/* The same for a tensor's piece of a file read whole (%repo/'s shard):
+ * its reads' extent says so (struct stfs_extent's piece). */
+int stfs_content_add_piece(struct stfs_content *c, struct stfs_source *src,
 			   uint64_t off, uint64_t len);
 /* nel elements of dtype (stfs_dtype_to_f32) at off, as float32. */
 int stfs_content_add_f32(struct stfs_content *c, struct stfs_source *src,

@@ -324,6 +324,7 @@ static void share_sources(struct stfs_model *m, struct stfs_repo *r,
 					 m->file_names[i]);
 			if (!c) {
 				r->srcs[idx[mid]].src = m->files[i]->src;
+				r->srcs[idx[mid]].shard = i + 1;
 				break;
 			}
 			if (c < 0)

@@ -23,6 +23,8 @@ struct rnode {
 struct rsrc {
 	struct stfs_source *src;
 	int own;
+	size_t shard;           /* 1 + its index in the model's files when
+				 * the model opened it, else 0 */
 	char *fault;            /* found when opened: never served */
 };
 

@@ -4,6 +4,13 @@
  * bytes verified at mount, or a range of its source, opened at its first
  * open and kept until unmount), the reason a file cannot be read, and the
  * listing of `stfs inspect --files`.
+ *
+ * A safetensors shard the model opened from a remote source is one range
+ * per piece of it: its header, then its tensors (a run of tensors under
+ * PIECE_MIN bytes together), so that each read tells the block engine
+ * the tensor it is in (its extent, stfs_source_read_async()): a reader of
+ * one tensor is not charged a window ahead into its neighbours before it
+ * has gone on into one (blocks/pool.c).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -169,6 +176,43 @@ static int source_of(const struct stfs_model *m, int64_t j,
 	return *out ? 0 : -EIO;
 }
 
+#define PIECE_MIN (1u << 20)
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The [0, size) of shard f (a remote safetensors file) as its pieces. */
+static int add_pieces(struct stfs_content *c, struct stfs_source *src,
+		      const struct stfs_file *f, uint64_t size)
+{
+	const struct stfs_header *h = f->header;
+	uint64_t *at, last = f->data_start;
+	size_t n = 0;
+	int rc = 0;
+
+	if (!(at = malloc((h->count + 1) * sizeof(*at))))
+		return -ENOMEM;
+	for (size_t i = 0; i < h->count; i++)
+		if (h->tensors[i].begin < size - f->data_start)
+			at[n++] = f->data_start + h->tensors[i].begin;
+	qsort(at, n, sizeof(*at), cmp_u64);
+	at[n++] = size;
+	rc = stfs_content_add_piece(c, src, 0, last);
+	for (size_t i = 0; i < n && !rc; i++)
+		if (at[i] == size || at[i] - last >= PIECE_MIN) {
+			if (at[i] > last)
+				rc = stfs_content_add_piece(c, src, last,
+							    at[i] - last);
+			last = at[i];
+		}
+	free(at);
+	return rc;
+}
+
 int stfs_repo_content(const struct stfs_model *m, uint32_t k,
 		      struct stfs_content **out)
 {
@@ -176,6 +220,8 @@ int stfs_repo_content(const struct stfs_model *m, uint32_t k,
 	const struct stfs_rfile *f;
 	struct stfs_source *src;
 	struct stfs_content *c;
+	const struct stfs_file *sf;
+	size_t shard;
 	int rc = 0;
 
 	*out = NULL;
@@ -191,6 +237,11 @@ int stfs_repo_content(const struct stfs_model *m, uint32_t k,
 	if (f->bytes)
 		rc = stfs_content_add_shared(c, f->bytes, f->size, NULL,
 					     NULL);
+	else if (f->size && (shard = m->repo->srcs[n->file].shard) &&
+		 !stfs_source_map(src) &&
+		 (sf = m->files[shard - 1])->header && !sf->header->format &&
+		 sf->data_start && sf->data_start <= f->size)
+		rc = add_pieces(c, src, sf, f->size);
 	else if (f->size)
 		rc = stfs_content_add_range(c, src, 0, f->size);
 	if (rc) {

@@ -32,7 +32,7 @@ static void defaults(struct stfs_remote_opts *o)
 		.stall_timeout_ms = 30000,
 		.list_timeout_ms = 300000,
 		.retries = 3,
-		.connections = 8,       /* 0: as many as pay (conc.c) */
+		.connections = 0,       /* as many as pay (conc.c) */
 		.min_speed = 16384,
 		.block = 4u << 20,
 		.cache_max = 10ULL << 30,

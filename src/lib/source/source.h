@@ -21,6 +21,8 @@
 /* Completion of an asynchronous read: err is 0 or a negative errno. */
 struct stfs_extent {
 	uint64_t off, end;      /* [off, end) of the source */
+	int piece;              /* a tensor of a file read whole (%repo/):
+				 * the kernel's readahead crosses its ends */
 };
 
 typedef void (*stfs_source_done)(void *arg, int err);

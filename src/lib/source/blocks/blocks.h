@@ -119,6 +119,10 @@ struct stfs_stream {
 				     * one before began (a copy glibc makes
 				     * from the end, out of a mapping) */
 	uint64_t pf_low;            /* going down: the lowest block queued */
+	uint64_t home_off, home_end; /* the extent (tensor) it began in */
+	uint64_t first_off;         /* where it began */
+	int across;                 /* it went on a block past that one's
+				     * end: its window may cross tensors */
 };
 
 /* ---- one remote object: each part its owner's, under its owner's lock -- */

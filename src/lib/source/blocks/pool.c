@@ -409,8 +409,62 @@ static struct stfs_stream *stream_of(struct stfs_object *s, uint64_t off,
 	st->streak = 0;
 	st->back = 0;
 	st->pf_low = 0;
+	st->across = 0;
+	st->home_off = st->home_end = 0;
+	st->first_off = off;
 	st->used = ++s->plan.tick;
 	return st;
+}
+
+/* Where the window of stream st of s, whose read ends at end, may go to
+ * (under mu): end + window, or, for a reader not yet seen going on past
+ * the tensor it began in (its home extent, a piece of a file read whole:
+ * %repo/'s shard), that tensor's end and an eighth of what it read in order (so
+ * that a reader of a whole tensor has the next one's start on the way,
+ * a block for 32 MiB).  The kernel's readahead runs a MiB or two past a
+ * reader, into the next tensor: one block past the home's end is the
+ * evidence of a reader going on. */
+static uint64_t window_end(struct stfs_object *s, struct stfs_stream *st,
+			   const struct stfs_extent *ext, uint64_t end,
+			   uint64_t window)
+{
+	uint64_t limit;
+
+	if (ext && ext->piece && !st->home_end) {
+		st->home_off = ext->off;
+		st->home_end = ext->end;
+	}
+	if (!st->across && st->home_end &&
+	    end >= st->home_end + s->r->o.block)
+		st->across = 1;
+	limit = st->home_end + (end > st->first_off ?
+				 (end - st->first_off) / 8 : 0);
+	if (st->across || !st->home_end ||
+	    (!st->home_off && st->home_end >= s->size) ||
+	    limit >= end + window)
+		return end + window;
+	return limit > end ? limit : end;
+}
+
+/* Stream st of s goes down tensor ext and its window has reached the
+ * tensor's start (lo): if a stream went down the tensor just before this
+ * one (a loader copying every tensor out of a mapping, each from its end
+ * down, in file order), the tensors after this one are fetched ahead, as
+ * a reader in order would have them, so that the next copy finds its
+ * blocks on the way; a copy of one tensor alone is no evidence (under
+ * mu). */
+static void back_on(struct stfs_object *s, struct stfs_stream *st,
+		    const struct stfs_extent *ext, uint64_t lo,
+		    uint64_t window, int cold)
+{
+	if (!ext || lo > ext->off || ext->end >= s->size)
+		return;
+	for (unsigned i = 0; i < STFS_STREAMS && !st->across; i++)
+		if (&s->plan.streams[i] != st && s->plan.streams[i].back &&
+		    s->plan.streams[i].home_end == ext->off)
+			st->across = 1;
+	if (st->across)
+		prefetch(s, st, ext->end, ext->end + window, cold);
 }
 
 /*
@@ -426,13 +480,19 @@ static struct stfs_stream *stream_of(struct stfs_object *s, uint64_t off,
  * the object's end has the next object's start fetched too (the next
  * shard: loaders read them in order); one fed from a cache filled before
  * (a warm, an earlier mount)
- * may be reading its share alone, and is fast enough without.
+ * may be reading its share alone, and is fast enough without.  Until a
+ * reader of a file read whole (%repo/'s shard, whose extents are its
+ * tensors: the kernel's readahead crosses their ends) goes on a block
+ * past the end of the tensor it began in (cat, a loader copying every
+ * tensor), its window stops at that tensor's end (window_end()): a reader
+ * of one tensor is not charged for its neighbours.  A tensor's own file
+ * ends where it does: a read at its start is its reader's.
  */
 static void plan_prefetch(struct stfs_object *s, uint64_t off, size_t len,
 			  const struct stfs_extent *ext, int cold)
 {
 	uint64_t end = off + len, window = (uint64_t)stfs_prefetch_blocks(s->r) *
-					   s->r->o.block, slack = 1u << 20;
+					   s->r->o.block, slack = 1u << 20, to;
 	int seq;
 	struct stfs_stream *st = stream_of(s, off, end, slack, &seq);
 
@@ -446,11 +506,17 @@ static void plan_prefetch(struct stfs_object *s, uint64_t off, size_t len,
 	if (st->back) {                 /* the window below it */
 		uint64_t lo = ext && ext->off < off ? ext->off : 0;
 
+		if (ext) {
+			st->home_off = ext->off;
+			st->home_end = ext->end;
+		}
 		if (off - lo > window)
 			lo = off - window;
 		st->next_off = end;
-		if (st->streak >= 2)
+		if (st->streak >= 2) {
 			prefetch_back(s, st, lo, off);
+			back_on(s, st, ext, lo, window, cold);
+		}
 		return;
 	}
 	if (end > st->next_off || !seq)
@@ -469,13 +535,14 @@ static void plan_prefetch(struct stfs_object *s, uint64_t off, size_t len,
 			st->pf_next = t->pf_next;
 		if (t->streak > st->streak)
 			st->streak = t->streak;
+		st->across |= t->across;
 		*t = (struct stfs_stream){ .used = 0 };
 	}
+	to = window_end(s, st, ext, end, window);
 	if (ext && off == ext->off && ext->end > end)
-		prefetch(s, st, end, ext->end < end + window ? ext->end :
-			 end + window, cold);
+		prefetch(s, st, end, ext->end < to ? ext->end : to, cold);
 	else if (seq && st->streak >= 2)
-		prefetch(s, st, end, end + window, cold);
+		prefetch(s, st, end, to, cold);
 }
 
 void stfs_pool_follow(struct stfs_object *s, struct stfs_object *next)
