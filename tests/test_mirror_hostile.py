@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""test_mirror_hostile.py: a writer of the bucket against a node that
+lists from the manifest (a pinned hf:// source, a `complete` manifest:
+docs/mirror.md, "The trust model"), with the Hub and its CDN down so the
+manifest is all there is: names a repository may not hold, a file that
+is also a folder, names of the mount's virtual files, a size the object
+does not have, block sums of another block size, and an object of the
+right size with other bytes.  Nothing wrong is served, the daemon does
+not crash, and the log names the file and the rule.
+"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stfstest as T  # noqa: E402
+import s3server  # noqa: E402
+from fixtures import slurp, stop_logged  # noqa: E402
+from test_mirror import (BLOCK, Env, crc32c, manifest, mirror,  # noqa
+                         model, node)
+
+
+def put_manifest(e, prefix, m):
+    e.sw.put("models", prefix + "/.stfs-mirror/manifest.json",
+             json.dumps(m).encode())
+
+
+def files_of(mnt):
+    out = []
+    for root, dirs, files in os.walk(os.path.join(mnt, "%repo")):
+        for f in files:
+            out.append(os.path.relpath(os.path.join(root, f),
+                                       os.path.join(mnt, "%repo")))
+    return sorted(out)
+
+
+def test_hostile_listing(d):
+    """Hostile names and sizes in a complete manifest, the Hub down."""
+    with Env(d) as e:
+        sha, data = model(d, e.w)
+        src = "hf://org/m@" + sha
+        mirror(src, "s3://models/hl")
+        m0 = manifest(e.sw, "hl")
+        # a size larger than the object's: not served (EIO), said
+        m = json.loads(json.dumps(m0))
+        big = next(f for f in m["files"] if f["path"] == "model.safetensors")
+        nb = (len(data["model.safetensors"]) + BLOCK - 1) // BLOCK
+        big["size"] = (nb + 2) * BLOCK
+        big["crc32c"] = big["crc32c"] + "00000000" * 2
+        # block sums for another block size: the mount's blocks are 4M,
+        # the sums here of 1M blocks (the manifest says 4M): every block
+        # fails its check
+        sm = next(f for f in m["files"]
+                  if f["path"] == "extra/small.safetensors")
+        sb = data["extra/small.safetensors"]
+        sm["crc32c"] = "%08x" % crc32c(sb[:1 << 20])
+        # the right size, other bytes (the object replaced, ETag and
+        # all, and the manifest made to match its ETag but not its CRCs)
+        put_manifest(e, "hl", m)
+        p, mnt, log = node(d, 1, src, "mirror=s3://models/hl")
+        try:
+            with open(os.path.join(mnt, "%repo", "model.safetensors"),
+                      "rb") as f:
+                b = f.read()
+            raise AssertionError("read %d bytes of a size the object "
+                                 "does not have" % len(b))
+        except OSError:
+            pass
+        try:
+            with open(os.path.join(mnt, "%repo", "extra/small.safetensors"),
+                      "rb") as f:
+                b = f.read()
+            assert b == sb, "other bytes served"
+        except OSError:
+            pass
+        with open(os.path.join(mnt, "%repo", "README.md"), "rb") as f:
+            assert f.read() == data["README.md"]
+        stop_logged(p, mnt)
+        text = slurp(log)
+        assert p.returncode == 0, text
+        assert "extra/small.safetensors: block 0 fails its check" in text, \
+            text
+        assert "model.safetensors" in text, text
+        e.w.hub.stop()
+        e.w.ngx.stop()
+        # a file that is also a folder, and the mount's own names: the
+        # entries that are refused or shadowed, never a crash
+        m = json.loads(json.dumps(m0))
+        cfg = next(f for f in m["files"] if f["path"] == "config.json")
+        for p in ("config.json/inner.json", "x/%model.safetensors",
+                  "%repo", ".stfs-mirror.json", "a/" * 40 + "deep.json"):
+            m["files"].append(dict(cfg, path=p))
+        put_manifest(e, "hl", m)
+        p, mnt, log = node(d, 0, src, "mirror=s3://models/hl", "retries=0")
+        got = files_of(mnt)
+        with open(os.path.join(mnt, "%repo", "config.json"), "rb") as f:
+            assert f.read() == data["config.json"]
+        stop_logged(p, mnt)
+        text = slurp(log)
+        assert p.returncode == 0, text
+        assert "config.json/inner.json" not in got, (got, text)
+
+
+def run():
+    try:
+        return T.run_tests([test_hostile_listing])
+    finally:
+        s3server.stop_shared()
+
+
+if __name__ == "__main__":
+    sys.exit(run())
