@@ -10,14 +10,17 @@ not crash, and the log names the file and the rule.
 """
 import json
 import os
+import socket
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
 import s3server  # noqa: E402
-from fixtures import slurp, stop_logged  # noqa: E402
+from fixtures import env, slurp, stop_logged  # noqa: E402
+from test_tenants import Gate  # noqa: E402
 from test_mirror import (BLOCK, Env, crc32c, manifest, mirror,  # noqa
-                         model, node)
+                         model, node, read_all)
 
 
 def put_manifest(e, prefix, m):
@@ -101,9 +104,85 @@ def test_hostile_listing(d):
         assert "config.json/inner.json" not in got, (got, text)
 
 
+class RecGate(Gate):
+    """A gate that forwards and records every byte the client sent."""
+
+    def __init__(self, port):
+        self.sent = bytearray()
+        super().__init__(port)
+
+    def _pipe(self, c):
+        u = socket.create_connection(self.up, timeout=10)
+        u.settimeout(None)
+
+        def copy(a, b, rec):
+            try:
+                while True:
+                    data = a.recv(65536)
+                    if not data:
+                        break
+                    if rec:
+                        with self.lock:
+                            self.sent += data
+                    b.sendall(data)
+            except OSError:
+                pass
+            for x in (a, b):
+                try:
+                    x.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        t = threading.Thread(target=copy, args=(u, c, False), daemon=True)
+        t.start()
+        copy(c, u, True)
+        t.join()
+        c.close()
+        u.close()
+
+
+def test_header_injection(d):
+    """A manifest's ETag with CR LF and a header after it (the mirror
+    object's, sent as If-Match to the bucket; the origin's, sent to the
+    origin): refused with the file and the field named, never put on the
+    wire; the files read from the origin."""
+    with Env(d) as e:
+        sha, data = model(d, e.w)
+        src = "hf://org/m@" + sha
+        mirror(src, "s3://models/hi")
+        m = manifest(e.sw, "hi")
+        f = next(f for f in m["files"] if f["path"] == "README.md")
+        f["etag"] = f["etag"] + "\r\nX-Stfs-Injected: 1"
+        put_manifest(e, "hi", m)
+        gate = RecGate(int(e.sw.endpoint.rsplit(":", 1)[1]))
+        try:
+            with env(AWS_ENDPOINT_URL=gate.url):
+                p, mnt, log = node(d, 0, src, "mirror=s3://models/hi")
+                read_all(mnt, data)
+                stop_logged(p, mnt)
+        finally:
+            gate.stop()
+        text = slurp(log)
+        assert b"X-Stfs-Injected" not in gate.sent, text
+        assert "not used: its manifest: README.md: \"etag\" holds a " \
+            "control byte" in text, text
+        # the origin's ETag, a string of the manifest as well
+        m = manifest(e.sw, "hi")
+        f = next(f for f in m["files"] if f["path"] == "README.md")
+        f["etag"] = f["etag"].split("\r")[0]
+        f["origin_etag"] = '"x"\nstfs: forged log line'
+        put_manifest(e, "hi", m)
+        p, mnt, log = node(d, 1, src, "mirror=s3://models/hi")
+        read_all(mnt, data)
+        stop_logged(p, mnt)
+        text = slurp(log)
+        assert "\nstfs: forged log line" not in text, text
+        assert "README.md: \"origin_etag\" holds a control byte" in text, \
+            text
+
+
 def run():
     try:
-        return T.run_tests([test_hostile_listing])
+        return T.run_tests([test_hostile_listing, test_header_injection])
     finally:
         s3server.stop_shared()
 
