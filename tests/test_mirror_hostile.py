@@ -21,6 +21,7 @@ from fixtures import env, slurp, stop_logged  # noqa: E402
 from test_tenants import Gate  # noqa: E402
 from test_mirror import (BLOCK, Env, crc32c, manifest, mirror,  # noqa
                          model, node, read_all)
+from test_mirror import stfs as T_stfs  # noqa: E402
 
 
 def put_manifest(e, prefix, m):
@@ -180,9 +181,26 @@ def test_header_injection(d):
             text
 
 
+def test_mirror_hostile_names(d):
+    """`stfs mirror` of a repository whose listing names a file with a
+    line feed in its name (a name git holds, a disk and a mirror never):
+    not mirrored, said with the name quoted, no line of the name's
+    making in the output."""
+    with Env(d) as e:
+        sha, data = model(d, e.w)
+        bad = "x\nstfs: forged line.json"
+        sha = e.w.hub.push(e.w.hub.repos["org/m"], {bad: b"{}"})
+        r = T_stfs("mirror", "hf://org/m@" + sha, "s3://models/hn")
+        assert r.returncode == 0, r
+        out = r.stdout + r.stderr
+        assert "\nstfs: forged line" not in out, out
+        assert "not mirrored" in out and "forged line" in out, out
+
+
 def run():
     try:
-        return T.run_tests([test_hostile_listing, test_header_injection])
+        return T.run_tests([test_hostile_listing, test_header_injection,
+                            test_mirror_hostile_names])
     finally:
         s3server.stop_shared()
 
