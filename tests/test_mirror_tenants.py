@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfstest as T  # noqa: E402
 import hubemu  # noqa: E402
 import s3server  # noqa: E402
-from fixtures import env  # noqa: E402
+from fixtures import env, slurp, stop_logged  # noqa: E402
 from test_tenants import (Gate, HubWorld, a_reads, b_gets_nothing,  # noqa
                           model, STATES)
 
@@ -196,11 +196,35 @@ def xattrs(mnt):
     return "\n".join(out)
 
 
+def test_mirror_keys_alone(d):
+    """With the mirror's own keys, the s3:// chain is not run for it: a
+    provider of the chain set up and failing (a web identity token file
+    that is not there) does not keep the mirror from being used, and the
+    mirror's manifest is read with its keys."""
+    from test_mirror import Env, mirror, model as hub_model, node, read_all
+    with Env(d) as e:
+        sha, data = hub_model(d, e.w)
+        src = "hf://org/m@" + sha
+        mirror(src, "s3://models/alone")
+        with env(AWS_ACCESS_KEY_ID=None, AWS_SECRET_ACCESS_KEY=None,
+                 AWS_ROLE_ARN="arn:aws:iam::123456789012:role/x",
+                 AWS_WEB_IDENTITY_TOKEN_FILE=os.path.join(d, "nosuch"),
+                 STFS_MIRROR_AWS_ACCESS_KEY_ID=s3server.ACCESS,
+                 STFS_MIRROR_AWS_SECRET_ACCESS_KEY=s3server.SECRET):
+            p, mnt, log = node(d, 0, src, "mirror=s3://models/alone")
+            read_all(mnt, data)
+            stop_logged(p, mnt)
+        text = slurp(log)
+        assert "web identity" not in text, text
+        assert "reading hf://org/m@%s from it" % sha in text, text
+
+
 def run():
     try:
         return T.run_tests([
             test_gated_mirror,
             test_mirror_secrets,
+            test_mirror_keys_alone,
         ])
     finally:
         s3server.stop_shared()

@@ -490,6 +490,10 @@ static int fits(struct stfs_remote *r, struct stfs_mirror *m,
 static const struct stfs_service s3_only[] = {
 	{ "s3", STFS_SCHEME_S3, 1, stfs_locate_s3, NULL },
 };
+/* With keys of its own: the chain is not run (keys.c gives them). */
+static const struct stfs_service s3_keyed[] = {
+	{ "s3", STFS_SCHEME_S3, 1, stfs_locate_s3_keyed, NULL },
+};
 
 /* Read the manifest of m (named m->name), once: 0, or -errno (said). */
 static int fetch_manifest(struct stfs_remote *r, struct stfs_mirror *m)
@@ -509,7 +513,8 @@ static int fetch_manifest(struct stfs_remote *r, struct stfs_mirror *m)
 	if (asprintf(&arg, "%.*s/%s", (int)n, m->name,
 		     STFS_MIRROR_MANIFEST) < 0)
 		return -ENOMEM;
-	rc = stfs_locate_with(s3_only, 1, arg, r, &m->ml, &e);
+	rc = stfs_locate_with(stfs_mirror_has_keys(r) ? s3_keyed : s3_only,
+			      1, arg, r, &m->ml, &e);
 	free(arg);
 	if (!rc)
 		rc = stfs_mirror_keys(r, m->ml, &e);
