@@ -11,6 +11,7 @@ not crash, and the log names the file and the rule.
 import json
 import os
 import socket
+import subprocess
 import sys
 import threading
 
@@ -197,10 +198,45 @@ def test_mirror_hostile_names(d):
         assert "not mirrored" in out and "forged line" in out, out
 
 
+def test_many_files(d):
+    """A complete manifest of 100,000 files (the reader's limit), the Hub
+    down: the mount starts (waited for up to 10 minutes: under ASan on a
+    loaded machine it takes 40 s; its time is tests/bench/
+    bench_manifest_files.py's), lists them all and reads the model."""
+    with Env(d) as e:
+        sha, data = model(d, e.w)
+        src = "hf://org/m@" + sha
+        mirror(src, "s3://models/many")
+        m = manifest(e.sw, "many")
+        e.w.hub.stop()
+        e.w.ngx.stop()
+        cfg = next(f for f in m["files"] if f["path"] == "README.md")
+        for i in range(100000 - len(m["files"])):
+            m["files"].append(dict(cfg, path="d%d/f%d.md" % (i % 300, i),
+                                   size=0, crc32c=""))
+        put_manifest(e, "many", m)
+        mnt, log = os.path.join(d, "mnt0"), os.path.join(d, "node0.log")
+        os.makedirs(mnt)
+        with open(log, "wb") as f:
+            p = subprocess.Popen([T.STFS, "mount", "-f", "-o", "cache=" +
+                                  os.path.join(d, "cache0") + ",retries=0,"
+                                  "mirror=s3://models/many", src, mnt],
+                                 stdout=f, stderr=subprocess.STDOUT)
+        T._procs.append(p)
+        T._mounts.append(mnt)
+        assert T.wait_mount(mnt, p, timeout=600), slurp(log)
+        n = sum(len(fs) for _, _, fs in os.walk(os.path.join(mnt, "%repo")))
+        read_all(mnt, data)
+        stop_logged(p, mnt)
+        assert n == 100000, n
+        assert "from it (100000 of its 100000 files; the listing from " \
+            "its manifest)" in slurp(log)
+
+
 def run():
     try:
         return T.run_tests([test_hostile_listing, test_header_injection,
-                            test_mirror_hostile_names])
+                            test_mirror_hostile_names, test_many_files])
     finally:
         s3server.stop_shared()
 

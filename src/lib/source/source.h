@@ -166,6 +166,14 @@ struct stfs_rlist {
 int stfs_rlist_push(struct stfs_rlist *l, const char *path, uint64_t size,
 		    const char *sum, const char *left_out);
 void stfs_rlist_free(struct stfs_rlist *l);
+/* l's files sorted by path, as *ix (l->n pointers into l, malloc'd; NULL
+ * when l is empty), for stfs_rlist_find(): 0 or -ENOMEM. */
+int stfs_rlist_index(const struct stfs_rlist *l,
+		     const struct stfs_rfile ***ix);
+/* The file at path in ix (n of them: stfs_rlist_index()), or NULL; of a
+ * path listed twice, the last one listed. */
+const struct stfs_rfile *stfs_rlist_find(const struct stfs_rfile **ix,
+					 size_t n, const char *path);
 /* Why a path may not be shown (a static text), or NULL if it may. */
 const char *stfs_repo_path_bad(const char *path);
 /* Every regular file under dir (symlinks followed only while they stay
