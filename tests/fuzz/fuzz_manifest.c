@@ -7,7 +7,9 @@
  * format and version, a block size a power of two from 64K to 64M, at
  * most STFS_MANIFEST_FILES_MAX files, sorted and unique, each path one a
  * repository may hold (not under .stfs-mirror/), a sha256 of 64 hex
- * digits, one CRC-32C for every block; a refusal says why.  What is read
+ * digits, one CRC-32C for every block, no control byte in a string
+ * (an ETag goes into a request's If-Match, every string into the log: a
+ * CR LF would add a header or a line); a refusal says why.  What is read
  * is written again and read back the same.
  */
 #include <stdint.h>
@@ -19,11 +21,21 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* A string with a control byte (C0 or DEL)? */
+static int ctl(const char *s)
+{
+	for (; s && *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return 1;
+	return 0;
+}
+
 static void check(const struct stfs_manifest *m)
 {
 	if (m->block < (64u << 10) || m->block > (64u << 20) ||
 	    (m->block & (m->block - 1)) || m->n > STFS_MANIFEST_FILES_MAX ||
-	    !m->origin || !m->revision)
+	    !m->origin || !m->revision || ctl(m->origin) ||
+	    ctl(m->revision) || ctl(m->created))
 		abort();
 	for (size_t i = 0; i < m->n; i++) {
 		const struct stfs_mfile *f = &m->f[i];
@@ -35,7 +47,8 @@ static void check(const struct stfs_manifest *m)
 		    f->nblocks != (f->size + m->block - 1) / m->block ||
 		    (f->nblocks && !f->crc) ||
 		    (i && strcmp(m->f[i - 1].path, f->path) >= 0) ||
-		    stfs_manifest_find(m, f->path) != f)
+		    stfs_manifest_find(m, f->path) != f ||
+		    ctl(f->etag) || ctl(f->origin_etag) || ctl(f->origin_sum))
 			abort();
 	}
 }

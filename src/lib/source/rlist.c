@@ -60,6 +60,51 @@ void stfs_rlist_free(struct stfs_rlist *l)
 	memset(l, 0, sizeof(*l));
 }
 
+/* By path, then by place in the list (a path listed twice: the last
+ * one last). */
+static int by_path(const void *a, const void *b)
+{
+	const struct stfs_rfile *x = *(const struct stfs_rfile *const *)a;
+	const struct stfs_rfile *y = *(const struct stfs_rfile *const *)b;
+	int c = strcmp(x->path, y->path);
+
+	return c ? c : (x > y) - (x < y);
+}
+
+int stfs_rlist_index(const struct stfs_rlist *l,
+		     const struct stfs_rfile ***ix)
+{
+	const struct stfs_rfile **v;
+
+	*ix = NULL;
+	if (!l->n)
+		return 0;
+	if (!(v = malloc(l->n * sizeof(*v))))
+		return -ENOMEM;
+	for (size_t i = 0; i < l->n; i++)
+		v[i] = &l->f[i];
+	qsort(v, l->n, sizeof(*v), by_path);
+	*ix = v;
+	return 0;
+}
+
+const struct stfs_rfile *stfs_rlist_find(const struct stfs_rfile **ix,
+					 size_t n, const char *path)
+{
+	size_t lo = 0, hi = n;
+
+	/* the first entry past path's: the last of path's is before it */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (strcmp(ix[mid]->path, path) <= 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo && !strcmp(ix[lo - 1]->path, path) ? ix[lo - 1] : NULL;
+}
+
 const char *stfs_repo_path_bad(const char *path)
 {
 	const char *c = path;

@@ -270,6 +270,7 @@ static int pick(const struct stfs_mirror_req *q, struct stfs_location *sl,
 	*n = 0;
 	for (size_t i = 0; i < l->n; i++) {
 		const struct stfs_rfile *f = &l->f[i];
+		char qp[300];
 
 		if (!strncmp(f->path, STFS_MIRROR_DIR, len) &&
 		    (f->path[len] == '/' || !f->path[len]))
@@ -280,8 +281,10 @@ static int pick(const struct stfs_mirror_req *q, struct stfs_location *sl,
 		if (!selected(q, f->path))
 			continue;
 		if (f->left_out) {
-			say(q, "stfs: %s: not mirrored: %s", f->path,
-			    f->left_out);
+			/* quoted: a name left out may hold a line feed */
+			say(q, "stfs: %s: not mirrored: %s",
+			    stfs_quote(f->path, strlen(f->path), qp,
+				       sizeof(qp)), f->left_out);
 			continue;
 		}
 		(*todo)[(*n)++] = f;

@@ -66,3 +66,9 @@ int stfs_mirror_keys(struct stfs_remote *r, struct stfs_location *ml,
 	return 0;
 }
 
+int stfs_mirror_has_keys(const struct stfs_remote *r)
+{
+	return r->o.mirror_profile ||
+	       stfs_env("STFS_MIRROR_AWS_ACCESS_KEY_ID") ||
+	       stfs_env("STFS_MIRROR_AWS_SECRET_ACCESS_KEY");
+}

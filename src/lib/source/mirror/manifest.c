@@ -133,8 +133,20 @@ static int no(struct rd *r, const char *fmt, ...)
 	return -EINVAL;
 }
 
+/* Does s (n bytes) hold a control byte (C0 or DEL)?  A manifest's
+ * strings go into request headers (an ETag as If-Match) and the log: a
+ * CR LF there would add a header of the bucket writer's choosing to a
+ * request, or a line to the log. */
+static int has_control(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			return 1;
+	return 0;
+}
+
 /* o's member k: a string (NULL allowed if nullable) of at most max
- * bytes, no NUL, valid UTF-8, copied into *out. */
+ * bytes, no NUL nor other control byte, valid UTF-8, copied into *out. */
 static int get_lstr(struct rd *r, json_object *o, const char *k,
 		    int nullable, size_t max, char **out)
 {
@@ -156,6 +168,8 @@ static int get_lstr(struct rd *r, json_object *o, const char *k,
 		return no(r, "\"%s\" is too long or holds a NUL", k);
 	if (!stfs_utf8_valid(s, (size_t)n, &bad))
 		return no(r, "\"%s\" is not valid UTF-8", k);
+	if (has_control(s, (size_t)n))
+		return no(r, "\"%s\" holds a control byte", k);
 	return (*out = strdup(s)) ? 0 : -ENOMEM;
 }
 
@@ -209,6 +223,17 @@ static int sum_ok(const char *s)
 	       (!strncmp(s, "md5:", 4) && is_hex(s + 4, 32));
 }
 
+/* The refusal said so far, after the name of the file it is about (a
+ * path already checked to be one, at most 200 bytes of it shown). */
+static void named(struct rd *r, const char *path)
+{
+	char *was = strdup(r->why);
+
+	if (was && !stfs_repo_path_bad(path))
+		snprintf(r->why, r->whysz, "%.200s: %s", path, was);
+	free(was);
+}
+
 static int get_file(struct rd *r, json_object *o, size_t block,
 		    struct stfs_mfile *f)
 {
@@ -218,14 +243,17 @@ static int get_file(struct rd *r, json_object *o, size_t block,
 
 	if (!json_object_is_type(o, json_type_object))
 		return no(r, "a file is %s", "not an object");
-	if ((rc = get_str(r, o, "path", 0, &f->path)) ||
-	    (rc = get_u64(r, o, "size", &f->size)) ||
+	if ((rc = get_str(r, o, "path", 0, &f->path)))
+		return rc;
+	if ((rc = get_u64(r, o, "size", &f->size)) ||
 	    (rc = get_str(r, o, "origin_sum", 1, &f->origin_sum)) ||
 	    (rc = get_str(r, o, "origin_etag", 1, &f->origin_etag)) ||
 	    (rc = get_str(r, o, "sha256", 0, &sha)) ||
 	    (rc = get_str(r, o, "etag", 1, &f->etag)) ||
-	    (rc = get_lstr(r, o, "crc32c", 0, STFS_MANIFEST_MAX, &crc)))
+	    (rc = get_lstr(r, o, "crc32c", 0, STFS_MANIFEST_MAX, &crc))) {
+		named(r, f->path);
 		goto out;
+	}
 	rc = -EINVAL;
 	if (!*f->path || strlen(f->path) >= STFS_REPO_PATH_MAX ||
 	    stfs_repo_path_bad(f->path) ||

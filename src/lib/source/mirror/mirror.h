@@ -102,6 +102,10 @@ int stfs_mirror_prepare(struct stfs_remote *r);
  * key without its secret). */
 int stfs_mirror_keys(struct stfs_remote *r, struct stfs_location *ml,
 		     struct stfs_error *e);
+/* Has the mirror keys of its own (-o mirror_profile=, or either of
+ * STFS_MIRROR_AWS_ACCESS_KEY_ID and STFS_MIRROR_AWS_SECRET_ACCESS_KEY)?
+ * Then its location is found with no credential chain run. */
+int stfs_mirror_has_keys(const struct stfs_remote *r);
 
 /* ---- signed S3 requests (s3io.c) --------------------------------------- */
 

@@ -354,7 +354,10 @@ static int chain(const struct stfs_aws_conf *a, const char *region,
 
 /* ---- the locator ------------------------------------------------------ */
 
-int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err)
+/* loc located, its requests signed with the chain's keys (with_chain),
+ * or unsigned: the caller gives the keys (stfs_locate_s3_keyed()). */
+static int locate(struct stfs_location *loc, int with_chain,
+		  struct stfs_error *err)
 {
 	struct stfs_aws_conf a;
 	struct s3 s = { 0 };
@@ -390,8 +393,8 @@ int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err)
 	if ((stfs_env("AWS_REGION") || stfs_env("AWS_DEFAULT_REGION")) &&
 	    !region)
 		goto nomem;
-	if ((rc = chain(&a, region, loc->net, &access, &secret, &token,
-			&creds, err)))
+	if (with_chain && (rc = chain(&a, region, loc->net, &access, &secret,
+				      &token, &creds, err)))
 		goto out;
 	if (!region && !(region = strdup("us-east-1")))
 		goto nomem;
@@ -436,4 +439,14 @@ out:
 	if (conf)
 		stfs_aws_conf_free(&a);
 	return rc;
+}
+
+int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err)
+{
+	return locate(loc, 1, err);
+}
+
+int stfs_locate_s3_keyed(struct stfs_location *loc, struct stfs_error *err)
+{
+	return locate(loc, 0, err);
 }

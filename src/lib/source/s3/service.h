@@ -13,6 +13,12 @@
 
 /* The locator of s3:// (s3.c): loc->arg is set. */
 int stfs_locate_s3(struct stfs_location *loc, struct stfs_error *err);
+/* The same with no credential chain (no provider run, no key read):
+ * loc->auth unsigned, for a caller that gives it keys of its own (a
+ * mirror's: mirror/keys.c), so that no provider of the chain, failing or
+ * not, is asked for keys it would not use. */
+int stfs_locate_s3_keyed(struct stfs_location *loc,
+			 struct stfs_error *err);
 /* Fetch the small file f of an s3:// loc whole and check it (s3sum.c):
  * f->bytes, or f->fault; f->sum and f->unchecked say what was checked. */
 void stfs_s3_fetch_small(const struct stfs_location *loc,
