@@ -25,7 +25,7 @@ comes from the disk) then warm (the same again on the same mount: a
 re-read from the page cache).  Rounds alternate the order of the places
 (A B C, C B A, ...), so each place sees the same moment of a busy machine;
 a ratio is the median of the per-round ratios, the spread its min-max.
-Before each timed read 2 GiB of memory is touched and freed (see
+Before each timed read 1 GiB of memory is touched and freed (see
 bench.py's prime_memory: this machine kind's hypervisor takes free
 memory back).
 
@@ -235,12 +235,13 @@ FN = {"preads": p_preads, "mmap": p_mmap, "numpy": p_numpy, "two": p_two,
 # ---- places ---------------------------------------------------------------
 
 def drop_caches():
-    os.sync()
+    """The data files are clean (written once, long before): no sync, which
+    waits on the other work's writes on a shared machine."""
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("3\n")
 
 
-def prime_memory(size=2 << 30):
+def prime_memory(size=1 << 30):
     with open("/proc/meminfo") as f:
         avail = next(int(x.split()[1]) * 1024 for x in f
                      if x.startswith("MemAvailable:"))
@@ -339,7 +340,8 @@ def run_shape(work, shape, rounds):
                 for i, state in enumerate(STATES):
                     R.setdefault((pattern, pl, state), []).append(got[i][0])
                     C.setdefault((pattern, pl, state), []).append(got[i][1])
-        print("%s: round %d of %d done" % (shape, rnd + 1, rounds),
+        print("%s: round %d of %d done %s" % (shape, rnd + 1, rounds,
+                                             time.strftime("%H:%M:%S")),
               file=sys.stderr, flush=True)
     return R, C, len(ranges), os.path.getsize(st)
 
@@ -385,7 +387,7 @@ def main():
         print(__doc__, file=sys.stderr)
         return 2
     work = sys.argv[1]
-    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     shapes = sys.argv[3].split(",") if len(sys.argv) > 3 else \
         ["tensor", "model"]
     if len(sys.argv) > 4:
