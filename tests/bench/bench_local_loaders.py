@@ -23,8 +23,9 @@ Patterns (each on the model file: the squashfs image's copy, the mount's
 Each pattern is measured cold (drop_caches, fresh mounts: the first read
 comes from the disk) then warm (the same again on the same mount: a
 re-read from the page cache; the best of 3, as a re-read is the kernel's
-copy alone and a loaded machine's preemptions are all its spread).  Rounds alternate the order of the places
-(A B C, C B A, ...), so each place sees the same moment of a busy machine;
+copy alone and a loaded machine's preemptions are all its spread).
+Rounds alternate the order of the places (A B C, C B A, ...), so each
+place sees the same moment of a busy machine;
 a ratio is the median of the per-round ratios, the spread its min-max.
 Before each timed read 1 GiB of memory is touched and freed (see
 bench.py's prime_memory: this machine kind's hypervisor takes free
@@ -42,8 +43,8 @@ are not all under 1.0 is "level" (no gap beyond the noise: a re-read is
 the kernel's copy out of the mount's own page cache in both places); one
 whose every round is under 1.0 is missed.  A verdict is met when no row
 is missed; the script names the rows under 0.95, and says whether both
-shapes give the same verdict; exit status 0 when both are met.  Needs root (drop_caches), squashfuse and
-squashfs-tools (scripts/deps.sh).
+shapes give the same verdict; exit status 0 when both are met.  Needs
+root (drop_caches), squashfuse and squashfs-tools (scripts/deps.sh).
 
 Usage: bench_local_loaders.py WORKDIR [ROUNDS [SHAPE,... [PATTERN,...]]]
 (default 3, tensor,model, every pattern); STFS=path/to/stfs; STFS_OPTS=
@@ -291,10 +292,20 @@ class Places:
         self.mnts = []
 
 
+def same_ns(pid):
+    """pid is in this process's mount namespace (another run of this
+    script, in a namespace of its own, mounts the same paths)."""
+    try:
+        return os.readlink("/proc/%d/ns/mnt" % pid) == \
+            os.readlink("/proc/self/ns/mnt")
+    except OSError:
+        return False
+
+
 def daemon_pid(place, m):
     """The pid of the FUSE daemon serving m (None for the plain file)."""
     if place == "stfs":
-        return T.daemons_for(m)[0]
+        return [p for p in T.daemons_for(m) if same_ns(p)][0]
     if place == "squashfuse":
         m = os.path.abspath(m).encode()
         for pid in os.listdir("/proc"):
@@ -303,7 +314,8 @@ def daemon_pid(place, m):
                     args = f.read().split(b"\0")
             except (OSError, ValueError):
                 continue
-            if args and args[0].endswith(b"squashfuse_ll") and m in args:
+            if args and args[0].endswith(b"squashfuse_ll") and m in args \
+                    and same_ns(int(pid)):
                 return int(pid)
     return None
 
