@@ -341,10 +341,10 @@ def cpu_s(pid):
 def measure(places, place, pattern, st, img, ranges):
     """[(rate in bytes/s, CPU seconds of reader and daemon)] cold, warm."""
     drop_caches()
-    path = places.open(place, st, img)
-    pid = daemon_pid(place, places.mnts[-1]) if places.mnts else None
     out = []
     try:
+        path = places.open(place, st, img)
+        pid = daemon_pid(place, places.mnts[-1]) if places.mnts else None
         for state in STATES:
             best = None
             for _ in range(1 if state == "cold" else WARM_TRIES):
