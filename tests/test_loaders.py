@@ -194,9 +194,41 @@ def test_page_cache_once(d, mnt):
         assert buffered(p) == source_bytes(src, name), name
 
 
+def source_vmflags(pid, src):
+    """The VmFlags of the daemon's mapping of src (its smaps)."""
+    want = os.path.realpath(src)
+    with open("/proc/%d/smaps" % pid) as f:
+        cur = None
+        for line in f:
+            head = line.split()
+            if head and "-" in head[0] and len(head) >= 6:
+                cur = " ".join(head[5:])
+            elif head and head[0] == "VmFlags:" and cur == want:
+                return head[1:]
+    raise AssertionError("no mapping of %s in the daemon" % want)
+
+
+def test_source_huge_pages(d, mnt):
+    """The daemon maps a local source for huge pages and reads in order
+    (VmFlags hg, sr): the page cache reads it in 2 MiB folios, a few to
+    insert, map and drop per request (8 readers at 8 places cost the
+    daemon 0.65 s of CPU a GiB in 4 KiB pages, 0.2 s in 2 MiB folios);
+    the bytes are the source's, in a mapping and in reads."""
+    src = make_model(d, big=24 * MiB)
+    evict(src)
+    p = T.mount_fg(src, mnt)
+    flags = source_vmflags(p.pid, src)
+    assert "hg" in flags and "sr" in flags, flags
+    for q in files_of(mnt):
+        name = os.path.basename(q)
+        if name[0] in "tb":
+            assert buffered(q) == source_bytes(src, name), name
+
+
 if __name__ == "__main__":
     sys.exit(T.run_tests([
         test_o_direct,
         test_mmap,
         test_page_cache_once,
+        test_source_huge_pages,
     ]))

@@ -13,7 +13,9 @@
  * kept cached), so drop() takes them out of the source's: the map's
  * pages are unmapped (MADV_DONTNEED, which alone leaves them cached) and
  * then dropped (POSIX_FADV_DONTNEED, which skips pages still mapped), so
- * a model read once through a mount is in memory once, not twice.  That
+ * a model read once through a mount is in memory once, not twice.  The
+ * map asks for huge pages (MADV_HUGEPAGE), so the page cache reads the
+ * file in 2 MiB folios: a few folios to insert, map and drop per request.  That
  * is why the descriptor is kept open.  Clean pages only: nothing of the
  * file changes, and a page dropped while another thread copies from it
  * is read again by that copy's fault, with the same bytes.
@@ -146,8 +148,16 @@ int stfs_source_open_file(const char *path, struct stfs_source **out,
 			goto fail;
 		}
 		/* a fault reads ahead, not around: nothing before the
-		 * bytes served is read in, where drop() would not reach */
+		 * bytes served is read in, where drop() would not reach.
+		 * Huge pages: a fault reads the 2 MiB around it into one
+		 * 2 MiB folio where the file system has large folios (ext4,
+		 * xfs; drop() starts at that boundary), not into 4 KiB ones
+		 * that each cost a page-cache insert, a mapping and a
+		 * removal at drop(): with 8 readers at 8 places of a file,
+		 * or 2 interleaving, that was the daemon's CPU (0.65 s a GiB
+		 * against 0.2; docs/performance.md, issue 52) */
 		(void)madvise(map, (size_t)s->info.size, MADV_SEQUENTIAL);
+		(void)madvise(map, (size_t)s->info.size, MADV_HUGEPAGE);
 		s->map = map;
 	}
 	l->fd = fd;
