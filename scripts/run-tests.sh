@@ -105,7 +105,7 @@ if run_build build -Dwerror=true; then
 		cat build/meson-logs/testlog.txt | tail -80
 	count build/meson-logs/testlog.json
 	# not in the run above (its setup leaves the suite out): installed
-	# files and packages (tests/test_install.py), each case counted once
+	# files and packages (tests/install/test_install.py), each case counted once
 	stage "install tests"
 	echo "=== installed files and packages (meson test --suite install)"
 	meson test -C build --suite install --print-errorlogs \

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """test_cluster.py: the CSI driver under a real kubelet, on a one-node
-cluster from upstream parts (tests/clusterfix.py: etcd, kube-apiserver,
+cluster from upstream parts (tests/fixtures/clusterfix.py: etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler, kubelet, kubectl built from the
 pinned k8s.io/kubernetes; containerd and runc from Debian), in namespaces
 of its own.  The manifests are applied as users apply them: `kubectl apply
@@ -30,7 +30,7 @@ and imported into containerd; no registry is reached.
   no daemon starts).
 
 Each step's time is printed.  Root, /dev/fuse and the binaries' build
-(tests/cluster/build.sh: a clean machine builds them once) are needed.
+(tests/csi/cluster/build.sh: a clean machine builds them once) are needed.
 STFS_CSI_IMAGE=OUTDIR: the driver's image of an earlier
 scripts/build-csi-image.sh OUTDIR (else built now, minutes).
 """
@@ -43,11 +43,12 @@ import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+TESTS_DIR = os.path.dirname(HERE)
+sys.path[:0] = [TESTS_DIR + "/fixtures", TESTS_DIR + "/servers"]
 import stfstest as T  # noqa: E402
 import clusterfix  # noqa: E402
 
-ROOT = os.path.join(HERE, "..")
+ROOT = os.path.join(TESTS_DIR, "..")
 NS = "default"
 K = {}          # the cluster, the world, the sources: set up by main()
 

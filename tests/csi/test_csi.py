@@ -53,34 +53,16 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [TESTS_DIR + "/fixtures", TESTS_DIR + "/servers"]
 import stfstest as T  # noqa: E402
-from csifix import (GO, NOBODY, POD, Node, bins, mounts_under,  # noqa: E402
-                    pod_read, sha, status, wait_dead)
+from csifix import (GO, NOBODY, POD, Node, bins, model,  # noqa: E402
+                    mounts_under, pod_read, sha, status, wait_dead)
 from fixtures import Nginx, World, free_port  # noqa: E402
 import hubemu  # noqa: E402
 import s3server  # noqa: E402
 
 SECRET = "hf_csi_secret_never_shown_1234"
-
-
-def model(d):
-    """A model folder nobody may read: weights and a config."""
-    src = os.path.join(d, "model")
-    os.makedirs(src)
-    os.chmod(src, 0o755)
-    tensors = [("model.layers.%d.w" % i, "F32", [128, 64],
-                os.urandom(128 * 64 * 4)) for i in range(4)]
-    T.write_st(os.path.join(src, "model.safetensors"), tensors)
-    with open(os.path.join(src, "config.json"), "w") as f:
-        json.dump({"model_type": "llama", "hidden_size": 64}, f)
-    for n in os.listdir(src):
-        os.chmod(os.path.join(src, n), 0o644)
-    want = {n.replace(".", "/"): hashlib.sha256(data).hexdigest()
-            for n, _, _, data in tensors}
-    for n in ("config.json", "model.safetensors"):
-        want["%repo/" + n] = sha(os.path.join(src, n))
-    return src, want
 
 
 def no_secret_anywhere(node, secret, daemon_pids=()):

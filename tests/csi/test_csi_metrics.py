@@ -35,7 +35,8 @@ import time
 import urllib.parse
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [TESTS_DIR + "/fixtures", TESTS_DIR + "/servers"]
 import stfstest as T  # noqa: E402
 from csifix import GO, Node, pod_read  # noqa: E402
 from fixtures import Nginx, World, free_port, wait_port  # noqa: E402
@@ -185,7 +186,7 @@ def promtool_clean(text):
     assert r.returncode == 0 and not out.strip(), out
 
 
-DASHBOARD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+DASHBOARD = os.path.join(TESTS_DIR, "..",
                          "deploy", "kubernetes", "examples",
                          "grafana-dashboard.json")
 

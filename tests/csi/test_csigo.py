@@ -16,7 +16,7 @@ import time
 GO = shutil.which("go") or "/usr/local/go/bin/go"
 GOFMT = os.path.join(os.path.dirname(GO), "gofmt")
 MODULE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
-                      "csi")
+                      "..", "csi")
 
 
 def main():

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """test_csisafe.py: what a tenant of a CSI node may count on from the
 daemons and their recovery (issue 47, items 3 and 4), end to end with the
-plugin, the launcher and real mounts (tests/csifix.py).
+plugin, the launcher and real mounts (tests/fixtures/csifix.py).
 
 - 20 daemon launches, 5 at a time (so that the launcher's requests land on
   several of its Go threads), with the launcher and the plugin started
@@ -29,10 +29,11 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [TESTS_DIR + "/fixtures", TESTS_DIR + "/servers"]
 import stfstest as T  # noqa: E402
-from csifix import GO, NOBODY, POD, Node, pod_read, status, wait_dead  # noqa: E402
-from test_csi import model  # noqa: E402
+from csifix import (GO, NOBODY, POD, Node, model, pod_read,  # noqa: E402
+                    status, wait_dead)
 
 ENOENT = 2
 

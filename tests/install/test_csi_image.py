@@ -30,12 +30,13 @@ import sys
 import tarfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [TESTS_DIR + "/fixtures", TESTS_DIR + "/servers"]
 import stfstest as T  # noqa: E402
 from csifix import (NOBODY, Node, mounts_under, pod_read, status,  # noqa
                     wait_dead)
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+ROOT = os.path.join(TESTS_DIR, "..")
 
 
 def image(d):

@@ -19,10 +19,11 @@ import shutil
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [TESTS_DIR + "/fixtures", TESTS_DIR + "/servers"]
 import stfstest as T  # noqa: E402
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+ROOT = os.path.abspath(os.path.join(TESTS_DIR, ".."))
 SAMPLE = os.path.join(ROOT, "examples", "tiny-llama.safetensors")
 
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """test_llamajs.py: llama.cpp (node-llama-cpp's prebuilt CPU binary,
-tests/llamajs) loads a GGUF from a mount's %repo/ with mmap and generates
+tests/loaders/llamajs) loads a GGUF from a mount's %repo/ with mmap and generates
 the same tokens as from the source directory.
 
 The model is a tiny llama-architecture GGUF the tests write
-(tests/llamafix.py); check.mjs loads each file with mmap, generates 8
+(tests/fixtures/llamafix.py); check.mjs loads each file with mmap, generates 8
 tokens greedily from a fixed prompt, and says whether the file was
 mapped.  One node process per source:
 - a local directory: the source file, %repo/model.gguf, the same file at
@@ -16,7 +16,8 @@ mapped.  One node process per source:
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [TESTS_DIR + "/fixtures", TESTS_DIR + "/servers"]
 import llamafix as L  # noqa: E402
 import stfstest as T  # noqa: E402
 from fixtures import world  # noqa: E402

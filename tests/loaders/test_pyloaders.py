@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """test_pyloaders.py: the Python loaders people use read from the mount.
 
-Runs in the venv scripts/deps.sh makes from tests/py-loaders/ (PyPI's
+Runs in the venv scripts/deps.sh makes from tests/loaders/py-loaders/ (PyPI's
 safetensors, transformers, tokenizers, huggingface_hub and
 sentence-transformers, pinned with hashes, on Debian's torch 1.13 and
 numpy): started by any python3, it runs itself again with the venv's
 python, and fails (never skips) when the venv is missing or older than
-tests/py-loaders/requirements.txt.
+tests/loaders/py-loaders/requirements.txt.
 
 Three repositories are written by the libraries themselves, once a run:
 - lm: a tiny Llama (transformers' save_pretrained, max_shard_size giving
@@ -83,7 +83,8 @@ import shutil  # noqa: E402
 import struct  # noqa: E402
 import subprocess  # noqa: E402
 
-sys.path.insert(0, HERE)
+TESTS_DIR = os.path.dirname(HERE)
+sys.path[:0] = [TESTS_DIR + "/fixtures", TESTS_DIR + "/servers"]
 import hubemu  # noqa: E402
 import numpy as np  # noqa: E402
 import stfstest as T  # noqa: E402

@@ -4,7 +4,7 @@
 A tiny BERT-like model the tests write (onnxfix.py: config.json, a
 WordPiece tokenizer.json, tokenizer_config.json, onnx/model.onnx with its
 tables in onnx/model.onnx_data, written with python3-onnx) is loaded by
-@huggingface/transformers (pinned in tests/transformersjs/package-lock.json)
+@huggingface/transformers (pinned in tests/loaders/transformersjs/package-lock.json)
 with env.localModelPath and no remote models: AutoConfig, AutoTokenizer
 (encodings, a pair, decodings) and the feature-extraction pipeline, which
 onnxruntime-node runs on the graph and its external data by path.  What
@@ -19,7 +19,8 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [TESTS_DIR + "/fixtures", TESTS_DIR + "/servers"]
 import stfstest as T  # noqa: E402
 from fixtures import stfs, world  # noqa: E402
 from onnxfix import (HIDDEN, TEXTS, VOCAB, expected, js_ready, run_js,  # noqa

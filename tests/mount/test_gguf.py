@@ -10,7 +10,7 @@ read through real mounts:
   views of Q8_0, Q4_0, Q4_K, Q5_K and Q6_K against the tests' own numpy
   dequantizer, %header.json's metadata; every tensor's offset, type and
   shape against an independent parser (@huggingface/gguf, pinned in
-  tests/ggufjs/package-lock.json);
+  tests/loaders/ggufjs/package-lock.json);
 - %model.safetensors (and the stripped and f32 variants) taken by stfs's
   strict reader and by the tests' own, tensor by tensor, with the
   quantized tensors left out and `stfs inspect` saying why;
@@ -26,14 +26,14 @@ import struct
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [TESTS_DIR + "/fixtures", TESTS_DIR + "/servers"]
 import stfstest as T  # noqa: E402
 import ggufw as G  # noqa: E402
 import s3server  # noqa: E402
 import numpy as np  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-GGUFJS = os.path.join(HERE, "ggufjs")
+GGUFJS = os.path.join(TESTS_DIR, "loaders", "ggufjs")
 X = "user.safetensors."
 QUANT = ["Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K"]
 F32Q = QUANT + ["Q4_1", "Q5_0", "Q2_K"]     # the types with a .f32 view

@@ -32,7 +32,7 @@
   SSE-C objects' ETags are not MD5s (served unchecked, said so); a
   composite checksum is not used; a mismatch or a malformed value: EIO,
   logged; what inspect --files says of each; and AWS's own client
-  (@aws-sdk/client-s3, tests/s3js) validates the same checksums itself;
+  (@aws-sdk/client-s3, tests/loaders/s3js) validates the same checksums itself;
 - hostile servers and names (issue 40): Hub oids that are not 40/64
   lower-case hex (ESC, BEL, short, upper case) refuse their file and
   never reach the output, a missing oid serves the file unchecked (said
@@ -56,7 +56,8 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [TESTS_DIR + "/fixtures", TESTS_DIR + "/servers"]
 import stfstest as T  # noqa: E402
 from fixtures import env, fake_cache, stfs, world  # noqa: E402
 from repofix import (S3World, diffusers_repo, st_model_repo, tree,  # noqa
@@ -799,7 +800,7 @@ def test_s3_checksums(d, mnt):
         assert seen["model.safetensors"][1] == "lazy"
 
 
-S3JS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "s3js")
+S3JS = os.path.join(TESTS_DIR, "loaders", "s3js")
 
 
 def bucket_env(b, d):
@@ -849,7 +850,7 @@ def test_s3_swapped(d, mnt):
 
 
 def test_s3_checksums_aws_client(d):
-    """AWS's own client (@aws-sdk/client-s3, pinned in tests/s3js) gets
+    """AWS's own client (@aws-sdk/client-s3, pinned in tests/loaders/s3js) gets
     each object of test_s3_checksums with ChecksumMode ENABLED and
     validates the answer's checksum itself: the middleware's checksums
     are AWS's (the tampered ones are refused by it, as by stfs)."""

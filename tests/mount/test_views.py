@@ -20,7 +20,8 @@ import struct
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [TESTS_DIR + "/fixtures", TESTS_DIR + "/servers"]
 import stfstest as T  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -315,7 +316,7 @@ def test_truncated_views(d, mnt):
 
 def test_reading_doc_examples(d, mnt):
     """Run every ```sh block of docs/reading.md against the sample."""
-    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    root = os.path.join(TESTS_DIR, "..")
     doc = os.path.join(root, "docs", "reading.md")
     with open(doc) as f:
         text = f.read()

@@ -31,7 +31,8 @@ import stat
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [TESTS_DIR + "/fixtures", TESTS_DIR + "/servers"]
 import stfstest as T  # noqa: E402
 from fixtures import (Nginx, big_file, cache_files, mount_logged,  # noqa: E402
                       slurp, stop_logged, wait_blocks)

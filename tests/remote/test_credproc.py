@@ -12,9 +12,10 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [TESTS_DIR + "/fixtures", TESTS_DIR + "/servers"]
 import stfstest as T  # noqa: E402
-import test_creds as C  # noqa: E402
+import credfix as C  # noqa: E402
 from fixtures import env, read, slurp  # noqa: E402
 
 

@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
 """test_creds.py: AWS credentials as clusters hand them out, against
-emulators on 127.0.0.1 written here (tests/credemu.py: IMDSv2 with its
+emulators on 127.0.0.1 written here (tests/servers/credemu.py: IMDSv2 with its
 token and TTL rules, the container endpoint with its authorization token,
 STS AssumeRoleWithWebIdentity) and the tests' S3 server (Swift, whose
-middleware tests/swift/s3sts.py accepts only the emulators' temporary
+middleware tests/servers/swift/s3sts.py accepts only the emulators' temporary
 keys, each with its session token, until it expires, and records which
 key each request was signed with).
 
 - each provider (web identity from the variables and from a profile,
   credential_process, the container endpoint with a token file and with
   a token, IMDSv2): `stfs inspect` names it and its key id, botocore
-  (PyPI, tests/py-botocore) pointed at the same emulators gets the same
+  (PyPI, tests/loaders/py-botocore) pointed at the same emulators gets the same
   keys, the S3 server saw stfs sign with them, and a mount through it
   reads every tensor equal to the source;
 - the chain's order when several are set up, stfs against botocore;
@@ -34,17 +34,17 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [TESTS_DIR + "/fixtures", TESTS_DIR + "/servers"]
 import stfstest as T  # noqa: E402
-import s3server  # noqa: E402
 import credemu  # noqa: E402
 from fixtures import env, read, slurp, mount_logged, stop_logged  # noqa
+from credfix import (W, base, mount_reads_all, no_secret,  # noqa: E402
+                     proc_keys, process_script, stfs_inspect, stop_world,
+                     used_count, used_since, world, write)
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-BOTO = os.path.join(HERE, "py-botocore", ".venv", "bin", "python")
-FOLDER = os.path.join(T.REAL, "jl-sharded")
-W = {}          # the world of this run: Swift, the issuer, the emulators
-
+BOTO = os.path.join(TESTS_DIR, "loaders", "py-botocore", ".venv", "bin",
+                    "python")
 # botocore's credentials for the environment of the moment, as JSON
 BOTO_SCRIPT = r"""
 import json, botocore.session
@@ -56,97 +56,12 @@ print(json.dumps(None if c is None else
 """
 
 
-def world():
-    if not W:
-        sw = s3server.shared()
-        for n in sorted(os.listdir(FOLDER)):
-            with open(os.path.join(FOLDER, n), "rb") as f:
-                sw.put("models", "m/" + n, f.read())
-        iss = credemu.Issuer(os.path.join(sw.dir, "sts-creds.json"))
-        W.update(sw=sw, iss=iss, imds=credemu.Imds(iss),
-                 cont=credemu.Container(iss), sts=credemu.Sts(iss),
-                 used=os.path.join(sw.dir, "sts-used.log"))
-    return W
-
-
-def stop_world():
-    for k in ("imds", "cont", "sts"):
-        if k in W:
-            W[k].stop()
-    W.clear()
-    s3server.stop_shared()
-
-
-def base(d, **kw):
-    """The environment of a client of the world with no credentials but
-    those kw set up (None: unset)."""
-    w = world()
-    e = dict(AWS_ENDPOINT_URL_S3=w["sw"].endpoint, AWS_ENDPOINT_URL=None,
-             AWS_ENDPOINT_URL_STS=w["sts"].url, AWS_REGION="us-east-1",
-             AWS_DEFAULT_REGION=None, AWS_ACCESS_KEY_ID=None,
-             AWS_SECRET_ACCESS_KEY=None, AWS_SESSION_TOKEN=None,
-             AWS_SECURITY_TOKEN=None, AWS_PROFILE=None,
-             AWS_DEFAULT_PROFILE=None, AWS_ROLE_ARN=None,
-             AWS_WEB_IDENTITY_TOKEN_FILE=None, AWS_ROLE_SESSION_NAME=None,
-             AWS_CONTAINER_CREDENTIALS_FULL_URI=None,
-             AWS_CONTAINER_CREDENTIALS_RELATIVE_URI=None,
-             AWS_CONTAINER_AUTHORIZATION_TOKEN=None,
-             AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE=None,
-             AWS_EC2_METADATA_DISABLED="true",
-             AWS_EC2_METADATA_SERVICE_ENDPOINT=None,
-             AWS_SHARED_CREDENTIALS_FILE=os.path.join(d, "no-creds"),
-             AWS_CONFIG_FILE=os.path.join(d, "no-config"),
-             XDG_CACHE_HOME=os.path.join(d, "xdg"))
-    e.update(kw)
-    return e
-
-
 def botocore():
     """What botocore gets in the environment of the moment."""
     r = subprocess.run([BOTO, "-c", BOTO_SCRIPT], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
-
-
-def used_since(n):
-    """The key ids the S3 server saw since line n of its record."""
-    try:
-        with open(W["used"]) as f:
-            lines = f.read().splitlines()[n:]
-    except FileNotFoundError:
-        return []
-    return [ln.split()[0] for ln in lines]
-
-
-def used_count():
-    try:
-        with open(W["used"]) as f:
-            return len(f.read().splitlines())
-    except FileNotFoundError:
-        return 0
-
-
-def stfs_inspect(src="s3://models/m/"):
-    """`stfs inspect` in the environment of the moment: (the provider's
-    line, the key id it names, the keys the S3 server saw it use, the
-    run)."""
-    n = used_count()
-    r = subprocess.run([T.STFS, "inspect", src], capture_output=True,
-                       text=True, timeout=120)
-    m = re.search(r"credentials from (.*?): key ([A-Z0-9]+)", r.stderr)
-    return (m.group(1) if m else None, m.group(2) if m else None,
-            set(used_since(n)), r)
-
-
-def no_secret(text):
-    """No secret the emulators handed out, nor a token they took, in
-    text."""
-    for k in W["iss"].issued:
-        assert k["SecretAccessKey"] not in text, "a secret key in output"
-        assert k["Token"] not in text, "a session token in output"
-    for t in ("jwt-1", "jwt-2", W["cont"].auth):
-        assert t not in text, "a token in output"
 
 
 def same_as_botocore(method, provider_re, issued_by):
@@ -165,42 +80,6 @@ def same_as_botocore(method, provider_re, issued_by):
     assert b["token"] == last["Token"]
     assert used == {key}, used
     return key
-
-
-def mount_reads_all(mnt, log):
-    """A mount of the shard set reads every tensor equal to the source."""
-    want = {t["name"]: t for t in T.inspect_json(FOLDER)["tensors"]}
-    p = mount_logged("s3://models/m/", mnt, log, "-o", "nocache")
-    try:
-        for t in want.values():
-            with open(os.path.join(FOLDER, t["file"]), "rb") as f:
-                f.seek(t["file_offset"])
-                assert read(os.path.join(mnt, t["path"])) == \
-                    f.read(t["bytes"]), t["name"]
-    finally:
-        stop_logged(p, mnt)
-
-
-def write(path, text, mode=0o600):
-    with open(path, "w") as f:
-        f.write(text)
-    os.chmod(path, mode)
-    return path
-
-
-def process_script(d, keys, name="creds.py", extra=""):
-    """A credential_process that prints keys (a dict) as its JSON."""
-    return write(os.path.join(d, name), "#!/usr/bin/python3\nimport json\n"
-                 "%sprint(json.dumps(%r))\n" % (extra, keys), 0o700)
-
-
-def proc_keys(k, expiry=True):
-    out = {"Version": 1, "AccessKeyId": k["AccessKeyId"],
-           "SecretAccessKey": k["SecretAccessKey"],
-           "SessionToken": k["Token"]}
-    if expiry:
-        out["Expiration"] = k["Expiration"]
-    return out
 
 
 def test_each_provider(d, mnt):
@@ -465,7 +344,7 @@ def test_hostile(d, mnt):
     assert len(w["imds"].requests) == n
 
 
-# STS's endpoint for a region (tests/check_creds.c, t_sts_url: stfs's)
+# STS's endpoint for a region (tests/unit/check_creds.c, t_sts_url: stfs's)
 STS_URLS = [
     (None, None, "https://sts.amazonaws.com"),
     ("us-east-1", None, "https://sts.us-east-1.amazonaws.com"),
@@ -499,7 +378,7 @@ def test_sts_endpoints(d):
                            text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout) == [u for _, _, u in STS_URLS]
-    with open(os.path.join(HERE, "check_creds.c")) as f:
+    with open(os.path.join(TESTS_DIR, "unit", "check_creds.c")) as f:
         c = f.read()
     for region, mode, url in STS_URLS:
         assert '{ %s, %s, "%s" }' % (

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """test_hub.py: hf:// sources against a Hugging Face Hub emulator
-(tests/hubemu.py, on 127.0.0.1) whose /resolve redirects to nginx on
+(tests/servers/hubemu.py, on 127.0.0.1) whose /resolve redirects to nginx on
 another address (127.0.0.2), as the Hub's do to its CDN.
 
 - the real corpus and the real shard set pushed to repos, mounted by
@@ -30,7 +30,8 @@ import shutil
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [TESTS_DIR + "/fixtures", TESTS_DIR + "/servers"]
 import stfstest as T  # noqa: E402
 import hubemu  # noqa: E402
 from fixtures import (HUBJS, check_real_file, env, fake_cache,  # noqa: E402

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """test_hub_resolve.py: the Hub at scale (issue 28).  The Hub emulator
-(tests/hubemu.py) redirects /resolve to an nginx that checks a signature
+(tests/servers/hubemu.py) redirects /resolve to an nginx that checks a signature
 and an expiry on every request (secure_link: a wrong link is 403, an
 expired one 410), with a lifetime the test sets, and counts /resolve
 calls in windows, answering 429 with RateLimit and Retry-After past a
@@ -33,7 +33,8 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [TESTS_DIR + "/fixtures", TESTS_DIR + "/servers"]
 import stfstest as T  # noqa: E402
 import hubemu  # noqa: E402
 from fixtures import (HUBJS, MiB, Nginx, World, env, make_model,  # noqa: E402

@@ -9,11 +9,11 @@ docs/metrics.md) against what real servers started here saw.
 - a fault server answering 429: the 429s counted equal those it sent, and
   the retries too; one answering 404 once mounted: the reader's errno is
   the one counted, the 404s as 4xx;
-- hf:// through the Hub emulator (tests/hubemu.py): resolves equal its
+- hf:// through the Hub emulator (tests/servers/hubemu.py): resolves equal its
   302s, lists its API answers, every request one it or nginx saw; the
   HF_TOKEN in no output;
 - s3:// on the tests' Swift with keys from the container endpoint
-  emulator (tests/credemu.py): its calls are the credentials requests
+  emulator (tests/servers/credemu.py): its calls are the credentials requests
   counted; the keys, session token and authorization token in no output;
 - `stfs prefetch`: the bytes asked and cached equal its state's; a cached
   block spoiled on disk is one failed check;
@@ -40,7 +40,8 @@ import threading
 import time
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [TESTS_DIR + "/fixtures", TESTS_DIR + "/servers"]
 import stfstest as T  # noqa: E402
 import credemu  # noqa: E402
 import hubemu  # noqa: E402
@@ -259,7 +260,7 @@ def test_hub_kinds(d, mnt):
 
 def test_s3_credentials(d, mnt):
     """s3:// on the tests' Swift with temporary keys from the container
-    endpoint emulator (tests/credemu.py): its calls are the credentials
+    endpoint emulator (tests/servers/credemu.py): its calls are the credentials
     requests counted, the listing a list; the keys, session token and the
     endpoint's authorization token in no output."""
     sw = s3server.shared()

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """test_mirror.py: `stfs mirror` and -o mirror= (docs/mirror.md) against
-real servers: the Hub emulator (tests/hubemu.py) as the origin, its files
+real servers: the Hub emulator (tests/servers/hubemu.py) as the origin, its files
 served by nginx on another address as the Hub's CDN does, and the tests'
-Swift (tests/s3server.py, SigV4 checked) as the cluster's bucket.  What
+Swift (tests/servers/s3server.py, SigV4 checked) as the cluster's bucket.  What
 the origin served is counted from nginx's access log (every range it
 answered), what the Hub was asked from the emulator's own record.
 
@@ -39,12 +39,14 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [TESTS_DIR + "/fixtures", TESTS_DIR + "/servers"]
 import stfstest as T  # noqa: E402
 import s3server  # noqa: E402
 from delayproxy import DelayProxy  # noqa: E402
-from fixtures import (World, env, make_model, mount_logged,  # noqa: E402
-                      slurp, stop_logged)
+from fixtures import (env, make_model, mount_logged, slurp,  # noqa: E402
+                      stop_logged)
+from mirrorfix import Env, origin_bytes  # noqa: E402
 
 MiB = 1 << 20
 BLOCK = 4 * MiB
@@ -98,26 +100,6 @@ def model(d, w, rid="org/m", big=10 * MiB, extra=b""):
     return sha, data
 
 
-def origin_bytes(w, data, since=0):
-    """Bytes nginx served since line `since` of its log (each answer's
-    range, or the whole file), and the log's length now."""
-    lines = w.nginx_log().splitlines()
-    total = 0
-    for line in lines[since:]:
-        uri, status, rng = line.split(" ")[:3]
-        path = uri.split("?")[0]
-        size = next((len(v) for k, v in data.items()
-                     if path.endswith("/" + k)), None)
-        assert size is not None, line
-        if status == "206":
-            m = re.match(r"bytes=(\d+)-(\d+)$", rng)
-            a, b = int(m.group(1)), int(m.group(2))
-            total += min(b, size - 1) - a + 1
-        elif status == "200":
-            total += size
-    return total, len(lines)
-
-
 def resolves(w, since=0):
     return [p for p, _ in w.hub.seen[since:] if "/resolve/" in p]
 
@@ -151,25 +133,6 @@ def read_all(mnt, data):
         with open(os.path.join(mnt, "%repo", path), "rb") as f:
             got = f.read()
         assert got == b, path
-
-
-class Env:
-    """The Hub world and Swift's environment together."""
-
-    def __init__(self, d, **kw):
-        self.w = World(d, **kw)
-        self.creds = s3server.creds(d)
-        self.sw = self.creds.__enter__()
-
-    def close(self):
-        self.creds.__exit__(None, None, None)
-        self.w.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 def node(d, i, src, *opts):

@@ -35,54 +35,19 @@ import re
 import select
 import subprocess
 import sys
-import http.client
 import mmap
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [TESTS_DIR + "/fixtures", TESTS_DIR + "/servers"]
 import stfstest as T  # noqa: E402
-from fixtures import (Nginx, big_file, free_port, read, sha,  # noqa: E402
-                      wait_port)
+from fixtures import (Nginx, big_file, free_port, paced_server,  # noqa
+                      read, requests, sha, wait_port)
 
 
 def prefetch(*args):
     return subprocess.run([T.STFS, "prefetch"] + list(args),
                           capture_output=True, text=True, timeout=120)
-
-
-MARKS = []      # the marker requests of requests(), numbered
-
-
-def requests(ngx):
-    """(path, first, last) of every range request nginx logged, once it
-    has logged every request it answered before this call: nginx here is
-    one process, which logs a request when it sends its last byte, before
-    it takes the next, so a marker request is sent and the log read once
-    the marker is in it (a client may have its answer before nginx wrote
-    the line, the more so on a busy machine)."""
-    MARKS.append(None)
-    mark = "/.logged-%d" % len(MARKS)
-    try:
-        c = http.client.HTTPConnection(ngx.host, ngx.port, timeout=60)
-        c.request("GET", mark)
-        c.getresponse().read()  # 404, as it should
-        c.close()
-    except OSError:
-        mark = None             # nginx is gone: its log is whole
-    end = time.time() + 60
-    while True:
-        out, seen = [], mark is None
-        with open(os.path.join(ngx.d, "access.log")) as f:
-            for line in f:
-                seen = seen or line.startswith(mark + " ")
-                m = re.match(r"(\S+) \d+ bytes=(\d+)-(\d+)", line)
-                if m:
-                    out.append((m.group(1), int(m.group(2)),
-                                int(m.group(3))))
-        if seen:
-            return out
-        assert time.time() < end, "nginx did not log %s" % mark
-        time.sleep(0.01)
 
 
 def wait_until(cond, what, timeout=300):
@@ -470,8 +435,8 @@ def test_unmount_while_warming(d, mnt):
     big_file(srv)
     port = free_port()
     paced = subprocess.Popen([sys.executable, os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "pacedhttp.py"), srv,
-        str(port), str(1000 * 1000)])
+        TESTS_DIR, "servers", "pacedhttp.py"), srv, str(port),
+        str(1000 * 1000)])
     T._procs.append(paced)
     cache = os.path.join(d, "cache")
     try:
@@ -493,19 +458,6 @@ def test_unmount_while_warming(d, mnt):
     finally:
         paced.kill()
         paced.wait()
-
-
-def paced_server(root, rate, *more):
-    """pacedhttp.py serving root, every connection at rate bytes/s (more:
-    its BUSY and STATS): its Popen (killed at the end of the run) and
-    port."""
-    port = free_port()
-    paced = subprocess.Popen([sys.executable, os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "pacedhttp.py"), root,
-        str(port), str(rate)] + [str(m) for m in more])
-    T._procs.append(paced)
-    assert wait_port(port), "pacedhttp.py did not start"
-    return paced, port
 
 
 def mount_on_tty(url, mnt, tty):

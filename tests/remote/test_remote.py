@@ -38,7 +38,8 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [TESTS_DIR + "/fixtures", TESTS_DIR + "/servers"]
 import stfstest as T  # noqa: E402
 from fixtures import (Nginx, big_file, cache_files, check_real_file,  # noqa: E402
                       disarm, faulty_server, free_port, mount_logged,

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """test_s3.py: s3:// sources against a real S3-compatible server started
 here on 127.0.0.1: OpenStack Swift from Debian with its s3api middleware
-(tests/s3server.py), which checks every request's SigV4 signature.  Its
+(tests/servers/s3server.py), which checks every request's SigV4 signature.  Its
 listing pages are 3 keys long, so listings go on with continuation
 tokens.  And nginx as an unsigned, public "bucket".
 
@@ -27,7 +27,8 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [TESTS_DIR + "/fixtures", TESTS_DIR + "/servers"]
 import stfstest as T  # noqa: E402
 import s3server  # noqa: E402
 from fixtures import check_real_file, env, Nginx, read, refused  # noqa: E402

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """test_streams.py: how the block engine follows its readers, against
-nginx and tests/pacedhttp.py on 127.0.0.1 (their logs count the requests
+nginx and tests/servers/pacedhttp.py on 127.0.0.1 (their logs count the requests
 and their bytes), through real mounts:
 
 - two readers in order interleaving in one shard each get their window
@@ -15,10 +15,10 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [TESTS_DIR + "/fixtures", TESTS_DIR + "/servers"]
 import stfstest as T  # noqa: E402
-from fixtures import Nginx  # noqa: E402
-from test_prefetch import paced_server, requests  # noqa: E402
+from fixtures import Nginx, paced_server, requests  # noqa: E402
 
 
 def test_two_readers(d, mnt):

@@ -21,7 +21,8 @@ import subprocess
 import sys
 import threading
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [TESTS_DIR + "/fixtures", TESTS_DIR + "/servers"]
 import stfstest as T  # noqa: E402
 import hubemu  # noqa: E402
 import s3server  # noqa: E402

@@ -29,7 +29,8 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [TESTS_DIR + "/fixtures", TESTS_DIR + "/servers"]
 import hubemu  # noqa: E402
 import stfstest as T  # noqa: E402
 from fixtures import (Nginx, big_file, check_real_file, make_ca,  # noqa: E402

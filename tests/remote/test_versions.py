@@ -3,7 +3,7 @@
 EIO; never bytes of two versions, never bytes of an ambiguous answer.
 Against real servers started here on 127.0.0.1: nginx (ETag and
 Last-Modified; a location with `etag off;` for Last-Modified alone) and
-a raw-socket server of the tests' own (tests/rawhttp.py) for answers nginx
+a raw-socket server of the tests' own (tests/servers/rawhttp.py) for answers nginx
 will not give.
 
 - an object changed while mounted (new bytes, same size): nginx answers
@@ -25,7 +25,8 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [TESTS_DIR + "/fixtures", TESTS_DIR + "/servers"]
 import stfstest as T  # noqa: E402
 from rawhttp import RawServer, file_range  # noqa: E402
 from fixtures import Nginx, big_file, cache_files, faulty_server  # noqa

@@ -1,5 +1,5 @@
 """credemu.py: the services that hand out AWS credentials, emulated on
-127.0.0.1 for tests/test_creds.py, written from AWS's descriptions:
+127.0.0.1 for tests/remote/test_creds.py, written from AWS's descriptions:
 
 - Imds: IMDSv2.  PUT /latest/api/token needs X-aws-ec2-metadata-token-ttl-
   seconds (1 to 21600, else 400) and is refused (403) when the request
@@ -18,7 +18,7 @@
 Every key set comes from one Issuer: new keys (ASIA...) each time,
 living .life seconds, recorded in .issued (with the provider and what
 the request carried) and written to a JSON file that the tests' S3
-server reads (tests/swift/s3sts.py): it accepts those keys, with their
+server reads (tests/servers/swift/s3sts.py): it accepts those keys, with their
 session token, until they expire.  An emulator hands out the same keys
 again while more than half their life is left (stable, by default), so
 that two clients (stfs and botocore) asking one after the other get the

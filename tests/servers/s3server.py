@@ -1,7 +1,7 @@
 """s3server.py: a real S3-compatible server for the tests: OpenStack Swift
 from Debian (proxy, account, container and object servers, one node, one
 replica) with its s3api middleware, which checks every request's SigV4
-signature against tempauth's users.  Its configuration is in tests/swift/;
+signature against tempauth's users.  Its configuration is in tests/servers/swift/;
 rings, devices and logs go to a directory of the test's own.  It lives
 across the tests of a file (it takes seconds to start), so its servers
 are not in stfstest's per-test cleanup: stop() ends them, and so does an

@@ -5,7 +5,7 @@
  * AssumeRoleWithWebIdentity answer and error (s3xml.c), the shell-word
  * split of a credential_process line (credproc.c), the container
  * endpoint's allowed hosts (container.c) and STS's endpoint as the SDKs
- * find it (sts.c; tests/test_creds.py checks the same table against
+ * find it (sts.c; tests/remote/test_creds.py checks the same table against
  * botocore).
  */
 #define _GNU_SOURCE
@@ -230,7 +230,7 @@ START_TEST(t_container_hosts)
 END_TEST
 
 /* STS's endpoint for a region, as botocore 1.44 resolves it (the same
- * table is checked against botocore in tests/test_creds.py). */
+ * table is checked against botocore in tests/remote/test_creds.py). */
 START_TEST(t_sts_url)
 {
 	static const struct { const char *region, *mode, *url; } cases[] = {

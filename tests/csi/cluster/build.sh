@@ -1,7 +1,7 @@
 #!/bin/bash
 # build.sh [BIN...]: the Kubernetes binaries of the cluster suite
-# (tests/test_cluster.py), built from the k8s.io/kubernetes module pinned by
-# tests/cluster/builder/go.mod and go.sum, into a cache outside the
+# (tests/csi/test_cluster.py), built from the k8s.io/kubernetes module pinned by
+# tests/csi/cluster/builder/go.mod and go.sum, into a cache outside the
 # repository keyed by that version, so a machine builds them once:
 #   ${STFS_CLUSTER_CACHE:-/var/cache/stfs-cluster}/<version>/<bin>
 # Default BINs: kube-apiserver kube-controller-manager kubelet kubectl.

@@ -3,15 +3,15 @@
 # archives built here from Debian's packages and the project's pinned
 # wheels (no registry is reached), cached beside the binaries:
 #   ${STFS_CLUSTER_CACHE:-/var/cache/stfs-cluster}/images/NAME.oci.tar
-# - pause.oci.tar: stfs.test/pause:1, tests/cluster/pause.c (static), the
+# - pause.oci.tar: stfs.test/pause:1, tests/csi/cluster/pause.c (static), the
 #   sandbox image containerd is configured with;
 # - workload.oci.tar: stfs.test/workload:1, Debian's python3 and
 #   python3-numpy (their Depends, recursively, unpacked as
 #   scripts/build-csi-image.sh unpacks the driver's) and safetensors, the
-#   wheel tests/py-loaders/requirements.txt pins (hash-checked);
+#   wheel tests/loaders/py-loaders/requirements.txt pins (hash-checked);
 # - registrar.oci.tar, livenessprobe.oci.tar: the two sidecars of
 #   deploy/kubernetes/node.yaml under the names it gives them, from the
-#   binaries tests/cluster/build-sidecars.sh built.
+#   binaries tests/csi/cluster/build-sidecars.sh built.
 # Prints the images folder; each image's time on stderr.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -79,7 +79,7 @@ workload_root() {
 
 sidecar_root() {    # the binary named by $bin
 	[ -x "$bin" ] || { echo "images.sh: no $bin: build the sidecars" \
-		"first (tests/cluster/build-sidecars.sh)" >&2; exit 1; }
+		"first (tests/csi/cluster/build-sidecars.sh)" >&2; exit 1; }
 	install -m 0755 "$bin" "$1/root/$(basename "$bin" | sed 's/-v[0-9.]*$//')"
 }
 

@@ -1,5 +1,5 @@
 /* pause.c: the pod sandbox's process of the cluster suite's pause image
- * (tests/cluster/images.sh): holds the pod's namespaces, reaps the
+ * (tests/csi/cluster/images.sh): holds the pod's namespaces, reaps the
  * children it inherits as the pod's init, exits 0 on SIGTERM or SIGINT. */
 #include <signal.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
 // of a local GGUF file, as JSON on stdout: the data section's offset, and
 // each tensor's ggml type id, dimensions (as stored, innermost first) and
 // offset in the data section; the metadata with typed values.
-// tests/test_gguf.py compares it with stfs's view of the same file.
+// tests/mount/test_gguf.py compares it with stfs's view of the same file.
 import { gguf } from "@huggingface/gguf";
 import path from "node:path";
 

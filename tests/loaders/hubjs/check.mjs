@@ -1,6 +1,6 @@
 // check.mjs HUB_URL REPO REVISION [PATH]: what the official Hugging Face
 // JavaScript client (@huggingface/hub) sees of a repo, as JSON on stdout:
-// listFiles (recursive) and parseSafetensorsMetadata.  tests/test_hub.py
+// listFiles (recursive) and parseSafetensorsMetadata.  tests/remote/test_hub.py
 // runs it against the tests' Hub emulator and compares with stfs.
 import { listFiles, parseSafetensorsMetadata } from "@huggingface/hub";
 

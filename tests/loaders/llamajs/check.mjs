@@ -4,7 +4,7 @@
 // thread). Prints JSON on stdout: for each FILE, in order, the prompt's
 // token ids, the generated ids, whether llama.cpp used mmap and whether
 // the file was mapped (/proc/self/maps) while the model was loaded.
-// tests/test_llamajs.py compares a mount's %repo/ file with its source.
+// tests/loaders/test_llamajs.py compares a mount's %repo/ file with its source.
 import { getLlama } from "node-llama-cpp";
 import fs from "node:fs";
 import path from "node:path";

@@ -6,7 +6,7 @@
 // config, AutoTokenizer's encodings and decodings of each TEXT (and of
 // the first two as a pair), and the feature-extraction pipeline's tensors
 // (onnxruntime-node running onnx/model.onnx with its external data, by
-// path) unpooled and mean-pooled normalized.  tests/test_transformersjs.py
+// path) unpooled and mean-pooled normalized.  tests/loaders/test_transformersjs.py
 // runs it on a source directory and on a mount of it and compares.
 import { AutoConfig, AutoTokenizer, env, pipeline }
 	from "@huggingface/transformers";

@@ -1,5 +1,5 @@
 """s3extras.py: a WSGI middleware of the tests' own in Swift's proxy,
-before s3api (tests/swift/proxy-server.conf), that gives the tests' S3
+before s3api (tests/servers/swift/proxy-server.conf), that gives the tests' S3
 server what AWS S3 has and Swift 2.30's s3api does not: flexible
 checksums and server-side encryption's ETags.
 

@@ -1,7 +1,7 @@
 """s3sts.py: a WSGI middleware of the tests' own in Swift's proxy, before
-s3api (tests/swift/proxy-server.conf), that makes the tests' S3 server
+s3api (tests/servers/swift/proxy-server.conf), that makes the tests' S3 server
 accept temporary credentials as AWS S3 does: keys handed out by the
-credential emulators of tests/credemu.py, which write them to
+credential emulators of tests/servers/credemu.py, which write them to
 creds_file (JSON: {"only_temporary": bool, "keys": {AKID: {"secret",
 "token", "expires"}}}).
 

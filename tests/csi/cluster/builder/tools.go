@@ -1,7 +1,7 @@
 //go:build tools
 
 // Package clusterbuild pins the Kubernetes binaries the cluster suite builds
-// (tests/cluster/build.sh): go build of these import paths at the versions in go.mod.
+// (tests/csi/cluster/build.sh): go build of these import paths at the versions in go.mod.
 package clusterbuild
 
 import (
