@@ -1,5 +1,5 @@
 #!/bin/bash
-# pylock.sh tests/loaders/py-NAME: write tests/loaders/py-NAME/requirements.txt, the whole
+# pylock.sh tests/loaders/py-NAME: write its requirements.txt, the whole
 # closure of its requirements.in pinned with sha256 hashes, for
 # scripts/deps.sh (pip install --require-hashes --no-deps into a venv on
 # Debian's /usr/bin/python3 with --system-site-packages).  What Debian's
