@@ -16,7 +16,7 @@
 # Out: OUTDIR/stfs-csi.oci.tar (an OCI image layout, one layer, the tag
 # VERSION in index.json, which `ctr images import`, `skopeo copy
 # oci-archive:` and `podman load` read) and OUTDIR/rootfs (the same tree,
-# which tests/test_csi_image.py runs under runc).  Default OUTDIR:
+# which tests/install/test_csi_image.py runs under runc).  Default OUTDIR:
 # build-csi/.  Minutes, most of them building the .deb.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -5,32 +5,32 @@
 # well (Check, clang for the fuzzers, numpy, torch and R for the reading
 # examples, the packaging tools, nginx and openssl for the remote tests,
 # OpenStack Swift and memcached for the S3 tests, Node.js and the Hugging
-# Face JavaScript client from tests/hubjs/package-lock.json for the Hub
-# tests, and the GGUF parser @huggingface/gguf from
-# tests/ggufjs/package-lock.json for the GGUF tests; llama.cpp's
-# prebuilt CPU binary (node-llama-cpp) from tests/llamajs/package-lock.json
-# for the llama.cpp loader test; transformers.js with onnxruntime-node from
-# tests/transformersjs/package-lock.json and python3-onnx, which writes its
-# model, for the %repo/ loader tests; squashfuse and squashfs-tools for the
-# benchmarks' squashfuse_ll baseline; stress-ng, the CPU hog under which
-# the timing-sensitive suites are checked to hold on a busy machine
-# (docs/reliability.md); the Python clients from PyPI, one
-# virtualenv per tests/py-*/ folder from its hash-pinned requirements.txt,
-# on Debian's python3 with python3-requests, -yaml and -packaging:
-# docs/python.md; for `bench`, also tests/py-bench/ (the Run:ai Model
-# Streamer and boto3, for tests/bench/bench_runai.py) and s3fs and rclone
-# (for tests/bench/bench_s3_peers.py);
-# runc, which runs the Kubernetes driver's image in its test, and for the
-# one-node cluster of the `cluster` suite (tests/clusterfix.py) containerd,
-# etcd (server and etcdctl) and the CNI loopback plugin; Prometheus
-# (promtool) and its node exporter, which tests/test_metrics.py runs on
-# the daemon's -o metrics= file, and which scrapes the driver's /metrics
-# in tests/test_csi_metrics.py; the Go
-# modules of the Kubernetes driver, csi/, pinned by csi/go.sum, into Go's
-# module cache with `go mod download`, so that its tests build offline: Go
-# itself (>= the version csi/go.mod names) must be on PATH or in
-# /usr/local/go, since Debian 12's is too old).  Quiet when everything is
-# there.
+# Face JavaScript client from tests/loaders/hubjs/package-lock.json for the
+# Hub tests, and the GGUF parser @huggingface/gguf from
+# tests/loaders/ggufjs/package-lock.json for the GGUF tests; llama.cpp's
+# prebuilt CPU binary (node-llama-cpp) from
+# tests/loaders/llamajs/package-lock.json for the llama.cpp loader test;
+# transformers.js with onnxruntime-node from
+# tests/loaders/transformersjs/package-lock.json and python3-onnx, which
+# writes its model, for the %repo/ loader tests; squashfuse and
+# squashfs-tools for the benchmarks' squashfuse_ll baseline; stress-ng, the
+# CPU hog under which the timing-sensitive suites are checked to hold on a
+# busy machine (docs/reliability.md); the Python clients from PyPI, one
+# virtualenv per tests/loaders/py-*/ folder from its hash-pinned
+# requirements.txt, on Debian's python3 with python3-requests, -yaml and
+# -packaging: docs/python.md; for `bench`, also tests/loaders/py-bench/ (the
+# Run:ai Model Streamer and boto3, for tests/bench/bench_runai.py) and s3fs
+# and rclone (for tests/bench/bench_s3_peers.py); runc, which runs the
+# Kubernetes driver's image in its test, and for the one-node cluster of the
+# `cluster` suite (tests/fixtures/clusterfix.py) containerd, etcd (server
+# and etcdctl) and the CNI loopback plugin; Prometheus (promtool) and its
+# node exporter, which tests/remote/test_metrics.py runs on the daemon's -o
+# metrics= file, and which scrapes the driver's /metrics in
+# tests/csi/test_csi_metrics.py; the Go modules of the Kubernetes driver,
+# csi/, pinned by csi/go.sum, into Go's module cache with `go mod download`,
+# so that its tests build offline: Go itself (>= the version csi/go.mod
+# names) must be on PATH or in /usr/local/go, since Debian 12's is too old).
+# Quiet when everything is there.
 set -euo pipefail
 base=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
       libjson-c-dev libcurl4-openssl-dev libssl-dev libexpat1-dev attr
@@ -66,7 +66,7 @@ hubjs() {   # the pinned JavaScript packages, from their lockfiles
 	for m in hubjs/@huggingface/hub ggufjs/@huggingface/gguf \
 		llamajs/node-llama-cpp transformersjs/@huggingface/transformers \
 		s3js/@aws-sdk/client-s3; do
-		d="$(dirname "$0")/../tests/${m%%/*}"
+		d="$(dirname "$0")/../tests/loaders/${m%%/*}"
 		[ -d "$d/node_modules/${m#*/}" ] && continue
 		# each dir's .npmrc: no GPU builds; node-llama-cpp never
 		# downloads llama.cpp from GitHub, onnxruntime-node never
@@ -76,10 +76,10 @@ hubjs() {   # the pinned JavaScript packages, from their lockfiles
 			--no-audit --no-fund --loglevel=error >/dev/null)
 	done
 }
-pyvenvs() {   # the pinned Python packages: one venv per tests/py-*/ folder
+pyvenvs() {   # the pinned Python packages: a venv per tests/loaders/py-*/
 	local req d want
 	[ "${1:-test}" != demo ] || return 0
-	for req in "$(dirname "$0")"/../tests/py-*/requirements.txt; do
+	for req in "$(dirname "$0")"/../tests/loaders/py-*/requirements.txt; do
 		[ -f "$req" ] || continue
 		d=$(dirname "$req")
 		# the benchmarks' packages only when asked for (deps.sh bench)

@@ -1,5 +1,5 @@
 #!/bin/bash
-# pylock.sh tests/py-NAME: write tests/py-NAME/requirements.txt, the whole
+# pylock.sh tests/loaders/py-NAME: write its requirements.txt, the whole
 # closure of its requirements.in pinned with sha256 hashes, for
 # scripts/deps.sh (pip install --require-hashes --no-deps into a venv on
 # Debian's /usr/bin/python3 with --system-site-packages).  What Debian's
@@ -12,7 +12,7 @@
 # dependencies (one that asks for a torch newer than Debian's yet runs on
 # it); what they need is then named in requirements.in.
 set -euo pipefail
-d=${1:?usage: pylock.sh tests/py-NAME}
+d=${1:?usage: pylock.sh tests/loaders/py-NAME}
 [ -f "$d/requirements.in" ] || { echo "pylock: no $d/requirements.in" >&2; exit 2; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -6,10 +6,10 @@
 #  2. the same tests in an AddressSanitizer + UndefinedBehaviorSanitizer
 #     build, the daemon's leak check included (LeakSanitizer at exit);
 #  3. a short libFuzzer run of each harness;
-#  4. the cluster suite (tests/test_cluster.py: the CSI driver under a real
+#  4. the cluster suite (tests/csi/test_cluster.py: the CSI driver under a real
 #     kubelet) where the machine allows it (root, /dev/fuse, namespaces,
 #     Go, containerd, runc, etcd): its Kubernetes binaries, built once per
-#     machine (tests/cluster/build.sh: 26 min measured on a fresh one
+#     machine (tests/csi/cluster/build.sh: 26 min measured on a fresh one
 #     under load), are built in the background from the start, and the
 #     suite waits for them.
 # Says how long each stage took (and each test, in meson's lines and as
@@ -67,8 +67,8 @@ if [ -z "$why" ]; then
 	# first); the cluster stage waits for it
 	echo "=== cluster suite: its binaries and images built in the background"
 	PATH=$PATH:/usr/local/go/bin setsid -w bash -c \
-		'bash tests/cluster/build.sh >/dev/null &&
-		 bash tests/cluster/images.sh >/dev/null' \
+		'bash tests/csi/cluster/build.sh >/dev/null &&
+		 bash tests/csi/cluster/images.sh >/dev/null' \
 		>"$cluster_log" 2>&1 </dev/null &
 	cluster_bg=$!
 fi
@@ -141,7 +141,7 @@ if run_build build -Dwerror=true; then
 		cat build/meson-logs/testlog.txt | tail -80
 	count build/meson-logs/testlog.json
 	# not in the run above (its setup leaves the suite out): installed
-	# files and packages (tests/test_install.py), each case counted once
+	# files and packages (tests/install/test_install.py), each case counted once
 	stage "install tests"
 	# the driver's image, built once for its own test (install suite)
 	# and the cluster suite (STFS_CSI_IMAGE): minutes each otherwise

@@ -30,7 +30,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.dirname(HERE)]
+sys.path[:0] = [HERE] + [os.path.join(os.path.dirname(HERE), d)
+                         for d in ("fixtures", "servers")]
 import stfstest as T  # noqa: E402
 from fixtures import Nginx  # noqa: E402
 

@@ -3,9 +3,9 @@
 volume ready, beside what the same job costs without it, in one run
 (docs/performance.md, "Kubernetes: publish and recovery").
 
-A 1 GiB model (one U8 tensor) on the Hub emulator (tests/hubemu.py,
+A 1 GiB model (one U8 tensor) on the Hub emulator (tests/servers/hubemu.py,
 redirecting to nginx on 127.0.0.2), published as
-hf://org/big@COMMIT by the plugin and the launcher of tests/test_csi.py
+hf://org/big@COMMIT by the plugin and the launcher of tests/csi/test_csi.py
 (grace 0: the last unpublish stops the daemon).  The node cache is warmed
 once (stfs prefetch --wait through a published target), and a cache of
 root's own for the baseline's plain `stfs mount`.  Each round, the two
@@ -30,7 +30,8 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.dirname(HERE)]   # tests/bench/, tests/
+sys.path[:0] = [HERE] + [os.path.join(os.path.dirname(HERE), d)
+                         for d in ("fixtures", "servers")]
 import stfstest as T  # noqa: E402
 import csifix as C  # noqa: E402
 from fixtures import World, make_model  # noqa: E402

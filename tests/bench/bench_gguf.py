@@ -3,7 +3,7 @@
 bytes read from a safetensors mount, side by side in one run
 (docs/performance.md, "GGUF").
 
-WORK gets a GGUF file (written by tests/ggufw.py) holding a 512 MiB F32
+WORK gets a GGUF file (written by tests/fixtures/ggufw.py) holding a 512 MiB F32
 tensor and a Q8_0 and a Q4_K tensor of 64 Mi elements each, and a
 safetensors file holding the same 512 MiB of F32 bytes.  Each round mounts
 both (-o convert=f32) and reads, in turn (which first alternates from
@@ -22,7 +22,8 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.dirname(HERE)]   # tests/bench/, tests/
+sys.path[:0] = [HERE] + [os.path.join(os.path.dirname(HERE), d)
+                         for d in ("fixtures", "servers")]
 import stfstest as T  # noqa: E402
 import bench as B  # noqa: E402
 import ggufw as G  # noqa: E402

@@ -3,7 +3,7 @@
 through hf:// beside the same read through the plain CDN URL the Hub
 redirects to, in one run (docs/performance.md, "The Hub at scale").
 
-The Hub emulator (tests/hubemu.py) redirects /resolve to nginx on
+The Hub emulator (tests/servers/hubemu.py) redirects /resolve to nginx on
 127.0.0.2, which checks a signed link on every request (secure_link,
 links signed for an hour, as the Hub's CDN URLs are); RATE is nginx's
 limit_rate per connection (e.g. 100m; none by default).  Each round, in
@@ -26,7 +26,8 @@ import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.dirname(HERE)]   # tests/bench/, tests/
+sys.path[:0] = [HERE] + [os.path.join(os.path.dirname(HERE), d)
+                         for d in ("fixtures", "servers")]
 import stfstest as T  # noqa: E402
 import hubemu  # noqa: E402
 from fixtures import World, make_model, mount_logged, stop_logged  # noqa

@@ -16,7 +16,7 @@ Patterns, each on the same model bytes:
 Places:
   file        the source files on the local disk (the baseline)
   stfs        a local stfs mount (of the .safetensors; of the .bin)
-  remote-cold an stfs mount of http://127.0.0.1 (tests/pacedhttp.py, 1 GB/s
+  remote-cold an stfs mount of http://127.0.0.1 (tests/servers/pacedhttp.py, 1 GB/s
               a connection) with an empty disk cache
   remote-warm the same with the disk cache filled
   squashfuse  squashfuse_ll on an uncompressed squashfs image of the files
@@ -43,7 +43,8 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.dirname(HERE)]   # tests/bench/, tests/
+sys.path[:0] = [HERE] + [os.path.join(os.path.dirname(HERE), d)
+                         for d in ("fixtures", "servers")]
 import stfstest as T  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -193,7 +194,7 @@ class Places:
         self.port = free_port()
         self.srv = subprocess.Popen(
             [sys.executable, os.path.join(os.path.dirname(HERE),
-                                          "pacedhttp.py"),
+                                          "servers", "pacedhttp.py"),
              os.path.dirname(st), str(self.port), str(1000 * 1000 * 1000)])
         time.sleep(1)
         self.cache = os.path.join(work, "cache")

@@ -21,11 +21,12 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.dirname(HERE)]   # tests/bench/, tests/
+sys.path[:0] = [HERE] + [os.path.join(os.path.dirname(HERE), d)
+                         for d in ("fixtures", "servers")]
 import stfstest as T  # noqa: E402
 import s3server  # noqa: E402
 from fixtures import stop_logged  # noqa: E402
-from test_mirror import Env, manifest, mirror, model  # noqa: E402
+from mirrorfix import Env, manifest, mirror, model  # noqa: E402
 
 
 def mount_time(d, src, prefix, i):

@@ -32,7 +32,8 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.dirname(HERE)]   # tests/bench/, tests/
+sys.path[:0] = [HERE] + [os.path.join(os.path.dirname(HERE), d)
+                         for d in ("fixtures", "servers")]
 import stfstest as T  # noqa: E402
 from fixtures import Nginx  # noqa: E402
 

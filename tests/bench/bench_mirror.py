@@ -3,7 +3,7 @@
 the same model, with and without a mirror (docs/mirror.md,
 docs/performance.md "A mirror in the cluster").
 
-The origin is the Hub emulator (tests/hubemu.py) whose files nginx serves
+The origin is the Hub emulator (tests/servers/hubemu.py) whose files nginx serves
 as its CDN behind tests/bench/sharedcap.py: RATE MB/s (default 40) for
 all connections together, an origin whose egress is shared and capped (a
 popular release on the Hub); the mirror is the tests' Swift on loopback
@@ -18,7 +18,7 @@ for N in 1, 2, 4:
   - with it: `stfs mirror` once (its time and the origin's bytes), then
     the same N nodes with -o mirror=: their time, and the origin's bytes
     (the mirror's copy included).
-Each node is a daemon in a network namespace of its own (tests/netns.py:
+Each node is a daemon in a network namespace of its own (tests/servers/netns.py:
 a veth pair to a bridge, and relays, one Python process in the host's
 namespace and one in each node's, to the servers on loopback): every byte
 crosses the node's own link and two relays.
@@ -33,13 +33,14 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.dirname(HERE)]   # tests/bench/, tests/
+sys.path[:0] = [HERE] + [os.path.join(os.path.dirname(HERE), d)
+                         for d in ("fixtures", "servers")]
 import stfstest as T  # noqa: E402
 import s3server  # noqa: E402
 import sharedcap  # noqa: E402
 import netns  # noqa: E402
 from fixtures import make_model, mount_logged  # noqa: E402
-from test_mirror import Env, origin_bytes  # noqa: E402
+from mirrorfix import Env, origin_bytes  # noqa: E402
 
 MiB = 1 << 20
 EXITS = []      # (fleet, the slowest daemon's exit after its unmount, s)

@@ -4,7 +4,7 @@ through a mount, side by side with curl in the same run
 (docs/performance.md, "Prefetch").
 
 A 4-shard model of MIB MiB (default 1024) with its index is made in WORK
-and served on 127.0.0.1 by tests/pacedhttp.py, every connection capped at
+and served on 127.0.0.1 by tests/servers/pacedhttp.py, every connection capped at
 25 MB/s by the kernel (SO_MAX_PACING_RATE on each accepted socket), and by
 nginx without a cap.  Each round, in turn:
   - 8 curls at once, each a range of a shard (2 per shard): the bytes of
@@ -43,7 +43,8 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.dirname(HERE)]   # tests/bench/, tests/
+sys.path[:0] = [HERE] + [os.path.join(os.path.dirname(HERE), d)
+                         for d in ("fixtures", "servers")]
 import stfstest as T  # noqa: E402
 from fixtures import Nginx, free_port, wait_port  # noqa: E402
 
@@ -53,14 +54,15 @@ NAMES = ["model-%05d-of-00004.safetensors" % (i + 1) for i in range(4)]
 
 
 class Paced:
-    """tests/pacedhttp.py serving root, each connection capped at
+    """tests/servers/pacedhttp.py serving root, each connection capped at
     rate."""
 
     def __init__(self, root, rate):
         self.port = free_port()
         self.proc = subprocess.Popen([
             sys.executable,
-            os.path.join(os.path.dirname(HERE), "pacedhttp.py"),
+            os.path.join(os.path.dirname(HERE), "servers",
+                         "pacedhttp.py"),
             root, str(self.port), str(rate)])
         T._procs.append(self.proc)
         assert wait_port(self.port), "pacedhttp.py did not start"

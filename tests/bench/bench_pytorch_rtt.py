@@ -6,7 +6,7 @@ binary, in one run (docs/performance.md, "A remote .bin of many storages").
 torch.save writes WORKDIR/ck.bin: N tensors (default 200) of 2 MiB each,
 so no two storages' local headers lie within one 1 MiB read of each other
 and each needs a read of its own.  nginx serves it behind the tests'
-delaying proxy (tests/delayproxy.py: RTT/2 each way, a round trip more
+delaying proxy (tests/servers/delayproxy.py: RTT/2 each way, a round trip more
 for a new connection).  Each round times `stfs inspect -q URL` (the whole
 open path: the tail, the directory, the pickle, every local header) for
 each binary, alternating, each with an empty cache, and counts the range requests nginx logged.
@@ -24,7 +24,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.dirname(HERE)]   # tests/bench/, tests/
+sys.path[:0] = [HERE] + [os.path.join(os.path.dirname(HERE), d)
+                         for d in ("fixtures", "servers")]
 import stfstest as T  # noqa: E402
 from delayproxy import DelayProxy  # noqa: E402
 from fixtures import Nginx  # noqa: E402

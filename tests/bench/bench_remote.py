@@ -3,7 +3,7 @@
 curl in the same run (docs/performance.md, "Remote").
 
 The benchmark's file (tests/bench/bench.py makes it) is served on 127.0.0.1
-twice: by tests/pacedhttp.py with every connection capped at 100 MB/s
+twice: by tests/servers/pacedhttp.py with every connection capped at 100 MB/s
 (by the kernel's pacing), as object stores cap a connection, and by nginx
 without a limit.  Each round, in turn:
   - curl of the 1 GiB tensor's range over one connection, and over 8
@@ -39,7 +39,8 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.dirname(HERE)]   # tests/bench/, tests/
+sys.path[:0] = [HERE] + [os.path.join(os.path.dirname(HERE), d)
+                         for d in ("fixtures", "servers")]
 import stfstest as T  # noqa: E402
 import bench as B  # noqa: E402
 from fixtures import Nginx, free_port, wait_port  # noqa: E402
@@ -114,7 +115,7 @@ asyncio.run(main())
 
 
 class Paced:
-    """tests/pacedhttp.py serving root, each connection capped at rate
+    """tests/servers/pacedhttp.py serving root, each connection capped at rate
     bytes/s (nginx's limit_rate does not cap requests shorter than a
     second's worth of bytes)."""
 
@@ -122,7 +123,8 @@ class Paced:
         self.port = free_port()
         self.proc = subprocess.Popen([
             sys.executable,
-            os.path.join(os.path.dirname(HERE), "pacedhttp.py"),
+            os.path.join(os.path.dirname(HERE), "servers",
+                         "pacedhttp.py"),
             root, str(self.port), str(rate)])
         T._procs.append(self.proc)
         assert wait_port(self.port), "pacedhttp.py did not start"

@@ -4,7 +4,7 @@ mount's time for an hf:// repository of N files (default 100,000),
 beside the same for one of 100 files, in one run (docs/performance.md,
 "A repository of 10^5 files").
 
-The Hub emulator (tests/hubemu.py) lists the repository 1,000 entries a
+The Hub emulator (tests/servers/hubemu.py) lists the repository 1,000 entries a
 page, as huggingface.co's tree API does (recursive=true), so N files are
 N/1000 requests in turn; its files are written under WORKDIR (a tmpfs
 such as /dev/shm is quicker).  Each repository is model.safetensors and
@@ -25,7 +25,8 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.dirname(HERE)]   # tests/bench/, tests/
+sys.path[:0] = [HERE] + [os.path.join(os.path.dirname(HERE), d)
+                         for d in ("fixtures", "servers")]
 import stfstest as T  # noqa: E402
 from fixtures import World  # noqa: E402
 from repofix import st_bytes, _arrays  # noqa: E402

@@ -8,9 +8,9 @@ revision, the shard: the mount's fixed cost), in one run
 The Hub as huggingface.co answers: an edge (nginx) that serves a file
 not in LFS from /resolve itself, with keep-alive connections, and hands
 the API and LFS files' /resolve (a redirect) to the Hub emulator
-(tests/hubemu.py, 1,000 tree entries a page) behind it; the nginx the
+(tests/servers/hubemu.py, 1,000 tree entries a page) behind it; the nginx the
 redirects go to.  The edge and that nginx each behind a delaying proxy of
-the tests' own (tests/delayproxy.py: RTT/2 each way, and a round trip
+the tests' own (tests/servers/delayproxy.py: RTT/2 each way, and a round trip
 more for a new connection).  (The emulator alone, a Python server, takes
 some 3 ms of CPU a request: 200 of them would measure it, not the
 round trips.)  Two repositories:
@@ -38,7 +38,8 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.dirname(HERE)]   # tests/bench/, tests/
+sys.path[:0] = [HERE] + [os.path.join(os.path.dirname(HERE), d)
+                         for d in ("fixtures", "servers")]
 import stfstest as T  # noqa: E402
 from delayproxy import DelayProxy  # noqa: E402
 from fixtures import Nginx, World  # noqa: E402

@@ -4,7 +4,7 @@ Streamer (vLLM's --load-format runai_streamer), boto3 and huggingface_hub:
 the time until every tensor of a model is in Python memory
 (docs/performance.md, "Python loaders and the Run:ai Model Streamer").
 
-Runs itself in tests/py-bench/.venv (scripts/deps.sh bench).  A model of
+Runs itself in tests/loaders/py-bench/.venv (scripts/deps.sh bench).  A model of
 4 shards of MIB MiB together (default 1024; BF16 tensors of random
 bytes) with its index is made in WORK.  Each round runs every case once,
 the order reversed every other round; figures are medians over the
@@ -23,7 +23,7 @@ cloned: its buffer is reused).
   mount after `stfs prefetch`
   (the load alone, and the prefetch); boto3's download_file with 8
   threads, then safe_open of the files;
-- the Hub emulator (its CDN tests/pacedhttp.py, 25 MB/s a connection):
+- the Hub emulator (its CDN tests/servers/pacedhttp.py, 25 MB/s a connection):
   snapshot_download(max_workers=8), then safe_open, against safe_open on
   a cold hf:// mount; and the time to the first tensor of each (mount
   and open included).
@@ -42,14 +42,15 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
-VENV = os.path.join(TESTS, "py-bench", ".venv")
+VENV = os.path.join(TESTS, "loaders", "py-bench", ".venv")
 if os.path.realpath(sys.prefix) != os.path.realpath(VENV):
     py = os.path.join(VENV, "bin", "python")
     if not os.access(py, os.X_OK):
         sys.exit("bench_runai: no %s: run scripts/deps.sh bench" % VENV)
     os.execv(py, [py] + sys.argv)
 
-sys.path[:0] = [HERE, TESTS]
+sys.path[:0] = [HERE, os.path.join(TESTS, "fixtures"),
+                 os.path.join(TESTS, "servers")]
 import stfstest as T  # noqa: E402
 import hubemu  # noqa: E402
 import s3server  # noqa: E402
@@ -228,7 +229,7 @@ def main():
     os.makedirs(files)
     cdn_port = free_port()
     cdn = subprocess.Popen([sys.executable,
-                            os.path.join(TESTS, "pacedhttp.py"),
+                            os.path.join(TESTS, "servers", "pacedhttp.py"),
                             files, str(cdn_port), str(RATE)])
     T._procs.append(cdn)
     assert wait_port(cdn_port)

@@ -15,7 +15,7 @@ is there (missing ones are named and skipped):
 
 - `cat` of the file through a mount, and "safe_open": every tensor
   copied out of a mapping of the file, in order (safetensors' safe_open,
-  from tests/py-bench/.venv when it is there, else the same by hand:
+  from tests/loaders/py-bench/.venv when it is there, else the same by hand:
   numpy's copy of each tensor out of an mmap, which is what safe_open
   does): stfs (defaults; and connections=N for each N of STFS_CONNS,
   "32" unless set, as case "stfs-N"), Mountpoint for Amazon S3
@@ -25,7 +25,7 @@ is there (missing ones are named and skipped):
 - curl: 8 and 32 range requests at once covering the file (to
   /dev/null, each signed by the tests' SigV4: s3server.sign());
 - boto3's download_file (its defaults: 10 threads), from
-  tests/py-bench/.venv, timed in its process from the client's making
+  tests/loaders/py-bench/.venv, timed in its process from the client's making
   (Python's start and boto3's import not counted);
 - the first tensor (32 MiB at the file's start, after the header): from
   the mount command to its last byte for each mount, and boto3's ranged
@@ -50,7 +50,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
 ROOT = os.path.dirname(TESTS)
-sys.path[:0] = [HERE, TESTS]
+sys.path[:0] = [HERE, os.path.join(TESTS, "fixtures"),
+                 os.path.join(TESTS, "servers")]
 import stfstest as T  # noqa: E402
 import s3server  # noqa: E402
 import pacedtcp  # noqa: E402
@@ -58,7 +59,7 @@ import pacedtcp  # noqa: E402
 MiB = 1 << 20
 RATE = 25 * 1000 * 1000
 REGION = "us-east-1"
-VENV_PY = os.path.join(TESTS, "py-bench", ".venv", "bin", "python")
+VENV_PY = os.path.join(TESTS, "loaders", "py-bench", ".venv", "bin", "python")
 
 
 def make_file(path, mib):

@@ -4,7 +4,7 @@ the benchmark's 1 GiB tensor over HTTP through each STFS binary (with
 its -o OPTS), in turn with one `curl` of the same range, for choosing
 defaults (docs/performance.md, "Remote defaults").
 
-nginx serves the file on 127.0.0.1, or with --limit tests/pacedhttp.py
+nginx serves the file on 127.0.0.1, or with --limit tests/servers/pacedhttp.py
 with every connection capped at 100 MB/s.  Each round mounts every
 variant with an empty cache and reads the tensor from start to end; the
 first round is a warm-up.  Prints each variant's median MB/s and the
@@ -17,7 +17,8 @@ import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.dirname(HERE)]   # tests/bench/, tests/
+sys.path[:0] = [HERE] + [os.path.join(os.path.dirname(HERE), d)
+                         for d in ("fixtures", "servers")]
 import stfstest as T  # noqa: E402
 import bench as B  # noqa: E402
 from fixtures import Nginx  # noqa: E402

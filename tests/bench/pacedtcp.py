@@ -2,7 +2,7 @@
 server whose answers to each connection go at most RATE bytes per
 second, as an object store caps a connection (for a server that cannot
 pace itself: the tests' Swift).  The cap is the kernel's,
-SO_MAX_PACING_RATE on each accepted socket, as tests/pacedhttp.py does;
+SO_MAX_PACING_RATE on each accepted socket, as tests/servers/pacedhttp.py does;
 bytes are relayed unchanged (a signed request's Host names the relay,
 which the client signed).  For
 the benchmarks (bench_runai.py), as a process of its own (start(): a

@@ -19,7 +19,7 @@
 #                documents, seeded with real and hostile ones;
 #   fuzz_gguf    the GGUF reader and the foreign tensor table, seeded with
 #                GGUF files of every value type, plain and quantized
-#                tensors, v2 and v3, written by tests/ggufw.py;
+#                tensors, v2 and v3, written by tests/fixtures/ggufw.py;
 #   fuzz_zip     the zip reader and the zip checkpoint path, seeded with
 #                checkpoints torch writes (when python3-torch is there);
 #   fuzz_pickle  the pickle interpreter and the legacy checkpoint path,
@@ -183,7 +183,7 @@ printf '%s' '{"format":"stfs-mirror","version":1,"origin":"s3://b/p/","revision"
 printf '%s' '{"format":"stfs-mirror","version":2,"files":[{"path":"../x","size":-1}]}' > "$x/seed002"
 printf '%s' '{"format":"stfs-mirror","version":1,"origin":"o","revision":"r","block_size":65536,"created":"","files":[{"path":"a","size":0,"origin_sum":null,"origin_etag":null,"sha256":"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855","etag":null,"crc32c":""},{"path":"a","size":0,"origin_sum":null,"origin_etag":null,"sha256":"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855","etag":null,"crc32c":""}]}' > "$x/seed003"
 mkdir -p "$out"/{corpus,seeds}-gguf
-/usr/bin/python3 tests/gguf_seeds.py "$out/seeds-gguf"
+/usr/bin/python3 tests/fixtures/gguf_seeds.py "$out/seeds-gguf"
 mkdir -p "$out"/{corpus,seeds}-{zip,pickle}
 /usr/bin/python3 tests/fuzz/torch_seeds.py "$out/seeds-zip" "$out/seeds-pickle" ||
 	echo "fuzz: no torch seeds (python3-torch missing?)"

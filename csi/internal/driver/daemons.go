@@ -292,7 +292,7 @@ func (drv *Driver) recover(d *daemon, gen int, why string) {
 	// mount itself, made a slave of it (HostToContainer), so only a mount
 	// on top of that mount reaches it; one moved beneath, or the dead one
 	// unmounted first, leaves the container's copy cut off from every
-	// later mount (what kubelet's pods showed: tests/test_cluster.py).
+	// later mount (what kubelet's pods showed: tests/csi/test_cluster.py).
 	// Unpublish takes the whole stack off.
 	if len(d.targets) == 0 {
 		drv.stopLocked(d)

@@ -130,7 +130,7 @@ func moveInPlace(mnt int, path string) error {
 // rebind puts a read-only bind of the mount on src onto target, on top of
 // what is there (a recovery's dead mount): a pod's container holds a
 // slave copy of the target's mount itself, which sees mounts made on top
-// of it and nothing made beneath (tests/test_cluster.py: kubelet's pods
+// of it and nothing made beneath (tests/csi/test_cluster.py: kubelet's pods
 // read again only so).  One dead mount stays under the live one per
 // recovery, until unpublish takes the stack off (unmountAll).
 func rebind(src, target string) error {

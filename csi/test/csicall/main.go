@@ -1,4 +1,4 @@
-// csicall: one CSI call, for the tests (tests/test_csi.py): the call as
+// csicall: one CSI call, for the tests (tests/csi/test_csi.py): the call as
 // JSON on standard input (so that secrets never are in argv),
 //
 //	{"endpoint": "unix:///PATH", "method": "NodePublishVolume", "request": {...}}

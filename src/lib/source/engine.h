@@ -17,7 +17,7 @@
  *   hub/service.h, s3/service.h: the services' functions, for services.c
  *   http/httphdr.h, hub/hub.h, s3/s3.h: what one room keeps to itself
  *
- * Which room may use which: docs/design.md, tests/test_layers.py.
+ * Which room may use which: docs/design.md, tests/unit/test_layers.py.
  *
  * Everything here is state of one struct stfs_remote, made when a model
  * is opened and freed with it: two models in one process can have two

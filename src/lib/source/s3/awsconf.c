@@ -1,7 +1,7 @@
 /*
  * awsconf.c: the AWS profile of an s3:// source, found as the AWS CLI
  * (botocore) finds it, checked against `aws configure list` in
- * tests/test_trust.py:
+ * tests/remote/test_trust.py:
  *
  * - the profile: AWS_PROFILE, else AWS_DEFAULT_PROFILE (the order of the
  *   AWS CLI v2 that Debian ships), else "default";
