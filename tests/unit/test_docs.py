@@ -20,6 +20,9 @@ usage: test_docs.py SOURCE_ROOT
 import os
 import re
 import sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "fixtures"))
+from checkrun import run  # noqa: E402
 
 MAX_README_LINES = 220
 MAX_CELL = 300
@@ -180,22 +183,7 @@ CHECKS = [("readme_lines", check_readme_lines),
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
-    root = sys.argv[1]
-    passed = failed = 0
-    for name, fn in CHECKS:
-        bad = fn(root)
-        if bad:
-            failed += 1
-            print(f"FAIL {name}")
-            for b in bad[:40]:
-                print("  " + b)
-            if len(bad) > 40:
-                print(f"  ... and {len(bad) - 40} more")
-        else:
-            passed += 1
-            print(f"ok {name}")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return run(CHECKS, sys.argv[1])
 
 
 if __name__ == "__main__":

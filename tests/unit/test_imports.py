@@ -25,6 +25,9 @@ import ast
 import os
 import re
 import sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "fixtures"))
+from checkrun import run  # noqa: E402
 
 SHARED = ("fixtures", "servers")
 # suites a folder's tests may have instead of the folder's own: those left
@@ -172,22 +175,7 @@ CHECKS = [("no_test_imports", check_no_test_imports),
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
-    tests = os.path.join(sys.argv[1], "tests")
-    passed = failed = 0
-    for name, fn in CHECKS:
-        bad = fn(tests)
-        if bad:
-            failed += 1
-            print(f"FAIL {name}")
-            for b in bad[:40]:
-                print("  " + b)
-            if len(bad) > 40:
-                print(f"  ... and {len(bad) - 40} more")
-        else:
-            passed += 1
-            print(f"ok {name}")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return run(CHECKS, os.path.join(sys.argv[1], "tests"))
 
 
 if __name__ == "__main__":
