@@ -146,7 +146,9 @@ def test_connections_follow(d, mnt):
     connection 4 MB/s has more than 9 requests answered at once (the
     number grows while the throughput does); with connections=8, never
     more than 8; with every 10th request answered 503 Slow Down, no more
-    than the 8 it starts with (it backs off); every byte right each time
+    than one rise past the 8 it starts with (8 + 8/2 = 12: the first 503
+    may come after the first period's rise; then it backs off); every
+    byte right each time
     (issue 52: 8 at most, fixed, before)."""
     srv = os.path.join(d, "srv")
     os.mkdir(srv)
@@ -184,7 +186,7 @@ def test_connections_follow(d, mnt):
     # the client's next one began: one more than the client had)
     assert most["auto"] > 9, most
     assert most["connections=8"] <= 9, most
-    assert most["503s"] <= 9, most
+    assert most["503s"] <= 13, most
 
 
 def settled(mnt):
