@@ -1055,6 +1055,13 @@ def test_cache(d, mnt):
         blocks = [f for f in cache_files(cache)
                   if os.path.basename(f).isdigit()]
         assert want <= {os.path.basename(f) for f in blocks}, blocks
+        # the window ahead follows the connections (up to 32 blocks), so
+        # it may have brought the next tensors too: what lies past
+        # layers.0's blocks goes, as a cache that never held it
+        for f in blocks:
+            if os.path.basename(f) not in want:
+                os.unlink(f)
+        blocks = [f for f in blocks if os.path.basename(f) in want]
         # the server stops: a new mount reads what the cache holds
         ngx.stop()
         p = T.mount_fg(url, mnt, "-o", opts)

@@ -33,7 +33,9 @@ struct stfs_early {
 	size_t at, len;
 	void (*fn)(void *arg, const char *bytes);
 	void *arg;
-	int ready;                  /* the bytes have come (transfer thread) */
+	atomic_int ready;           /* the bytes have come (the transfer
+				     * thread sets it; a progress wake of
+				     * the fetching thread may read it) */
 	int done;                   /* fn was called (the fetching thread) */
 };
 

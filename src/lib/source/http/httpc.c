@@ -211,11 +211,13 @@ static size_t on_data(char *p, size_t sz, size_t n, void *ud)
 	x->got += k;
 	/* counted as they come: conc.c reads the throughput from it */
 	x->c->count->bytes += k;
-	if (x->q->early && !x->q->early->ready &&
+	if (x->q->early &&
+	    !atomic_load_explicit(&x->q->early->ready, memory_order_relaxed) &&
 	    x->got >= x->q->early->at + x->q->early->len && answer_ok(x)) {
 		/* bytes before got are written for good: the fetching
 		 * thread answers its reader from them (answer_now()) */
-		x->q->early->ready = 1;
+		atomic_store_explicit(&x->q->early->ready, 1,
+				      memory_order_release);
 		stfs_transfer_wake(x->t, x->h);
 	}
 	if (x->q->progress)
@@ -229,7 +231,8 @@ static void answer_now(void *arg)
 	struct xfer *x = arg;
 	struct stfs_early *e = x->q->early;
 
-	if (e && e->ready && !e->done) {
+	if (e && !e->done &&
+	    atomic_load_explicit(&e->ready, memory_order_acquire)) {
 		e->done = 1;
 		e->fn(e->arg, x->buf + e->at);
 	}
