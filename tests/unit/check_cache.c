@@ -3,6 +3,8 @@
  * cachedir.c) in a private cache under /tmp: blocks written in a batch
  * (all written, flushed, then renamed) read back whole, an item that
  * cannot be written fails alone, and no temporary file is left behind;
+ * blocks written past the page cache (O_DIRECT) with a short tail or
+ * from an unaligned buffer read back whole;
  * CRC-32C's check value; a block file's checks (blockfile.c): a byte
  * flipped in its bytes or its header, a block put under another number,
  * a file cut short are never served, and a read that does not touch a
@@ -82,6 +84,57 @@ START_TEST(t_put_batch)
 	ck_assert_int_eq(got[0], 'a');
 	ck_assert_int_eq(tmp_files(root, &o), 0);
 	stfs_cache_fini(&c);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* Blocks no reader wants in the page cache go past it (O_DIRECT, from a
+ * page-aligned buffer: cachedir.c): a whole block, one whose last 4 KiB
+ * unit is short (its tail goes through the page cache), and one from a
+ * buffer that is not aligned (all of it through the page cache) each
+ * read back equal, at its size. */
+START_TEST(t_put_direct)
+{
+	char root[] = "/tmp/stfs-check-cache-XXXXXX", cmd[64], path[1200];
+	size_t big = 64u << 10, len[3] = { big, big, 3 * BLK + 1808 };
+	struct stfs_cache c;
+	struct stfs_cache_obj o;
+	struct stfs_cache_item it[3];
+	char *buf, *got;
+	struct stat st;
+
+	ck_assert_int_eq(posix_memalign((void **)&buf, BLK, 2 * big + BLK), 0);
+	ck_assert_ptr_nonnull(got = malloc(big));
+	for (size_t i = 0; i < 2 * big + BLK; i++)
+		buf[i] = (char)(i * 7 + i / 4096);
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	ck_assert_int_eq(stfs_cache_init(&c, root, 8u << 20, big, 0), 0);
+	ck_assert_int_eq(stfs_cache_ready(&c, NULL), 0);
+	ck_assert_int_eq(stfs_cache_object(&c, "https://h/d.safetensors",
+					   "\"e1\"", 2 * big + len[2], &o,
+					   NULL), 0);
+	it[0] = (struct stfs_cache_item){ .o = &o, .block = 0, .buf = buf,
+					  .len = len[0] };
+	it[1] = (struct stfs_cache_item){ .o = &o, .block = 1,
+					  .buf = buf + 1, .len = len[1] };
+	it[2] = (struct stfs_cache_item){ .o = &o, .block = 2,
+					  .buf = buf + big, .len = len[2] };
+	stfs_cache_put_batch(&c, it, 3);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(it[i].rc, 0);
+		memset(got, 0, big);
+		ck_assert_int_eq(stfs_cache_read(&o, (uint64_t)i, len[i], 0,
+						 got, len[i]), 0);
+		ck_assert_int_eq(memcmp(got, it[i].buf, len[i]), 0);
+		snprintf(path, sizeof(path), "%s/%s/%d", root, o.dir, i);
+		ck_assert_int_eq(stat(path, &st), 0);
+		ck_assert_int_eq(st.st_size, (off_t)(STFS_BLOCK_HDR + len[i]));
+	}
+	ck_assert_int_eq(tmp_files(root, &o), 0);
+	stfs_cache_fini(&c);
+	free(buf);
+	free(got);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
 	ck_assert_int_eq(system(cmd), 0);
 }
@@ -302,6 +355,7 @@ Suite *cache_suite(void)
 	TCase *tc = tcase_create("core");
 
 	tcase_add_test(tc, t_put_batch);
+	tcase_add_test(tc, t_put_direct);
 	tcase_add_test(tc, t_crc32c);
 	tcase_add_test(tc, t_checked);
 	tcase_add_test(tc, t_evict_low);

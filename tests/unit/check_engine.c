@@ -18,7 +18,10 @@
  *   - each part of an object the engine keeps does its job: a failure is
  *     forgotten after a moment (then fetched again), a cached block is
  *     read through the descriptor kept open (an evicted one still), and
- *     an object closing waits for every read of it queued or on the wire.
+ *     an object closing waits for every read of it queued or on the wire;
+ *   - a prefetched block in the cache is held in memory for its reader
+ *     until it has been read whole (a read across two held blocks from
+ *     both), then read from its file.
  *
  * Its own program (check-engine, the unit suite), so that it shares no
  * file with the other Check suites.
@@ -535,6 +538,79 @@ START_TEST(t_engine_kept_open)
 }
 END_TEST
 
+/* A prefetched block, once written to the cache (past the page cache),
+ * is held in memory until its reader has read all of it: reads come from
+ * memory (stfs_pool_held()) even with the block file gone, no new fetch;
+ * then it is let go, and the block is read from its file. */
+START_TEST(t_engine_held)
+{
+	struct fake *f = fake_new(1);
+	struct stfs_fetcher x = { .h = handle_new() };
+	unsigned char buf[BLOCK];
+	char path[256];
+	struct waiter w[2] = {
+		{ .mu = PTHREAD_MUTEX_INITIALIZER,
+		  .cv = PTHREAD_COND_INITIALIZER },
+		{ .mu = PTHREAD_MUTEX_INITIALIZER,
+		  .cv = PTHREAD_COND_INITIALIZER } };
+	struct stat st;
+
+	stfs_blocks_prefetch(&x, &f->o, 3);
+	stfs_writeback(&x);
+	handle_free(x.h);
+	stfs_writeback_flush(f->r);
+	ck_assert_uint_eq(requests(f), 1);
+	snprintf(path, sizeof(path), "%s/c/%s/3", f->dir, f->o.cobj.dir);
+	ck_assert_int_eq(stat(path, &st), 0);           /* in the cache */
+	ck_assert_int_eq(rename(path, "/tmp/stfs-check-engine-held"), 0);
+	memset(buf, 0, sizeof(buf));
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(stfs_pool_held(&f->o, buf + i * BLOCK / 2,
+						BLOCK / 2, 3 * BLOCK +
+						i * BLOCK / 2, NULL, on_done,
+						&w[i]), 0);
+		pthread_mutex_lock(&w[i].mu);
+		while (!w[i].done)
+			pthread_cond_wait(&w[i].cv, &w[i].mu);
+		pthread_mutex_unlock(&w[i].mu);
+		ck_assert_int_eq(w[i].rc, 0);
+	}
+	assert_bytes(buf, BLOCK, 3 * BLOCK);
+	ck_assert_uint_eq(requests(f), 1);
+	/* all read: let go; the file again */
+	ck_assert_int_eq(stfs_pool_held(&f->o, buf, 4096, 3 * BLOCK, NULL,
+					on_done, &w[0]), -ENOENT);
+	ck_assert_int_eq(rename("/tmp/stfs-check-engine-held", path), 0);
+	memset(buf, 0, sizeof(buf));
+	ck_assert_int_eq(rd(f, buf, BLOCK, 3 * BLOCK), 0);
+	assert_bytes(buf, BLOCK, 3 * BLOCK);
+	ck_assert_uint_eq(requests(f), 1);
+	/* a read across two held blocks (a tensor's file seldom starts on a
+	 * block) is copied from both, their files gone */
+	x.h = handle_new();
+	stfs_blocks_prefetch(&x, &f->o, 5);
+	stfs_blocks_prefetch(&x, &f->o, 6);
+	stfs_writeback(&x);
+	handle_free(x.h);
+	stfs_writeback_flush(f->r);
+	ck_assert_uint_eq(requests(f), 3);
+	for (int b = 5; b <= 6; b++) {
+		snprintf(path, sizeof(path), "%s/c/%s/%d", f->dir,
+			 f->o.cobj.dir, b);
+		ck_assert_int_eq(unlink(path), 0);
+	}
+	memset(buf, 0, sizeof(buf));
+	w[1].done = 0;
+	ck_assert_int_eq(stfs_pool_held(&f->o, buf, BLOCK, 5 * BLOCK +
+					BLOCK / 2, NULL, on_done, &w[1]), 0);
+	ck_assert_int_eq(w[1].done, 1);
+	ck_assert_int_eq(w[1].rc, 0);
+	assert_bytes(buf, BLOCK, 5 * BLOCK + BLOCK / 2);
+	ck_assert_uint_eq(requests(f), 3);
+	fake_free(f);
+}
+END_TEST
+
 struct tally {
 	pthread_mutex_t mu;
 	unsigned done;
@@ -590,6 +666,7 @@ int main(void)
 	tcase_add_test(tc, t_engine_cache_checked);
 	tcase_add_test(tc, t_engine_failure_forgotten);
 	tcase_add_test(tc, t_engine_kept_open);
+	tcase_add_test(tc, t_engine_held);
 	tcase_add_test(tc, t_engine_drain_waits);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

@@ -163,9 +163,10 @@ struct stfs_cache_item {
 	uint64_t block;                 /* never STFS_CACHE_HEAD */
 	const void *buf;
 	size_t len;
-	int keep_pages;                 /* no reader has its bytes yet (a
-					 * warm's, a prefetch's): its pages
-					 * stay in the page cache, for them */
+	int keep_pages;                 /* a warm's block no reader has had
+					 * yet: written through the page cache
+					 * and its pages stay, for them; any
+					 * other goes past it (O_DIRECT) */
 	int rc;
 };
 /* Write n blocks (each rc set): all written, then all flushed, then all
@@ -225,12 +226,18 @@ struct stfs_cachedir_tmpf {
 	int dir, fd;                    /* dir is the caller's */
 	int flushed;                    /* set by whoever flushed fd */
 	int keep;                       /* its pages stay in the page cache */
+	int direct;                     /* asked: its bytes past hlen go with
+					 * O_DIRECT where aligned (a block no
+					 * reader wants in the page cache) */
 	char name[64];
 	char tmp[128];
 };
 /* hlen bytes of hdr (none if hlen is 0), then len bytes of buf, to name
  * in dir, staged: written to a 0600 temporary file, locked, not flushed:
- * 0 (publish t then), or -errno (nothing left). */
+ * 0 (publish t then), or -errno (nothing left).  With t->direct set by the
+ * caller, hdr, buf and hlen 4 KiB aligned, the bytes are written past the
+ * page cache (O_DIRECT; the unaligned tail and a file system that refuses
+ * it through the page cache). */
 int stfs_cachedir_stage(int dir, const char *name, const void *hdr,
 			size_t hlen, const void *buf, size_t len,
 			struct stfs_cachedir_tmpf *t);

@@ -97,7 +97,21 @@ void stfs_blockfile_header(uint64_t key, uint64_t block, const void *buf,
 	put32(hdr + 36, (uint32_t)n);
 	for (size_t i = 0; i < n; i++) {
 		size_t at = i << shift, l = len - at < chunk ? len - at : chunk;
+		uint32_t sum[3];
 
+		/* three whole chunks at once where there are (the writer's
+		 * CRCs were 8.6% of the daemon's CPU for a cold read, one at
+		 * a time) */
+		if (at + 3 * chunk <= len) {
+			const void *q[3] = { p + at, p + at + chunk,
+					     p + at + 2 * chunk };
+
+			stfs_crc32c_3(q, chunk, sum);
+			for (int k = 0; k < 3; k++)
+				put32(hdr + 40 + 4 * (i + (size_t)k), sum[k]);
+			i += 2;
+			continue;
+		}
 		put32(hdr + 40 + 4 * i, stfs_crc32c(0, p + at, l));
 	}
 	put32(hdr + 40 + 4 * n, stfs_crc32c(0, hdr, 40 + 4 * n));

@@ -58,10 +58,16 @@ struct stfs_inflight {
 	char *data;                 /* the block, till it is in the cache */
 	size_t len;
 	unsigned waiters;           /* readers copying from it */
-	int held;                   /* no cache: kept for its readers */
+	int held;                   /* kept for its readers (no cache, a
+				     * block the cache could not take, or
+				     * one it took past the page cache
+				     * before they read it all) */
 	size_t consumed;            /* bytes of it read, if held */
 	int unread;                 /* fetched for no reader (a warm, a
 				     * prefetch) */
+	int warm;                   /* fetched by a warm (stfs prefetch):
+				     * its reader comes after it, from the
+				     * page cache */
 	struct stfs_inflight *next; /* newer blocks */
 	struct stfs_inflight *later; /* a thread's blocks still to write */
 };
@@ -69,41 +75,6 @@ struct stfs_inflight {
 /* A reader's block is fetched from the TAIL_FIRST-aligned piece its read
  * starts in, when that is not the block's start (see fetch_block()). */
 #define TAIL_FIRST (64u << 10)
-
-/* The prefetch window, in blocks: 32 MiB (2 blocks of 16 MiB or more),
- * or one block a connection when connections= asks for more, as long as
- * that stays within 256 MiB: each connection then has a block of the
- * reader's to fetch. */
-unsigned stfs_prefetch_blocks(const struct stfs_remote *r)
-{
-	unsigned base = r->o.block >= (16u << 20) ? 2u :
-			(unsigned)((32u << 20) / r->o.block);
-	unsigned most = (unsigned)((256u << 20) / r->o.block);
-	unsigned width = stfs_pool_width(r);
-	unsigned want = width < most ? width : most;
-
-	return want > base ? want : base;
-}
-
-size_t stfs_block_len(const struct stfs_object *o, uint64_t b)
-{
-	uint64_t start = b * o->r->o.block;
-
-	return o->size - start < o->r->o.block ? (size_t)(o->size - start) :
-	       o->r->o.block;
-}
-
-void stfs_object_init(struct stfs_object *o)
-{
-	stfs_pool_plan_init(o);
-	stfs_lookup_init(o);
-}
-
-void stfs_object_fini(struct stfs_object *o)
-{
-	stfs_pool_plan_fini(o);
-	stfs_lookup_fini(o);
-}
 
 struct stfs_object *stfs_inflight_object(const struct stfs_inflight *me)
 {
@@ -181,7 +152,13 @@ static char *block_buf(struct stfs_remote *r)
 	if (r->blocks.nspare)
 		b = r->blocks.spare[--r->blocks.nspare];
 	pthread_mutex_unlock(&r->blocks.mu);
-	return b ? b : malloc(r->o.block);
+	/* page aligned: the cache writes it with O_DIRECT (cachedir.c) */
+	if (!b) {
+		void *m;
+
+		b = posix_memalign(&m, 4096, r->o.block) ? NULL : m;
+	}
+	return b;
 }
 
 /* Let go of a held block (under mu); whoever clears held frees it. */
@@ -403,13 +380,47 @@ int stfs_blocks_attach(struct stfs_object *s, void *buf, size_t len,
 	return 0;
 }
 
+int stfs_blocks_copy_held(struct stfs_object *s, void *buf, size_t len,
+			  uint64_t off)
+{
+	struct stfs_remote *r = s->r;
+	struct stfs_blocks *bl = &r->blocks;
+	uint64_t first = off / r->o.block, last = (off + len - 1) / r->o.block;
+	int rc = 0;
+
+	if (!len || last - first > 1)
+		return -ENOENT;
+	pthread_mutex_lock(&bl->mu);
+	/* both whole in memory, or neither read from here */
+	for (uint64_t b = first; b <= last && !rc; b++) {
+		struct stfs_inflight *me = *find(bl, s, b);
+
+		if (!me || !me->done || me->rc)
+			rc = -ENOENT;
+	}
+	for (uint64_t b = first; b <= last && !rc; b++) {
+		uint64_t at = b == first ? off - b * r->o.block : 0;
+		uint64_t end = b == last ? off + len - b * r->o.block :
+				r->o.block;
+		char *to = (char *)buf + (b * r->o.block + at - off);
+
+		/* (copy_listed() drops mu while it copies: found again) */
+		struct stfs_inflight **p = find(bl, s, b);
+
+		rc = *p ? copy_listed(r, *p, (size_t)at, to, (size_t)(end - at))
+			: -ENOENT;
+	}
+	pthread_mutex_unlock(&bl->mu);
+	return rc ? -ENOENT : 0;
+}
+
 void stfs_inflight_item(struct stfs_inflight *me, struct stfs_cache_item *it)
 {
 	struct stfs_blocks *bl = &me->s->r->blocks;
 	int keep;
 
 	pthread_mutex_lock(&bl->mu);
-	keep = me->unread && !me->consumed;
+	keep = me->warm && !me->consumed;
 	pthread_mutex_unlock(&bl->mu);
 	*it = (struct stfs_cache_item){ .o = &me->s->cobj, .block = me->block,
 					.buf = me->data, .len = me->len,
@@ -422,8 +433,13 @@ void stfs_blocks_written(struct stfs_remote *r, struct stfs_inflight *me,
 	pthread_mutex_lock(&r->blocks.mu);
 	/* one the cache could not take (a full disk, a cache_size under a
 	 * block) is held for its readers, as without a cache: the kernel's
-	 * next readahead would otherwise fetch it again */
-	if (rc && !atomic_load(&me->s->closing))
+	 * next readahead would otherwise fetch it again; and so is one in
+	 * the cache that its readers have not read all of (a prefetch's, a
+	 * reader's whose next reads are to come), which went there past the
+	 * page cache (cachedir.c): they copy it from here, once, as without
+	 * a cache, not from the disk (a warm's stays in the page cache) */
+	if ((rc || (!me->warm && me->consumed < me->len)) &&
+	    !atomic_load(&me->s->closing))
 		hold(r, me);
 	else
 		drop(r, me);
@@ -478,7 +494,7 @@ static int fetch_block(struct stfs_fetcher *f, struct stfs_inflight *me,
  * is then the reader's no more, and untouched). */
 static int block_read(struct stfs_fetcher *f, struct stfs_object *s,
 		      uint64_t b, size_t off, void *buf, size_t len,
-		      struct stfs_early *early)
+		      struct stfs_early *early, int warm)
 {
 	struct stfs_remote *r = s->r;
 	struct stfs_blocks *bl = &r->blocks;
@@ -512,6 +528,7 @@ static int block_read(struct stfs_fetcher *f, struct stfs_object *s,
 	me->block = b;
 	me->len = blen;
 	me->unread = !len;
+	me->warm = warm;
 	/* A reader waiting in the middle of the block: fetch from its page
 	 * to the end first, so that it waits for its own bytes and not for
 	 * the block's earlier ones, then the start.  The block is complete
@@ -543,6 +560,7 @@ static int block_read(struct stfs_fetcher *f, struct stfs_object *s,
 	} else if (!s->cobj.valid) {
 		hold(r, me);            /* no cache: a prefetch, for readers */
 	} else {
+		me->consumed += len;    /* its own reader's bytes */
 		me->later = f->to_write;
 		f->to_write = me;
 	}
@@ -630,7 +648,7 @@ int stfs_blocks_read(struct stfs_fetcher *f, struct stfs_object *s,
 		size_t in = (size_t)(off % block);
 		size_t n = block - in < len ? block - in : len;
 
-		if ((rc = block_read(f, s, b, in, buf, n, early)))
+		if ((rc = block_read(f, s, b, in, buf, n, early, 0)))
 			return rc;
 		buf = (char *)buf + n;
 		off += n;
@@ -644,7 +662,7 @@ void stfs_blocks_prefetch(struct stfs_fetcher *f, struct stfs_object *o,
 {
 	char none;
 
-	if (block_read(f, o, b, 0, &none, 0, NULL) == 0)
+	if (block_read(f, o, b, 0, &none, 0, NULL, 0) == 0)
 		stfs_m_prefetch(o->r->o.metrics, STFS_PF_READAHEAD, 1,
 				stfs_block_len(o, b));
 }
@@ -656,7 +674,7 @@ int stfs_blocks_warm(struct stfs_fetcher *f, struct stfs_object *o,
 
 	if (!o->cobj.valid)
 		return -EOPNOTSUPP;
-	return block_read(f, o, b, 0, &none, 0, NULL);
+	return block_read(f, o, b, 0, &none, 0, NULL, 1);
 }
 
 void stfs_blocks_forget(struct stfs_blocks *bl, const struct stfs_object *o)

@@ -208,7 +208,8 @@ struct stfs_blocks {
 	pthread_mutex_t mu;             /* the blocks in flight */
 	pthread_cond_t cv;
 	struct stfs_inflight *list;
-	unsigned nheld;
+	atomic_uint nheld;              /* held for their readers (changed
+					 * under mu; read without it) */
 	char *spare[STFS_SPARE_MAX];    /* block buffers for the next fetch */
 	unsigned nspare;
 };
@@ -322,6 +323,11 @@ void stfs_blocks_written(struct stfs_remote *r, struct stfs_inflight *me,
 			 int rc);
 struct stfs_object *stfs_inflight_object(const struct stfs_inflight *me);
 struct stfs_inflight **stfs_inflight_later(struct stfs_inflight *me);
+/* Bytes [off, off + len) of o, in one block or across two, copied from
+ * blocks fetched whole and still in memory (held for their readers, or
+ * on their way to the cache): 0, or -ENOENT (read them elsewhere). */
+int stfs_blocks_copy_held(struct stfs_object *o, void *buf, size_t len,
+			  uint64_t off);
 /* o is closing: let go of its blocks held in memory. */
 void stfs_blocks_forget(struct stfs_blocks *b, const struct stfs_object *o);
 
@@ -337,6 +343,13 @@ void stfs_pool_read(struct stfs_object *o, void *buf, size_t len,
 		    stfs_source_done done, void *arg);
 /* next is read after o (stfs_source_ops.follow), or NULL. */
 void stfs_pool_follow(struct stfs_object *o, struct stfs_object *next);
+/* A read of blocks held in memory (fetched, and in the cache past its
+ * page cache, or not in it: blocks.c's hold()) answered from there, done
+ * called, prefetches planned: 0; or -ENOENT (none held: read the cache,
+ * then stfs_pool_read()). */
+int stfs_pool_held(struct stfs_object *o, void *buf, size_t len,
+		   uint64_t off, const struct stfs_extent *ext,
+		   stfs_source_done done, void *arg);
 /* A read served without a worker (a cache hit): plan prefetches. */
 void stfs_pool_hit(struct stfs_object *o, uint64_t off, size_t len,
 		   const struct stfs_extent *ext);

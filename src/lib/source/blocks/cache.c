@@ -532,7 +532,7 @@ int stfs_cache_put(struct stfs_cache *c, const struct stfs_cache_obj *o,
 static int stage(struct stfs_cache *c, struct stfs_cache_item *it, int *d,
 		 struct stfs_cachedir_tmpf *t)
 {
-	unsigned char hdr[STFS_BLOCK_HDR];
+	_Alignas(4096) unsigned char hdr[STFS_BLOCK_HDR];
 	char name[24], why[512];
 	int rc;
 
@@ -547,6 +547,10 @@ static int stage(struct stfs_cache *c, struct stfs_cache_item *it, int *d,
 		return *d;
 	block_name(it->block, name, sizeof(name));
 	stfs_blockfile_header(it->o->key, it->block, it->buf, it->len, hdr);
+	/* a block its readers have had goes past the page cache (it would
+	 * be dropped from it once flushed); one no reader has had yet stays
+	 * in it for them */
+	t->direct = !it->keep_pages;
 	rc = stfs_cachedir_stage(*d, name, hdr, sizeof(hdr), it->buf, it->len,
 				 t);
 	/* counted once its temporary file is there, of its whole size: the

@@ -36,11 +36,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "format.h"
@@ -295,13 +297,77 @@ static int write_all(int fd, const char *p, size_t len)
 	return 0;
 }
 
-/* Blocks written with O_DIRECT instead made a cold read 2.3x slower here:
- * each worker then waited for the disk. */
+#define ALIGN 4096u
+
+static int aligned(const void *p, size_t len)
+{
+	return ((uintptr_t)p | len) % ALIGN == 0;
+}
+
+/* All of the n buffers of v to fd, in order (v is used up): 0, or
+ * -errno. */
+static int writev_all(int fd, struct iovec *v, int n)
+{
+	while (n) {
+		ssize_t k = writev(fd, v, n);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return k < 0 ? -errno : -EIO;
+		for (; n && (size_t)k >= v->iov_len; v++, n--)
+			k -= (ssize_t)v->iov_len;
+		if (n) {
+			v->iov_base = (char *)v->iov_base + k;
+			v->iov_len -= (size_t)k;
+		}
+	}
+	return 0;
+}
+
+/* Write hdr and buf to fd (opened with O_DIRECT): as much of buf as is in
+ * whole 4 KiB units past the page cache, the rest (and all of it, if the
+ * file system refuses: EINVAL) through it.  A block file's bytes follow a
+ * 4 KiB header, so a block's are aligned in the file as in memory.  The
+ * page-cache copy (the largest share of the daemon's CPU with the cache
+ * on: docs/performance.md) and the writeback and drop after it are saved;
+ * the writer threads (writeback.c) wait for the disk as they did at the
+ * flush.  (When the workers wrote the cache themselves, O_DIRECT made a
+ * cold read 2.3x slower: each then waited for the disk.) */
+static int write_direct(int fd, const char *hdr, size_t hlen,
+			const char *buf, size_t len)
+{
+	size_t whole = len / ALIGN * ALIGN;
+	/* the header and the block's bytes in one request to the disk */
+	struct iovec v[2] = { { (void *)hdr, hlen }, { (void *)buf, whole } };
+	int rc = writev_all(fd, v, whole ? 2 : 1);
+
+	if (rc == -EINVAL) {            /* refused: from where it stopped */
+		off_t at = lseek(fd, 0, SEEK_CUR);
+
+		if (at < 0 || (size_t)at > hlen + len)
+			return -EIO;
+		whole = (size_t)at < hlen ? 0 : (size_t)at - hlen;
+		hdr += (size_t)at < hlen ? (size_t)at : hlen;
+		hlen -= (size_t)at < hlen ? (size_t)at : hlen;
+		if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_DIRECT) < 0)
+			return -errno;
+		if ((rc = write_all(fd, hdr, hlen)))
+			return rc;
+		return write_all(fd, buf + whole, len - whole);
+	}
+	if (rc || whole == len)
+		return rc;
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_DIRECT) < 0)
+		return -errno;
+	return write_all(fd, buf + whole, len - whole);
+}
+
 int stfs_cachedir_stage(int dir, const char *name, const void *hdr,
 			size_t hlen, const void *buf, size_t len,
 			struct stfs_cachedir_tmpf *t)
 {
-	int rc;
+	int rc, direct;
 
 	t->fd = -1;
 	t->dir = dir;
@@ -311,8 +377,15 @@ int stfs_cachedir_stage(int dir, const char *name, const void *hdr,
 	snprintf(t->tmp, sizeof(t->tmp), "%s.tmp.%d.%lx", name, (int)getpid(),
 		 (unsigned long)pthread_self());
 	(void)unlinkat(dir, t->tmp, 0);  /* ours, left by a failed write */
+	direct = t->direct && hlen && aligned(hdr, hlen) && aligned(buf, 0) &&
+		 len >= ALIGN;
 	t->fd = openat(dir, t->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-		       O_CLOEXEC, 0600);
+		       O_CLOEXEC | (direct ? O_DIRECT : 0), 0600);
+	if (t->fd < 0 && direct && errno == EINVAL) {  /* not here */
+		direct = 0;
+		t->fd = openat(dir, t->tmp, O_WRONLY | O_CREAT | O_EXCL |
+			       O_NOFOLLOW | O_CLOEXEC, 0600);
+	}
 	if (t->fd < 0)
 		return -errno;
 	/* locked while it is written: a scan removes it only once its
@@ -321,6 +394,8 @@ int stfs_cachedir_stage(int dir, const char *name, const void *hdr,
 	(void)flock(t->fd, LOCK_EX);
 	if (ftruncate(t->fd, (off_t)(hlen + len)) < 0)
 		rc = -errno;
+	else if (direct)
+		rc = write_direct(t->fd, hdr, hlen, buf, len);
 	else if (!(rc = write_all(t->fd, hdr, hlen)))
 		rc = write_all(t->fd, buf, len);
 	if (rc)

@@ -23,7 +23,8 @@
  * the number of connections follow this one (stfs_pool_width()), so that
  * a reader of one tensor is not charged a window of 32 blocks before the
  * link has shown it pays: it starts at 32 MiB, as with connections=8.
- * With connections=N (N > 0), N workers fetch at once, always.
+ * With connections=N (N > 0), N workers fetch at once, always.  The
+ * prefetch window, in blocks, follows the workers (stfs_prefetch_blocks()).
  */
 #include <stdatomic.h>
 
@@ -131,4 +132,19 @@ int stfs_conc_after(struct stfs_remote *r, uint64_t now_ms)
 	c->bytes0 = bytes;
 	c->retries0 = retries;
 	return next > limit;
+}
+
+/* The prefetch window, in blocks: 32 MiB (2 blocks of 16 MiB or more),
+ * or one block a connection when connections= asks for more, as long as
+ * that stays within 256 MiB: each connection then has a block of the
+ * reader's to fetch. */
+unsigned stfs_prefetch_blocks(const struct stfs_remote *r)
+{
+	unsigned base = r->o.block >= (16u << 20) ? 2u :
+			(unsigned)((32u << 20) / r->o.block);
+	unsigned most = (unsigned)((256u << 20) / r->o.block);
+	unsigned width = stfs_pool_width(r);
+	unsigned want = width < most ? width : most;
+
+	return want > base ? want : base;
 }

@@ -1,9 +1,10 @@
 /*
  * lookup.c: what is known of an object's bytes before they are fetched:
- * the blocks the cache holds, and the fetches that failed a moment ago.
- * stfs_blocks_lookup() is the one place that asks both, for a read on
- * its caller's thread (http.c, before a hand-over to a worker) and for
- * each block a worker is to read (blocks.c).
+ * the blocks the cache holds, and the fetches that failed a moment ago
+ * (and the object's making, and its blocks' sizes: stfs_object_init(),
+ * stfs_block_len()).  stfs_blocks_lookup() is the one place that asks
+ * both, for a read on its caller's thread (http.c, before a hand-over to
+ * a worker) and for each block a worker is to read (blocks.c).
  *
  * Cached blocks are read through descriptors kept open (the last
  * STFS_FD_SLOTS blocks read of each object), as a local file would be: a
@@ -36,6 +37,26 @@
 #include "blocks/blocks.h"
 
 #define FAIL_MEMORY_MS 500
+
+size_t stfs_block_len(const struct stfs_object *o, uint64_t b)
+{
+	uint64_t start = b * o->r->o.block;
+
+	return o->size - start < o->r->o.block ? (size_t)(o->size - start) :
+	       o->r->o.block;
+}
+
+void stfs_object_init(struct stfs_object *o)
+{
+	stfs_pool_plan_init(o);
+	stfs_lookup_init(o);
+}
+
+void stfs_object_fini(struct stfs_object *o)
+{
+	stfs_pool_plan_fini(o);
+	stfs_lookup_fini(o);
+}
 
 void stfs_lookup_init(struct stfs_object *o)
 {

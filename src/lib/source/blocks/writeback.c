@@ -12,7 +12,9 @@
  * (stfs_cache_put_batch(): all written, all flushed, then all renamed),
  * so that the disk is waited for once per batch rather than once per
  * block.  Until a block is in the cache it stays listed in memory
- * (blocks.c), and its readers copy it from there; one the cache cannot
+ * (blocks.c), and its readers copy it from there (after, too, while they
+ * have not read all of it: it went to the disk past the page cache,
+ * cachedir.c); one the cache cannot
  * take (a full disk, a cache_size under one block) stays there for its
  * readers as without a cache, and the first such failure is logged.
  * The queue is under the

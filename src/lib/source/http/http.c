@@ -116,6 +116,12 @@ static void http_read_async(struct stfs_source *src, void *buf, size_t len,
 		done(arg, 0);
 		return;
 	}
+	/* blocks held in memory for their readers (blocks.c: those the
+	 * cache took past its page cache) are copied from there */
+	if (stfs_pool_held(&s->obj, buf, len, off, ext, done, arg) == 0) {
+		stfs_m_read(s->obj.r->o.metrics, STFS_FROM_FETCH, len);
+		return;
+	}
 	/* blocks in the cache are read here, as a local file would be: a
 	 * hand-over to a worker costs more than the read; and the kernel's
 	 * retry of a read that just failed fails at once, not after a
