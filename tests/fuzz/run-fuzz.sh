@@ -1,7 +1,8 @@
 #!/bin/bash
 # run-fuzz.sh [SECONDS [HARNESS...]]: build the libFuzzer harnesses with
 # meson and clang (ASan + UBSan, in build-fuzz/) and fuzz each for SECONDS
-# (default 60); given names
+# (default 60) of one core, as many at once as there are cores
+# (STFS_FUZZ_JOBS); given names
 # (header, index, http, remote, xml, gguf, zip, pickle, cache, prefetch,
 # creds, promline, manifest),
 # only those:
@@ -187,17 +188,32 @@ mkdir -p "$out"/{corpus,seeds}-gguf
 mkdir -p "$out"/{corpus,seeds}-{zip,pickle}
 /usr/bin/python3 tests/fuzz/torch_seeds.py "$out/seeds-zip" "$out/seeds-pickle" ||
 	echo "fuzz: no torch seeds (python3-torch missing?)"
+# each harness for SECONDS of one core, as many at once as there are
+# cores (STFS_FUZZ_JOBS), so the stage takes half the time on two; their
+# reports are printed in order once all are done
+one() {
+	local h=$1 r=0
+	mkdir -p "tests/fuzz/regressions/$h"
+	"$out/tests/fuzz/fuzz_$h" -max_total_time="$secs" -max_len=65536 \
+		-print_final_stats=1 -artifact_prefix="tests/fuzz/regressions/$h/" \
+		"$out/corpus-$h" "$out/seeds-$h" "tests/fuzz/regressions/$h" \
+		>"$out/fuzz_$h.log" 2>&1 || r=$?
+	echo "$r" >"$out/fuzz_$h.rc"
+}
+jobs_at_once=${STFS_FUZZ_JOBS:-$(nproc)}
 for h in $harnesses; do
-	reg=tests/fuzz/regressions/$h
-	mkdir -p "$reg"
+	rm -f "$out/fuzz_$h.rc"
+	while [ "$(jobs -rp | wc -l)" -ge "$jobs_at_once" ]; do
+		wait -n || true
+	done
 	echo "fuzz: fuzz_$h for $secs s"
+	one "$h" &
+done
+wait
+for h in $harnesses; do
 	# the harness's own status, whatever its output: a filter that
 	# keeps no line must not end this script (set -e, pipefail)
-	r=0
-	"$out/tests/fuzz/fuzz_$h" -max_total_time="$secs" -max_len=65536 \
-		-print_final_stats=1 -artifact_prefix="$reg/" \
-		"$out/corpus-$h" "$out/seeds-$h" "$reg" >"$out/fuzz_$h.log" 2>&1 ||
-		r=$?
+	r=$(cat "$out/fuzz_$h.rc" 2>/dev/null || echo 1)
 	{ grep -E "^(#|stat::|==|SUMMARY|Done|fuzz)" "$out/fuzz_$h.log" |
 	  grep -vE "^#[0-9]+\s+(NEW|REDUCE|pulse)" | tail -8; } || true
 	echo "fuzz: fuzz_$h exit $r"
