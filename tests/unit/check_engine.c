@@ -586,14 +586,18 @@ START_TEST(t_engine_held)
 	assert_bytes(buf, BLOCK, 3 * BLOCK);
 	ck_assert_uint_eq(requests(f), 1);
 	/* a read across two held blocks (a tensor's file seldom starts on a
-	 * block) is copied from both, their files gone */
+	 * block) is copied from both, their files gone: on an object of its
+	 * own, whose first read is no reader's going on (which would have
+	 * the blocks after it prefetched, and counted) */
+	fake_free(f);
+	f = fake_new(1);
 	x.h = handle_new();
 	stfs_blocks_prefetch(&x, &f->o, 5);
 	stfs_blocks_prefetch(&x, &f->o, 6);
 	stfs_writeback(&x);
 	handle_free(x.h);
 	stfs_writeback_flush(f->r);
-	ck_assert_uint_eq(requests(f), 3);
+	ck_assert_uint_eq(requests(f), 2);
 	for (int b = 5; b <= 6; b++) {
 		snprintf(path, sizeof(path), "%s/c/%s/%d", f->dir,
 			 f->o.cobj.dir, b);
@@ -606,7 +610,7 @@ START_TEST(t_engine_held)
 	ck_assert_int_eq(w[1].done, 1);
 	ck_assert_int_eq(w[1].rc, 0);
 	assert_bytes(buf, BLOCK, 5 * BLOCK + BLOCK / 2);
-	ck_assert_uint_eq(requests(f), 3);
+	ck_assert_uint_eq(requests(f), 2);
 	fake_free(f);
 }
 END_TEST

@@ -163,10 +163,12 @@ struct stfs_cache_item {
 	uint64_t block;                 /* never STFS_CACHE_HEAD */
 	const void *buf;
 	size_t len;
-	int keep_pages;                 /* a warm's block no reader has had
-					 * yet: written through the page cache
-					 * and its pages stay, for them; any
-					 * other goes past it (O_DIRECT) */
+	int keep_pages;                 /* a block its readers will read
+					 * from the file (a warm's; one that
+					 * cannot be held): written through
+					 * the page cache and its pages stay,
+					 * for them; any other goes past it
+					 * (O_DIRECT) */
 	int rc;
 };
 /* Write n blocks (each rc set): all written, then all flushed, then all

@@ -63,8 +63,8 @@ struct stfs_inflight {
 				     * one it took past the page cache
 				     * before they read it all) */
 	size_t consumed;            /* bytes of it read, if held */
-	int unread;                 /* fetched for no reader (a warm, a
-				     * prefetch) */
+	int past;                   /* to be held once written past the
+				     * page cache (stfs_inflight_item()) */
 	int warm;                   /* fetched by a warm (stfs prefetch):
 				     * its reader comes after it, from the
 				     * page cache */
@@ -407,8 +407,9 @@ int stfs_blocks_copy_held(struct stfs_object *s, void *buf, size_t len,
 		/* (copy_listed() drops mu while it copies: found again) */
 		struct stfs_inflight **p = find(bl, s, b);
 
-		rc = *p ? copy_listed(r, *p, (size_t)at, to, (size_t)(end - at))
-			: -ENOENT;
+		rc = *p && (*p)->done && !(*p)->rc ?
+		     copy_listed(r, *p, (size_t)at, to, (size_t)(end - at)) :
+		     -ENOENT;
 	}
 	pthread_mutex_unlock(&bl->mu);
 	return rc ? -ENOENT : 0;
@@ -416,11 +417,20 @@ int stfs_blocks_copy_held(struct stfs_object *s, void *buf, size_t len,
 
 void stfs_inflight_item(struct stfs_inflight *me, struct stfs_cache_item *it)
 {
-	struct stfs_blocks *bl = &me->s->r->blocks;
+	struct stfs_remote *r = me->s->r;
+	struct stfs_blocks *bl = &r->blocks;
 	int keep;
 
+	/* a warm's block no reader has had: through the page cache, its
+	 * pages kept for the reader to come; one read whole: past it; one
+	 * its readers have not read all of: past it and held for them, or,
+	 * if as many are held as may be (whose oldest, which a reader in
+	 * order reads next, would go), through it and its pages kept, as
+	 * before blocks were held */
 	pthread_mutex_lock(&bl->mu);
-	keep = me->warm && !me->consumed;
+	me->past = !me->warm && me->consumed < me->len &&
+		   atomic_load(&bl->nheld) < 2 * stfs_prefetch_blocks(r);
+	keep = me->consumed < me->len && !me->past;
 	pthread_mutex_unlock(&bl->mu);
 	*it = (struct stfs_cache_item){ .o = &me->s->cobj, .block = me->block,
 					.buf = me->data, .len = me->len,
@@ -431,14 +441,11 @@ void stfs_blocks_written(struct stfs_remote *r, struct stfs_inflight *me,
 			 int rc)
 {
 	pthread_mutex_lock(&r->blocks.mu);
-	/* one the cache could not take (a full disk, a cache_size under a
-	 * block) is held for its readers, as without a cache: the kernel's
-	 * next readahead would otherwise fetch it again; and so is one in
-	 * the cache that its readers have not read all of (a prefetch's, a
-	 * reader's whose next reads are to come), which went there past the
-	 * page cache (cachedir.c): they copy it from here, once, as without
-	 * a cache, not from the disk (a warm's stays in the page cache) */
-	if ((rc || (!me->warm && me->consumed < me->len)) &&
+	/* held for its readers, as without a cache: one the cache could not
+	 * take (a full disk, a cache_size under a block: the kernel's next
+	 * readahead would fetch it again), or one that went past the page
+	 * cache before they read all of it (not read from the disk then) */
+	if ((rc || (me->past && me->consumed < me->len)) &&
 	    !atomic_load(&me->s->closing))
 		hold(r, me);
 	else
@@ -527,7 +534,6 @@ static int block_read(struct stfs_fetcher *f, struct stfs_object *s,
 	me->s = s;
 	me->block = b;
 	me->len = blen;
-	me->unread = !len;
 	me->warm = warm;
 	/* A reader waiting in the middle of the block: fetch from its page
 	 * to the end first, so that it waits for its own bytes and not for

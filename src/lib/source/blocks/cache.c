@@ -547,9 +547,8 @@ static int stage(struct stfs_cache *c, struct stfs_cache_item *it, int *d,
 		return *d;
 	block_name(it->block, name, sizeof(name));
 	stfs_blockfile_header(it->o->key, it->block, it->buf, it->len, hdr);
-	/* a block its readers have had goes past the page cache (it would
-	 * be dropped from it once flushed); one no reader has had yet stays
-	 * in it for them */
+	/* past the page cache, unless its readers will read it from the
+	 * file (blocks.c, stfs_inflight_item()) */
 	t->direct = !it->keep_pages;
 	rc = stfs_cachedir_stage(*d, name, hdr, sizeof(hdr), it->buf, it->len,
 				 t);

@@ -380,14 +380,18 @@ int stfs_cachedir_stage(int dir, const char *name, const void *hdr,
 	direct = t->direct && hlen && aligned(hdr, hlen) && aligned(buf, 0) &&
 		 len >= ALIGN;
 	t->fd = openat(dir, t->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-		       O_CLOEXEC | (direct ? O_DIRECT : 0), 0600);
-	if (t->fd < 0 && direct && errno == EINVAL) {  /* not here */
-		direct = 0;
-		t->fd = openat(dir, t->tmp, O_WRONLY | O_CREAT | O_EXCL |
-			       O_NOFOLLOW | O_CLOEXEC, 0600);
-	}
+		       O_CLOEXEC, 0600);
 	if (t->fd < 0)
 		return -errno;
+	/* asked for once the file is there: a file system without O_DIRECT
+	 * refuses it here (EINVAL), where an open with it would have made
+	 * the file and then failed; the write then goes through the page
+	 * cache */
+	if (direct) {
+		int fl = fcntl(t->fd, F_GETFL);
+
+		direct = fl >= 0 && fcntl(t->fd, F_SETFL, fl | O_DIRECT) == 0;
+	}
 	/* locked while it is written: a scan removes it only once its
 	 * writer is gone; and of its whole size from the start, which is
 	 * what another daemon's scan counts it for (stfs_cachedir_tmp()) */
