@@ -23,15 +23,9 @@ sys.path[:0] = [HERE] + [os.path.join(os.path.dirname(HERE), d)
                          for d in ("fixtures", "servers")]
 import stfstest as T  # noqa: E402
 from fixtures import Nginx  # noqa: E402
+from bench_metrics import cpu_s  # noqa: E402
 
 MiB = 1 << 20
-
-
-def cpu_s(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        parts = f.read().rsplit(")", 1)[1].split()
-    tick = os.sysconf("SC_CLK_TCK")
-    return (int(parts[11]) + int(parts[12])) / tick
 
 
 def one(stfs, url, mnt, names, cache, extra):

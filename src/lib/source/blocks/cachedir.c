@@ -281,22 +281,6 @@ int stfs_cachedir_open_file(int dir, const char *name, uint64_t size)
 	return fd;
 }
 
-/* Write len bytes from p to fd: 0, or -errno. */
-static int write_all(int fd, const char *p, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 #define ALIGN 4096u
 
 static int aligned(const void *p, size_t len)
@@ -308,8 +292,16 @@ static int aligned(const void *p, size_t len)
  * -errno. */
 static int writev_all(int fd, struct iovec *v, int n)
 {
-	while (n) {
-		ssize_t k = writev(fd, v, n);
+	for (;;) {
+		ssize_t k;
+
+		while (n && !v->iov_len) {      /* nothing left of it */
+			v++;
+			n--;
+		}
+		if (!n)
+			return 0;
+		k = writev(fd, v, n);
 
 		if (k < 0 && errno == EINTR)
 			continue;
@@ -322,7 +314,14 @@ static int writev_all(int fd, struct iovec *v, int n)
 			v->iov_len -= (size_t)k;
 		}
 	}
-	return 0;
+}
+
+/* Write len bytes from p to fd: 0, or -errno. */
+static int write_all(int fd, const char *p, size_t len)
+{
+	struct iovec v = { (void *)p, len };
+
+	return writev_all(fd, &v, 1);
 }
 
 /* Write hdr and buf to fd (opened with O_DIRECT): as much of buf as is in
